@@ -1,0 +1,78 @@
+"""The one door to exon's compiled C core.
+
+Only this module imports the cffi extension ``exon.native._exon``. Every C function
+returns ``>= 0`` or a negative code (``-errno`` or ``EXON_E_*``); :func:`check` turns a
+negative code into the matching :mod:`exon.errors` exception, with the C side's
+thread-local error text as the message.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+from exon import errors
+
+try:
+    from exon.native._exon import ffi, lib
+except ImportError as exc:  # pragma: no cover - only when the package was not built
+    raise ImportError(
+        "exon's C core is not built: install the package with `pip install -e .` "
+        "(or run `python exon/native/build.py`)"
+    ) from exc
+
+__all__ = ["check", "error_for", "ffi", "lib", "last_error"]
+
+_BY_CODE: dict[int, type[errors.ExonError]] = {
+    lib.EXON_E_GENERIC: errors.TransportError,
+    lib.EXON_E_DRIVER_TIMEOUT: errors.DriverTimeout,
+    lib.EXON_E_CLIENT_CLOSED: errors.ClosedError,
+    lib.EXON_E_CNC_VERSION: errors.CncError,
+    lib.EXON_E_CNC_CORRUPT: errors.CncError,
+    lib.EXON_E_LOG_CORRUPT: errors.LogBufferError,
+    lib.EXON_E_MESSAGE_TOO_LARGE: errors.MessageTooLarge,
+    lib.EXON_E_URI: errors.ChannelUriError,
+    lib.EXON_E_DRIVER_ERROR: errors.DriverError,
+    lib.EXON_E_TIMEOUT: errors.Timeout,
+    lib.EXON_E_ARGUMENT: errors.ConfigurationError,
+    lib.EXON_E_STATE: errors.StateError,
+    lib.EXON_E_FULL: errors.BackPressured,
+    lib.EXON_E_NO_SPACE: errors.ResourceExhausted,
+}
+
+
+def last_error() -> str:
+    """The C core's last error text on this thread."""
+    return ffi.string(lib.exon_last_error()).decode("utf-8", "replace")
+
+
+def error_for(rc: int, what: str = "") -> errors.ExonError:
+    """The exception for a negative return code ``rc`` from the C core."""
+    detail = last_error() if lib.exon_last_error_code() == rc else ""
+    prefix = f"{what}: " if what else ""
+    cls = _BY_CODE.get(rc)
+    if cls is not None:
+        return cls(prefix + (detail or cls.__doc__ or cls.__name__).strip())
+    if -4096 < rc < 0:
+        code = -rc
+        text = detail or os.strerror(code)
+        return errors.NativeOSError(code, prefix + text)
+    return errors.TransportError(f"{prefix}unknown native error {rc}: {detail}")
+
+
+def check(rc: int, what: str = "") -> int:
+    """Return ``rc`` if it is ``>= 0``; otherwise raise the matching exon error."""
+    if rc >= 0:
+        return rc
+    raise error_for(rc, what)
+
+
+def errno_name(rc: int) -> str:
+    """Name of a ``-errno`` code, for messages."""
+    return errno.errorcode.get(-rc, str(rc))
+
+
+def buffer_of(cdata: Any, size: int) -> Any:
+    """A writable buffer over ``size`` bytes of native memory at ``cdata``."""
+    return ffi.buffer(cdata, size)

@@ -1,0 +1,79 @@
+"""cffi build script for exon's C core (API mode, out of line).
+
+Every ``src/*.c`` file is compiled into one extension, ``exon.native._exon``. The cffi
+declarations are the concatenation of ``cdef/*.h`` (declarations only, one file per
+concern, read in name order). Every ``src/*.h`` is included into the generated module, so
+each header must be self-contained. Nothing but ``exon/native/__init__.py`` imports the
+compiled module.
+
+Run ``python exon/native/build.py`` to rebuild in place during development; ``pip install``
+runs it through setuptools (``cffi_modules`` in setup.py).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+from cffi import FFI
+
+HERE = pathlib.Path(__file__).resolve().parent
+SRC = HERE / "src"
+CDEF = HERE / "cdef"
+
+
+def _relative(path: pathlib.Path) -> str:
+    # setuptools wants source paths relative to the project root (where setup.py lives).
+    root = HERE.parent.parent
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
+    ffi = FFI()
+    ffi.cdef("\n".join(p.read_text() for p in sorted(CDEF.glob("*.h"))))
+    headers = sorted(p.name for p in SRC.glob("*.h"))
+    sources = sorted(SRC.glob("*.c"))
+    debug = os.environ.get("EXON_NATIVE_DEBUG") == "1"
+    cflags = [
+        "-std=gnu11",
+        "-Wall",
+        "-Wextra",
+        "-Wno-unused-parameter",
+        "-Wno-address-of-packed-member",
+        "-Wno-missing-field-initializers",
+        "-fno-strict-aliasing",
+    ]
+    cflags += ["-O0", "-g", "-fsanitize=address,undefined"] if debug else ["-O3", "-g"]
+    ldflags = ["-fsanitize=address,undefined"] if debug else []
+    ffi.set_source(
+        "exon.native._exon",
+        "\n".join(f'#include "{name}"' for name in headers),
+        sources=[str(p) if absolute_paths else _relative(p) for p in sources],
+        include_dirs=[str(SRC)],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        libraries=["pthread", "rt", "m"],
+        define_macros=[("_GNU_SOURCE", "1")],
+    )
+    return ffi
+
+
+ffibuilder = make_ffibuilder()
+
+if __name__ == "__main__":
+    # In-place development build: python exon/native/build.py
+    import shutil
+
+    os.chdir(HERE.parent.parent)
+    ffibuilder = make_ffibuilder(absolute_paths=True)
+    built = pathlib.Path(ffibuilder.compile(tmpdir="build/cffi", verbose="-v" in sys.argv))
+    target = HERE / built.name
+    for stale in HERE.glob("_exon*.so"):
+        if stale.name != target.name:
+            stale.unlink()  # an older build under another suffix would shadow or confuse
+    shutil.copy2(built, target)
+    print(target)
