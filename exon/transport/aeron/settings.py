@@ -1,0 +1,261 @@
+"""Settings of the media driver and its clients: one pydantic model with Aeron's defaults.
+
+Every field can also come from the environment: ``EXON_<FIELD NAME IN UPPER CASE>``
+(e.g. ``EXON_THREADING_MODE=SHARED``, ``EXON_TERM_BUFFER_LENGTH=1m``,
+``EXON_IMAGE_LIVENESS_TIMEOUT_NS=2s``). Explicit arguments win over the environment.
+Sizes accept ``k``/``m``/``g`` suffixes and durations ``ns``/``us``/``ms``/``s``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from exon.errors import ConfigurationError
+from exon.transport.aeron import layout
+
+ThreadingMode = Literal["DEDICATED", "SHARED_NETWORK", "SHARED"]
+IdleStrategyName = Literal["backoff", "spin", "yield", "sleep", "noop"]
+
+KIB = 1024
+MIB = 1024 * 1024
+MS = 1_000_000
+SECOND = 1_000_000_000
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": KIB, "m": MIB, "g": 1024 * MIB}
+_DURATION_UNITS = {None: 1, "ns": 1, "us": 1000, "ms": MS, "s": SECOND}
+
+
+def parse_size(value: Any) -> Any:
+    """``"64k"`` -> 65536; ints pass through; anything else is left to pydantic."""
+    if isinstance(value, str):
+        match = _SIZE.match(value)
+        if match:
+            return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+    return value
+
+
+def parse_duration_ns(value: Any) -> Any:
+    """``"200ms"`` -> 200_000_000 (nanoseconds); ints pass through."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match:
+            unit = match.group(2).lower() if match.group(2) else None
+            return int(match.group(1)) * _DURATION_UNITS[unit]
+    return value
+
+
+def default_driver_dir() -> str:
+    """Aeron's convention, under exon's name: ``/dev/shm/exon-<user>`` (or the tmp dir)."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else os.environ.get("TMPDIR", "/tmp")
+    try:
+        user = getpass.getuser()
+    except Exception:  # pragma: no cover - no user database entry
+        user = str(os.getuid())
+    return os.path.join(base, f"exon-{user}")
+
+
+class DriverSettings(BaseModel):
+    """The media driver's settings. Defaults are Aeron's (1.15.1 through current)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    dir: str = Field(default_factory=default_driver_dir, description="driver directory (CnC, logs)")
+    dir_delete_on_start: bool = Field(False, description="remove an existing directory at launch")
+    dir_delete_on_shutdown: bool = Field(False, description="remove the directory on close")
+
+    threading_mode: ThreadingMode = "DEDICATED"
+    idle_strategy: IdleStrategyName = "backoff"
+    idle_max_spins: int = Field(10, ge=0, le=1_000_000)
+    idle_max_yields: int = Field(20, ge=0, le=1_000_000)
+    idle_min_park_ns: int = Field(1_000, ge=1, le=SECOND)
+    idle_max_park_ns: int = Field(1 * MS, ge=1, le=10 * SECOND)
+
+    term_buffer_length: int = Field(16 * MIB, description="UDP publications")
+    ipc_term_buffer_length: int = Field(64 * MIB, description="IPC publications")
+    file_page_size: int = 4 * KIB
+    mtu_length: int = 1408
+    ipc_mtu_length: int = 1408
+    publication_term_window_length: int = Field(0, ge=0, description="0 = term length / 2")
+    ipc_publication_term_window_length: int = Field(0, ge=0, description="0 = term length / 2")
+    initial_window_length: int = Field(128 * KIB, ge=4 * KIB, le=layout.TERM_MAX_LENGTH // 2)
+    socket_rcvbuf_length: int = Field(128 * KIB, ge=0, le=1024 * MIB, description="0 = OS default")
+    socket_sndbuf_length: int = Field(0, ge=0, le=1024 * MIB, description="0 = OS default")
+
+    status_message_timeout_ns: int = Field(200 * MS, ge=1 * MS, le=60 * SECOND)
+    image_liveness_timeout_ns: int = Field(10 * SECOND, ge=10 * MS, le=3600 * SECOND)
+    publication_linger_timeout_ns: int = Field(5 * SECOND, ge=0, le=3600 * SECOND)
+    publication_connection_timeout_ns: int = Field(5 * SECOND, ge=10 * MS, le=3600 * SECOND)
+    publication_unblock_timeout_ns: int = Field(15 * SECOND, ge=10 * MS, le=3600 * SECOND)
+    client_liveness_timeout_ns: int = Field(10 * SECOND, ge=10 * MS, le=3600 * SECOND)
+    flow_control_receiver_timeout_ns: int = Field(5 * SECOND, ge=10 * MS, le=3600 * SECOND)
+    timer_interval_ns: int = Field(1 * SECOND, ge=1 * MS, le=60 * SECOND)
+    heartbeat_interval_ns: int = Field(100 * MS, ge=1 * MS, le=60 * SECOND)
+    setup_interval_ns: int = Field(100 * MS, ge=1 * MS, le=60 * SECOND)
+
+    nak_unicast_delay_ns: int = Field(1_000, ge=1_000, le=SECOND)
+    nak_unicast_retry_delay_ratio: int = Field(100, ge=1, le=100_000)
+    retransmit_unicast_delay_ns: int = Field(0, ge=0, le=SECOND)
+    retransmit_unicast_linger_ns: int = Field(10 * MS, ge=0, le=10 * SECOND)
+    max_resend: int = Field(16, ge=1, le=256)
+
+    to_driver_buffer_length: int = Field(1 * MIB, description="ring capacity (power of two)")
+    to_clients_buffer_length: int = Field(1 * MIB, description="broadcast capacity (power of 2)")
+    counters_values_buffer_length: int = Field(1 * MIB, description="128 bytes per counter")
+    error_buffer_length: int = Field(1 * MIB, ge=64 * KIB, le=256 * MIB)
+
+    receive_loss_rate: float = Field(0.0, ge=0.0, le=1.0, description="debug: drop received data")
+    receive_loss_seed: int = Field(0, description="debug: -1 = random seed")
+    send_loss_rate: float = Field(0.0, ge=0.0, le=1.0, description="debug: drop sent data")
+    send_loss_seed: int = Field(0, description="debug: -1 = random seed")
+
+    # ---- parsing of human-friendly values ---------------------------------------------
+
+    @field_validator(
+        "term_buffer_length",
+        "ipc_term_buffer_length",
+        "file_page_size",
+        "mtu_length",
+        "ipc_mtu_length",
+        "publication_term_window_length",
+        "ipc_publication_term_window_length",
+        "initial_window_length",
+        "socket_rcvbuf_length",
+        "socket_sndbuf_length",
+        "to_driver_buffer_length",
+        "to_clients_buffer_length",
+        "counters_values_buffer_length",
+        "error_buffer_length",
+        mode="before",
+    )
+    @classmethod
+    def _sizes(cls, value: Any) -> Any:
+        return parse_size(value)
+
+    @field_validator(
+        "idle_min_park_ns",
+        "idle_max_park_ns",
+        "status_message_timeout_ns",
+        "image_liveness_timeout_ns",
+        "publication_linger_timeout_ns",
+        "publication_connection_timeout_ns",
+        "publication_unblock_timeout_ns",
+        "client_liveness_timeout_ns",
+        "flow_control_receiver_timeout_ns",
+        "timer_interval_ns",
+        "heartbeat_interval_ns",
+        "setup_interval_ns",
+        "nak_unicast_delay_ns",
+        "retransmit_unicast_delay_ns",
+        "retransmit_unicast_linger_ns",
+        mode="before",
+    )
+    @classmethod
+    def _durations(cls, value: Any) -> Any:
+        return parse_duration_ns(value)
+
+    @field_validator("threading_mode", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    # ---- limits ---------------------------------------------------------------------
+
+    @field_validator("term_buffer_length", "ipc_term_buffer_length")
+    @classmethod
+    def _term_length(cls, value: int) -> int:
+        try:
+            layout.check_term_length(value)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (allowed: a power of two from 64 KiB to 1 GiB)") from None
+        return value
+
+    @field_validator("file_page_size")
+    @classmethod
+    def _page_size(cls, value: int) -> int:
+        if not layout.PAGE_MIN_SIZE <= value <= layout.PAGE_MAX_SIZE or value & (value - 1):
+            raise ValueError(f"page size {value} is not a power of two from 4 KiB to 1 GiB")
+        return value
+
+    @field_validator("mtu_length", "ipc_mtu_length")
+    @classmethod
+    def _mtu(cls, value: int) -> int:
+        if not layout.DATA_HEADER_LENGTH < value <= layout.MAX_UDP_PAYLOAD_LENGTH or value % 32:
+            raise ValueError(
+                f"mtu {value} must be a multiple of 32 in ({layout.DATA_HEADER_LENGTH}, "
+                f"{layout.MAX_UDP_PAYLOAD_LENGTH}]"
+            )
+        return value
+
+    @field_validator("to_driver_buffer_length", "to_clients_buffer_length")
+    @classmethod
+    def _ring_capacity(cls, value: int) -> int:
+        if not 64 * KIB <= value <= 256 * MIB or value & (value - 1):
+            raise ValueError(f"buffer length {value} is not a power of two from 64 KiB to 256 MiB")
+        return value
+
+    @field_validator("counters_values_buffer_length")
+    @classmethod
+    def _counters(cls, value: int) -> int:
+        if not 64 * KIB <= value <= 256 * MIB or value % 128:
+            raise ValueError(f"counters length {value} must be a multiple of 128 in [64 KiB, 256 MiB]")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> DriverSettings:
+        if self.idle_min_park_ns > self.idle_max_park_ns:
+            raise ValueError("idle_min_park_ns must not exceed idle_max_park_ns")
+        for mtu_field, term_field in (("mtu_length", "term_buffer_length"),
+                                      ("ipc_mtu_length", "ipc_term_buffer_length")):
+            if getattr(self, mtu_field) > getattr(self, term_field) // 8:
+                raise ValueError(f"{mtu_field} must not exceed {term_field} / 8")
+        return self
+
+    # ---- derived values -------------------------------------------------------------
+
+    def publication_window(self, term_length: int, *, ipc: bool) -> int:
+        """Aeron's producer window: the set value capped at term length / 2 (0 = term / 2)."""
+        configured = (
+            self.ipc_publication_term_window_length if ipc else self.publication_term_window_length
+        )
+        half = term_length // 2
+        return min(configured, half) if configured else half
+
+    def receiver_window(self, term_length: int) -> int:
+        """Static-window congestion control: min(initial window, term length / 2)."""
+        return min(self.initial_window_length, term_length // 2)
+
+    # ---- construction from the environment ----------------------------------------------
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> DriverSettings:
+        """Settings from ``EXON_*`` variables, then ``overrides``; errors name the variable."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            key = f"EXON_{name.upper()}"
+            if key in environ:
+                values[name] = environ[key]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return build_settings(cls, values)
+
+
+def build_settings(model: type[BaseModel], values: Mapping[str, Any]) -> Any:
+    """Validate ``values`` into ``model``; turn pydantic's error into a ConfigurationError."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or model.__name__}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigurationError(f"invalid {model.__name__}: {problems}") from None
