@@ -1,0 +1,86 @@
+"""The ``exon`` command line: ``exon driver``, ``exon stat``, ``exon bench ...``.
+
+Every command imports what it needs lazily, so ``exon --help`` stays fast and a missing
+optional peer (pyzmq, java) only matters to the command that uses it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="exon")
+def main() -> None:
+    """exon: messaging sockets over an Aeron-compatible transport."""
+
+
+@main.command()
+@click.option("--dir", "driver_dir", default=None, help="driver directory (CnC and log files)")
+@click.option(
+    "--threading-mode",
+    type=click.Choice(["DEDICATED", "SHARED_NETWORK", "SHARED"], case_sensitive=False),
+    default=None,
+    help="how the conductor, sender and receiver agents share threads",
+)
+@click.option("--delete-dir/--keep-dir", default=True, help="remove the directory on shutdown")
+def driver(driver_dir: str | None, threading_mode: str | None, delete_dir: bool) -> None:
+    """Run an external media driver until SIGINT/SIGTERM."""
+    from exon.transport.aeron.driver_main import run_driver
+
+    overrides: dict[str, object] = {"dir_delete_on_shutdown": delete_dir}
+    if threading_mode:
+        overrides["threading_mode"] = threading_mode.upper()
+    sys.exit(run_driver(driver_dir, overrides))
+
+
+@main.command()
+@click.option("--dir", "driver_dir", default=None, help="driver directory (default: EXON_DIR)")
+@click.option("--once", is_flag=True, help="print one snapshot and exit")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+@click.option("--interval", default=1.0, show_default=True, help="refresh period in seconds")
+def stat(driver_dir: str | None, once: bool, as_json: bool, interval: float) -> None:
+    """Print the driver's counters, like AeronStat."""
+    from exon.transport.aeron.settings import DriverSettings
+    from exon.transport.aeron.stat import run_stat
+
+    directory = driver_dir or DriverSettings.from_env().dir
+    sys.exit(run_stat(directory, once=once, as_json=as_json, interval=interval) or 0)
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks: one JSON line per case, exon beside its peer in the same run."""
+
+
+@bench.command("transport")
+@click.option("--channel", default="aeron:ipc", show_default=True)
+@click.option("--size", "sizes", multiple=True, type=int, help="message sizes (default 32, 1024)")
+@click.option(
+    "--vs",
+    "peers",
+    multiple=True,
+    type=click.Choice(["aeron", "zmq"]),
+    help="peers to run beside exon (default: both)",
+)
+@click.option("--seconds", default=5.0, show_default=True, help="duration of each native run")
+@click.option("--messages", default=2_000_000, show_default=True, help="messages per Python run")
+def bench_transport(
+    channel: str, sizes: tuple[int, ...], peers: tuple[str, ...], seconds: float, messages: int
+) -> None:
+    """exon's transport against real Aeron (native loop) and pyzmq (Python loop)."""
+    from exon.bench.transport import run_transport_bench
+
+    run_transport_bench(
+        channel=channel,
+        sizes=sizes or (32, 1024),
+        peers=peers or ("aeron", "zmq"),
+        seconds=seconds,
+        messages=messages,
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
