@@ -1,0 +1,37 @@
+/*
+ * exon_bench_ipc.h: native IPC throughput loop (publisher thread + subscriber thread over
+ * one log), the exon side of `exon bench transport` (peer: Aeron's EmbeddedIpcThroughput).
+ *
+ * The subscriber thread also plays the driver: after each poll it cleans the log behind
+ * the subscriber and sets *pub->position_limit = subscriber position + window.
+ * Thread safety: runs its own two threads; the caller must not use pub/img meanwhile.
+ */
+#ifndef EXON_BENCH_IPC_H
+#define EXON_BENCH_IPC_H
+
+#include <stdint.h>
+
+#include "exon_publication.h"
+#include "exon_image.h"
+
+typedef struct exon_bench_result_stct
+{
+    int64_t messages;                  /* messages received */
+    int64_t bytes;                     /* payload bytes received */
+    int64_t elapsed_ns;
+    int64_t back_pressured;            /* offers that returned BACK_PRESSURED/ADMIN_ACTION */
+    double messages_per_second;
+}
+exon_bench_result_t;
+
+/* Run for duration_ns with messages of msg_len bytes; window <= 0 -> term_length / 2.
+ * Returns 0 or a negative code; figures in *result. */
+int exon_bench_ipc_throughput(
+    exon_publication_t *pub,
+    exon_image_t *img,
+    int32_t msg_len,
+    int64_t duration_ns,
+    int32_t window,
+    exon_bench_result_t *result);
+
+#endif /* EXON_BENCH_IPC_H */
