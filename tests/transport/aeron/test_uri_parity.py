@@ -23,7 +23,8 @@ EDGE = [
     "aeron:udp?endpoint=a:1|interface=eth0", "aeron:udp?endpoint=a:1|interface=1.2.3.4:5/24",
     "aeron:udp?endpoint=a:1|interface=1.2.3.4/", "aeron:udp?endpoint=a:1|interface=[::1]/128",
     "aeron:udp?endpoint=a:1|interface=[::1]/129", "aeron:udp?endpoint=a:1|interface=/1",
-    "aeron:udp?endpoint=a:1|mtu=64", "aeron:udp?endpoint=a:1|mtu=1k", "aeron:udp?endpoint=a:1|mtu=32",
+    "aeron:udp?endpoint=a:1|mtu=64", "aeron:udp?endpoint=a:1|mtu=1k",
+    "aeron:udp?endpoint=a:1|mtu=32",
     "aeron:udp?endpoint=a:1|mtu=65504", "aeron:udp?endpoint=a:1|mtu=65536",
     "aeron:udp?endpoint=a:1|term-length=64k", "aeron:udp?endpoint=a:1|term-length=1g",
     "aeron:udp?endpoint=a:1|term-length=1G", "aeron:udp?endpoint=a:1|term-length=65535",
@@ -86,8 +87,12 @@ def _compare(text: str) -> None:
     try:
         uri = channel.parse(text)
     except ChannelUriError as exc:
-        assert rc == lib.EXON_E_URI, f"C accepted {text!r}; Python said {exc}"
-        assert ffi.string(out.error_part).decode() == exc.part, text  # type: ignore[attr-defined]
+        problem = exc
+    else:
+        problem = None
+    if problem is not None:
+        assert rc == lib.EXON_E_URI, f"C accepted {text!r}; Python said {problem}"
+        assert ffi.string(out.error_part).decode() == problem.part, text  # type: ignore[attr-defined]
         return
     assert rc == 0, f"C refused {text!r}: {ffi.string(out.error_part)}"
     assert out.media == (lib.EXON_URI_MEDIA_UDP if uri.is_udp else lib.EXON_URI_MEDIA_IPC)
