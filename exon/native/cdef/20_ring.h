@@ -1,0 +1,33 @@
+/* cdef: many-to-one ring buffer (exon_ring.h). */
+#define EXON_RING_TRAILER_LENGTH ...
+#define EXON_RING_RECORD_HEADER_LENGTH ...
+#define EXON_RING_ALIGNMENT ...
+#define EXON_RING_PADDING_TYPE ...
+#define EXON_RING_MIN_CAPACITY ...
+#define EXON_RING_TAIL_POSITION_OFFSET ...
+#define EXON_RING_HEAD_CACHE_POSITION_OFFSET ...
+#define EXON_RING_HEAD_POSITION_OFFSET ...
+#define EXON_RING_CORRELATION_COUNTER_OFFSET ...
+#define EXON_RING_CONSUMER_HEARTBEAT_OFFSET ...
+
+typedef struct exon_ring_stct { uint8_t *buffer; int32_t capacity; int32_t max_message_length; ...; } exon_ring_t;
+typedef struct exon_ring_batch_stct { int64_t head; int32_t head_index; int32_t bytes_read; int32_t max_bytes; int32_t records; int32_t limit; ...; } exon_ring_batch_t;
+
+int exon_ring_init(exon_ring_t *ring, void *buffer, int64_t length);
+int32_t exon_ring_try_claim(exon_ring_t *ring, int32_t type, int32_t length);
+int exon_ring_commit(exon_ring_t *ring, int32_t offset);
+int exon_ring_abort(exon_ring_t *ring, int32_t offset);
+int exon_ring_write(exon_ring_t *ring, int32_t type, const void *src, int32_t length);
+uint8_t *exon_ring_payload(exon_ring_t *ring, int32_t offset);
+int64_t exon_ring_next_correlation_id(exon_ring_t *ring);
+int exon_ring_read_begin(exon_ring_t *ring, exon_ring_batch_t *batch, int32_t limit);
+int exon_ring_read_next(exon_ring_t *ring, exon_ring_batch_t *batch, int32_t *type, int32_t *offset, int32_t *length);
+int32_t exon_ring_read_end(exon_ring_t *ring, exon_ring_batch_t *batch);
+int32_t exon_ring_read_copy(exon_ring_t *ring, uint8_t *dst, int32_t dst_capacity, int32_t limit);
+int exon_ring_unblock(exon_ring_t *ring);
+int exon_ring_check_unblock(exon_ring_t *ring, int64_t now_ns, int64_t timeout_ns);
+int64_t exon_ring_producer_position(const exon_ring_t *ring);
+int64_t exon_ring_consumer_position(const exon_ring_t *ring);
+int64_t exon_ring_size(const exon_ring_t *ring);
+int64_t exon_ring_consumer_heartbeat_time(const exon_ring_t *ring);
+void exon_ring_set_consumer_heartbeat_time(exon_ring_t *ring, int64_t now_ms);
