@@ -1,0 +1,247 @@
+"""Images: read whole messages from a log buffer, from the subscriber position.
+
+A thin face over ``exon_image.h``. One C call pulls a batch of whole (reassembled)
+messages, copied into a private buffer, and advances the subscriber position; Python then
+hands each message to the handler as ``bytes``, so the data stays valid after the position
+moves on. One thread polls an image at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from exon.errors import LogBufferError
+from exon.native import check, error_for, ffi, lib
+from exon.transport.aeron.logbuffer import LogBuffer
+
+__all__ = ["FragmentHeader", "Image"]
+
+_INITIAL_COPY_CAPACITY = 64 * 1024
+_DEFAULT_BATCH = 256
+
+
+class FragmentHeader:
+    """Header of the message being handled; valid only during the handler call (it is
+    reused for the next message, as in Aeron)."""
+
+    __slots__ = ("_frag", "_i")
+
+    def __init__(self, frags: Any) -> None:
+        self._frag = frags
+        self._i = 0
+
+    @property
+    def position(self) -> int:
+        """Stream position just after the message."""
+        return int(self._frag[self._i].position)
+
+    @property
+    def reserved_value(self) -> int:
+        return int(self._frag[self._i].reserved_value)
+
+    @property
+    def session_id(self) -> int:
+        return int(self._frag[self._i].session_id)
+
+    @property
+    def stream_id(self) -> int:
+        return int(self._frag[self._i].stream_id)
+
+    @property
+    def term_id(self) -> int:
+        return int(self._frag[self._i].term_id)
+
+    @property
+    def term_offset(self) -> int:
+        return int(self._frag[self._i].term_offset)
+
+    @property
+    def flags(self) -> int:
+        return int(self._frag[self._i].flags)
+
+    @property
+    def fragments(self) -> int:
+        """How many frames the message spanned (1 when unfragmented)."""
+        return int(self._frag[self._i].fragments)
+
+
+class Image:
+    """One publication's stream as seen by one subscription (``exon_image_t``)."""
+
+    def __init__(
+        self,
+        log: LogBuffer,
+        subscriber_position: Any,
+        counters_values: Any = None,
+        *,
+        correlation_id: int = 0,
+        on_close: Callable[[Image], None] | None = None,
+        owns_log: bool = False,
+    ) -> None:
+        """``subscriber_position`` is an ``int64_t *`` (the sub-pos counter, or a test's
+        own cell) holding the start position."""
+        self.log = log
+        self.correlation_id = correlation_id
+        self._position_cell = subscriber_position
+        self._counters = counters_values if counters_values is not None else ffi.NULL
+        self._on_close = on_close
+        self._owns_log = owns_log
+        self._closed = False
+        img = ffi.new("exon_image_t *")
+        check(lib.exon_image_init(img, log.cdata, subscriber_position, self._counters))
+        self._img = img
+        self._used = ffi.new("int32_t *")
+        self._frags = ffi.new("exon_fragment_t[]", _DEFAULT_BATCH)
+        self._nfrags = _DEFAULT_BATCH
+        self._header = FragmentHeader(self._frags)
+        self._set_copy_capacity(_INITIAL_COPY_CAPACITY)
+
+    @classmethod
+    def standalone(cls, log: LogBuffer, *, position: int = 0, owns_log: bool = False) -> Image:
+        """An image with its own subscriber-position cell (tests, benchmarks)."""
+        cell = ffi.new("int64_t[16]")
+        cell[0] = position
+        return cls(log, cell, owns_log=owns_log)
+
+    def _set_copy_capacity(self, capacity: int) -> None:
+        self._copy = ffi.new("uint8_t[]", capacity)
+        self._copy_cap = capacity
+        self._view = ffi.buffer(self._copy, capacity)
+
+    def _ensure_batch(self, n: int) -> None:
+        if n > self._nfrags:
+            self._frags = ffi.new("exon_fragment_t[]", n)
+            self._nfrags = n
+            self._header = FragmentHeader(self._frags)
+
+    def _pull(self, limit: int) -> int:
+        """One C call: up to ``limit`` fragments into the batch; returns the message count."""
+        if limit > self._nfrags:
+            self._ensure_batch(limit)
+        while True:
+            n = lib.exon_image_poll(self._img, self._frags, limit, limit, self._copy,
+                                    self._copy_cap, self._used)
+            if n >= 0:
+                return n
+            if n == lib.EXON_E_FULL:
+                # The next message is larger than the copy buffer: grow (bounded by the
+                # log's maximum message length) and retry; nothing was lost.
+                needed = int(self._used[0])
+                if needed > self.log.max_message_length:
+                    raise LogBufferError(f"log buffer {self.log.path}: message of {needed} "
+                                         "bytes exceeds the maximum message length")
+                self._set_copy_capacity(max(needed, 2 * self._copy_cap))
+                continue
+            raise error_for(n, "poll")
+
+    def poll(
+        self, handler: Callable[[bytes, FragmentHeader], object], fragment_limit: int = 10
+    ) -> int:
+        """Deliver up to ``fragment_limit`` frames' worth of whole messages to
+        ``handler(data, header)``; returns the number of messages delivered."""
+        if self._closed:
+            return 0
+        n = self._pull(fragment_limit)
+        if n:
+            frags = self._frags
+            view = self._view
+            header = self._header
+            for i in range(n):
+                f = frags[i]
+                off = f.offset
+                header._i = i
+                handler(view[off : off + f.length], header)
+        return n
+
+    def poll_messages(self, limit: int = _DEFAULT_BATCH) -> list[bytes]:
+        """Up to ``limit`` whole messages as ``bytes`` (fast path, no handler)."""
+        if self._closed:
+            return []
+        n = self._pull(limit)
+        if not n:
+            return []
+        frags = self._frags
+        view = self._view
+        out = []
+        for i in range(n):
+            f = frags[i]
+            off = f.offset
+            out.append(view[off : off + f.length])
+        return out
+
+    def poll_count(self, fragment_limit: int = 4096) -> tuple[int, int]:
+        """Consume frames without copying: ``(messages, payload bytes)``."""
+        nbytes = ffi.new("int64_t *")
+        n = check(lib.exon_image_poll_count(self._img, fragment_limit, nbytes))
+        return n, int(nbytes[0])
+
+    # ---- state --------------------------------------------------------------------
+
+    @property
+    def cdata(self) -> Any:
+        """The ``exon_image_t *``."""
+        return self._img
+
+    @property
+    def position(self) -> int:
+        return int(lib.exon_image_position(self._img))
+
+    @position.setter
+    def position(self, value: int) -> None:
+        check(lib.exon_image_set_position(self._img, value))
+
+    @property
+    def session_id(self) -> int:
+        return self.log.session_id
+
+    @property
+    def stream_id(self) -> int:
+        return self.log.stream_id
+
+    @property
+    def end_of_stream_position(self) -> int:
+        return int(lib.exon_image_end_of_stream_position(self._img))
+
+    @property
+    def is_end_of_stream(self) -> bool:
+        return bool(lib.exon_image_is_end_of_stream(self._img))
+
+    @property
+    def available(self) -> bool:
+        """True when a committed frame waits at the subscriber position."""
+        return not self._closed and lib.exon_image_available(self._img) > 0
+
+    def wait(self, doorbell: Any, timeout: float | None) -> bool:
+        """Sleep (GIL released) until data arrives, the doorbell rings or ``timeout``
+        seconds pass; True when data is available. ``doorbell`` is an ``int32_t *``."""
+        arr = ffi.new("exon_image_t *[1]", [self._img])
+        timeout_ns = -1 if timeout is None else int(timeout * 1e9)
+        rc = lib.exon_image_wait(arr, 1, doorbell, timeout_ns)
+        if rc == lib.EXON_E_TIMEOUT:
+            return False
+        return check(rc) == 1
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop reading (idempotent); frees the assembly buffer."""
+        if self._closed:
+            return
+        self._closed = True
+        lib.exon_image_close(self._img)
+        if self._on_close is not None:
+            self._on_close(self)
+        if self._owns_log:
+            self.log.close()
+
+    def __enter__(self) -> Image:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Image session={self.session_id} stream={self.stream_id} position={self.position}>"

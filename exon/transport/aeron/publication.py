@@ -1,0 +1,283 @@
+"""Publications: append messages to a log buffer (Aeron's Publication and ExclusivePublication).
+
+``offer(data)`` returns the new stream position (> 0) or one of Aeron's outcome codes,
+exported here as constants: :data:`NOT_CONNECTED`, :data:`BACK_PRESSURED`,
+:data:`ADMIN_ACTION`, :data:`CLOSED`, :data:`MAX_POSITION_EXCEEDED`. A message longer than
+:attr:`~Publication.max_message_length` raises :class:`~exon.errors.MessageTooLarge` and
+leaves the log untouched.
+
+Each ``offer`` is one C call (the GIL is released inside it). :class:`Publication` is safe
+to offer to from many threads (and processes, through the same log); an
+:class:`ExclusivePublication` must have one writer at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from exon import errors
+from exon.native import check, error_for, ffi, lib
+from exon.transport.aeron.logbuffer import LogBuffer
+
+__all__ = [
+    "ADMIN_ACTION",
+    "BACK_PRESSURED",
+    "CLOSED",
+    "MAX_POSITION_EXCEEDED",
+    "NOT_CONNECTED",
+    "Claim",
+    "ClaimRefused",
+    "ExclusivePublication",
+    "Publication",
+    "outcome_name",
+]
+
+NOT_CONNECTED: Final = -1
+BACK_PRESSURED: Final = -2
+ADMIN_ACTION: Final = -3
+CLOSED: Final = -4
+MAX_POSITION_EXCEEDED: Final = -5
+
+_NAMES = {
+    NOT_CONNECTED: "NOT_CONNECTED",
+    BACK_PRESSURED: "BACK_PRESSURED",
+    ADMIN_ACTION: "ADMIN_ACTION",
+    CLOSED: "CLOSED",
+    MAX_POSITION_EXCEEDED: "MAX_POSITION_EXCEEDED",
+}
+
+
+def outcome_name(code: int) -> str:
+    """Name of an offer outcome code (or ``"POSITION"`` for a position)."""
+    return _NAMES.get(code, "POSITION" if code >= 0 else f"ERROR({code})")
+
+
+class ClaimRefused(errors.BackPressured):
+    """``try_claim`` found no room; ``code`` is the Aeron outcome (e.g. BACK_PRESSURED)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"try_claim refused: {outcome_name(code)}")
+        self.code = code
+
+
+class Claim:
+    """A claimed frame: write into :attr:`buffer`, then :meth:`commit` or :meth:`abort`.
+
+    As a context manager it yields the buffer, commits on normal exit and aborts (the frame
+    becomes padding that readers skip) on an exception, so a half-written frame never leaks.
+    """
+
+    __slots__ = ("_claim", "_done", "_pub", "buffer", "position")
+
+    def __init__(self, pub: _PublicationBase, claim: Any, position: int) -> None:
+        self._pub = pub
+        self._claim = claim
+        self._done = False
+        self.position = position
+        self.buffer = memoryview(ffi.buffer(claim.data, claim.length))
+
+    @property
+    def length(self) -> int:
+        return len(self.buffer)
+
+    def set_reserved_value(self, value: int) -> None:
+        lib.exon_claim_set_reserved_value(self._claim, value)
+
+    def commit(self) -> int:
+        """Publish the frame; returns the position after it."""
+        self._finish(lib.exon_claim_commit)
+        return self.position
+
+    def abort(self) -> None:
+        """Turn the frame into padding."""
+        self._finish(lib.exon_claim_abort)
+
+    def _finish(self, fn: Callable[[Any], int]) -> None:
+        if self._done:
+            raise errors.StateError("claim already committed or aborted")
+        self._done = True
+        self.buffer.release()
+        check(fn(self._claim))
+
+    def __enter__(self) -> memoryview:
+        return self.buffer
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self._done:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class _PublicationBase:
+    _exclusive = 0
+
+    def __init__(
+        self,
+        log: LogBuffer,
+        position_limit: Any,
+        counters_values: Any = None,
+        *,
+        registration_id: int = 0,
+        on_close: Callable[[_PublicationBase], None] | None = None,
+        owns_log: bool = False,
+    ) -> None:
+        """``position_limit`` is an ``int64_t *`` (the pub-lmt counter, or a test's own
+        ``ffi.new("int64_t[...]")``); ``counters_values`` the counters base (doorbells)."""
+        self.log = log
+        self.registration_id = registration_id
+        self._limit = position_limit
+        self._counters = counters_values if counters_values is not None else ffi.NULL
+        self._on_close = on_close
+        self._owns_log = owns_log
+        self._closed = False
+        pub = ffi.new("exon_publication_t *")
+        check(lib.exon_publication_init(pub, log.cdata, position_limit, self._counters,
+                                        self._exclusive))
+        self._pub = pub
+        self.offer = self._make_offer(pub)  # type: ignore[method-assign]
+
+    @classmethod
+    def standalone(
+        cls, log: LogBuffer, *, limit: int | None = None, owns_log: bool = False
+    ) -> _PublicationBase:
+        """A publication with its own position-limit cell (tests, benchmarks). The limit
+        starts at ``limit`` (default: one term window) and is set through
+        :attr:`position_limit`."""
+        cell = ffi.new("int64_t[16]")  # a padded cache line of its own
+        cell[0] = log.term_length // 2 if limit is None else limit
+        return cls(log, cell, owns_log=owns_log)
+
+    @staticmethod
+    def _make_offer(pub: Any) -> Callable[..., int]:
+        c_offer = lib.exon_publication_offer
+        from_buffer = ffi.from_buffer
+
+        def offer(data: bytes | bytearray | memoryview, reserved_value: int = 0) -> int:
+            """Append ``data`` as one message: new position, or an outcome code < 0."""
+            try:
+                rc = c_offer(pub, data, len(data), reserved_value)  # bytes: no copy, no wrap
+            except TypeError:
+                buf = from_buffer(data)  # bytearray, memoryview, numpy...
+                rc = c_offer(pub, buf, len(buf), reserved_value)
+            if rc < MAX_POSITION_EXCEEDED:
+                raise error_for(rc, "offer")
+            return rc
+
+        return offer
+
+    def offer(self, data: bytes | bytearray | memoryview, reserved_value: int = 0) -> int:
+        """Append ``data`` as one message: new position, or an outcome code < 0."""
+        raise NotImplementedError  # replaced per instance by a closure (fast path)
+
+    def offer2(
+        self,
+        head: bytes | bytearray | memoryview,
+        body: bytes | bytearray | memoryview,
+        reserved_value: int = 0,
+    ) -> int:
+        """Append ``head + body`` as one message without joining them first."""
+        a = head if type(head) is bytes else ffi.from_buffer(head)
+        b = body if type(body) is bytes else ffi.from_buffer(body)
+        rc = lib.exon_publication_offer2(self._pub, a, len(a), b, len(b), reserved_value)
+        if rc < MAX_POSITION_EXCEEDED:
+            raise error_for(rc, "offer")
+        return rc
+
+    def try_claim(self, length: int) -> Claim:
+        """Claim room for one message of ``length`` <= :attr:`max_payload_length` bytes.
+
+        Use as ``with pub.try_claim(n) as buf: buf[:] = ...``. Raises
+        :class:`ClaimRefused` (a :class:`~exon.errors.BackPressured`) when the outcome is
+        BACK_PRESSURED, NOT_CONNECTED, ADMIN_ACTION or MAX_POSITION_EXCEEDED, and
+        :class:`~exon.errors.ClosedError` when closed.
+        """
+        claim = ffi.new("exon_claim_t *")
+        rc = lib.exon_publication_try_claim(self._pub, length, claim)
+        if rc < 0:
+            if rc == CLOSED:
+                raise errors.ClosedError("publication is closed")
+            if rc < MAX_POSITION_EXCEEDED:
+                raise error_for(rc, "try_claim")
+            raise ClaimRefused(rc)
+        return Claim(self, claim, rc)
+
+    # ---- state --------------------------------------------------------------------
+
+    @property
+    def cdata(self) -> Any:
+        """The ``exon_publication_t *``."""
+        return self._pub
+
+    @property
+    def position(self) -> int:
+        return int(lib.exon_publication_position(self._pub))
+
+    @property
+    def position_limit(self) -> int:
+        return int(lib.exon_publication_position_limit(self._pub))
+
+    @position_limit.setter
+    def position_limit(self, value: int) -> None:
+        self._limit[0] = value
+
+    @property
+    def max_message_length(self) -> int:
+        return int(self._pub.max_message_length)
+
+    @property
+    def max_payload_length(self) -> int:
+        return int(self._pub.max_payload_length)
+
+    @property
+    def session_id(self) -> int:
+        return int(self._pub.session_id)
+
+    @property
+    def stream_id(self) -> int:
+        return int(self._pub.stream_id)
+
+    @property
+    def is_connected(self) -> bool:
+        return not self._closed and bool(lib.exon_publication_is_connected(self._pub))
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Later offers return CLOSED. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        lib.exon_publication_close(self._pub)
+        if self._on_close is not None:
+            self._on_close(self)
+        if self._owns_log:
+            self.log.close()
+
+    def __enter__(self) -> _PublicationBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kind = type(self).__name__
+        return (f"<{kind} session={self.session_id} stream={self.stream_id} "
+                f"position={self.position if not self.log.closed else '?'}>")
+
+
+class Publication(_PublicationBase):
+    """A concurrent publication: ``offer`` is thread-safe (atomic add on the tail in C)."""
+
+    _exclusive = 0
+
+
+class ExclusivePublication(_PublicationBase):
+    """A single-writer publication: one thread offers at a time (cheaper: plain stores)."""
+
+    _exclusive = 1
