@@ -1,0 +1,42 @@
+/* cdef: the media driver (exon_driver.h). */
+#define EXON_THREADING_DEDICATED ...
+#define EXON_THREADING_SHARED_NETWORK ...
+#define EXON_THREADING_SHARED ...
+
+typedef struct exon_driver_context_stct {
+    char dir[4096];
+    int32_t dir_delete_on_start;
+    int32_t dir_delete_on_shutdown;
+    int32_t threading_mode;
+    int32_t idle_strategy;
+    int64_t idle_max_spins;
+    int64_t idle_max_yields;
+    int64_t idle_min_park_ns;
+    int64_t idle_max_park_ns;
+    int32_t ipc_term_buffer_length;
+    int32_t ipc_mtu_length;
+    int32_t term_buffer_length;
+    int32_t mtu_length;
+    int32_t file_page_size;
+    int32_t ipc_publication_term_window_length;
+    int32_t to_driver_buffer_length;
+    int32_t to_clients_buffer_length;
+    int32_t counters_values_buffer_length;
+    int32_t error_buffer_length;
+    int64_t client_liveness_timeout_ns;
+    int64_t publication_linger_timeout_ns;
+    int64_t publication_unblock_timeout_ns;
+    int64_t timer_interval_ns;
+    int64_t driver_timeout_ms;
+    ...;
+} exon_driver_context_t;
+
+typedef struct exon_driver_stct exon_driver_t;
+
+void exon_driver_context_defaults(exon_driver_context_t *ctx);
+int exon_driver_launch(exon_driver_t **driver, const exon_driver_context_t *ctx);
+int exon_driver_close(exon_driver_t *driver);
+int exon_driver_terminate_requested(exon_driver_t *driver);
+const char *exon_driver_dir(exon_driver_t *driver);
+int32_t exon_driver_runner_count(exon_driver_t *driver);
+int exon_driver_delete_dir(const char *dir);

@@ -1,0 +1,287 @@
+/* exon_driver.c: driver launch/close, directory handling and threading modes. */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exon_common.h"
+#include "exon_driver.h"
+
+void exon_driver_context_defaults(exon_driver_context_t *ctx)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    snprintf(ctx->dir, sizeof(ctx->dir), "/dev/shm/exon-default");
+    ctx->threading_mode = EXON_THREADING_DEDICATED;
+    ctx->idle_strategy = EXON_IDLE_BACKOFF;
+    ctx->idle_max_spins = 10;
+    ctx->idle_max_yields = 20;
+    ctx->idle_min_park_ns = 1000;
+    ctx->idle_max_park_ns = 1000000;
+    ctx->ipc_term_buffer_length = 64 * 1024 * 1024;
+    ctx->ipc_mtu_length = 1408;
+    ctx->term_buffer_length = 16 * 1024 * 1024;
+    ctx->mtu_length = 1408;
+    ctx->file_page_size = 4096;
+    ctx->ipc_publication_term_window_length = 0;
+    ctx->to_driver_buffer_length = 1024 * 1024;
+    ctx->to_clients_buffer_length = 1024 * 1024;
+    ctx->counters_values_buffer_length = 1024 * 1024;
+    ctx->error_buffer_length = 1024 * 1024;
+    ctx->client_liveness_timeout_ns = 10LL * 1000000000LL;
+    ctx->publication_linger_timeout_ns = 5LL * 1000000000LL;
+    ctx->publication_unblock_timeout_ns = 15LL * 1000000000LL;
+    ctx->timer_interval_ns = 1000000000LL;
+    ctx->driver_timeout_ms = 10000;
+}
+
+static int exon_driver_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) < 0 && errno != ENOENT)
+    {
+        return -1;
+    }
+    return 0;
+}
+
+int exon_driver_delete_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) < 0)
+    {
+        return errno == ENOENT ? 0 : exon_set_error(-errno, "cannot stat %s: %s", dir, strerror(errno));
+    }
+    if (nftw(dir, exon_driver_rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
+    {
+        return exon_set_error(-errno, "cannot delete %s: %s", dir, strerror(errno));
+    }
+    return 0;
+}
+
+static int exon_driver_prepare_dir(const exon_driver_context_t *ctx)
+{
+    struct stat st;
+    if (stat(ctx->dir, &st) == 0)
+    {
+        if (!S_ISDIR(st.st_mode))
+        {
+            return exon_set_error(EXON_E_ARGUMENT, "driver dir %s exists and is not a directory", ctx->dir);
+        }
+        if (exon_cnc_is_active(ctx->dir, exon_epoch_ms(), ctx->driver_timeout_ms) == 1)
+        {
+            return exon_set_error(EXON_E_STATE, "driver already active in %s", ctx->dir);
+        }
+        /* stale (or asked to start clean): remove the old driver's files */
+        int rc = exon_driver_delete_dir(ctx->dir);
+        if (rc < 0)
+        {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int exon_driver_add_runner(
+    exon_driver_t *d, const char *name, int thread_index, const exon_idle_strategy_t *idle)
+{
+    exon_agent_runner_t *runner = &d->runners[d->runner_count];
+    int rc = exon_agent_runner_init(
+        runner, name, idle, d->instance_id, thread_index, &d->cnc.header->agent_state[thread_index].sleeping);
+    if (rc < 0)
+    {
+        return rc;
+    }
+    d->runner_count++;
+    return 0;
+}
+
+int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *ctx)
+{
+    *driver_out = NULL;
+    if (ctx->threading_mode < EXON_THREADING_DEDICATED || ctx->threading_mode > EXON_THREADING_SHARED)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "unknown threading mode %d", ctx->threading_mode);
+    }
+    if (ctx->dir[0] == '\0')
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "driver dir is empty");
+    }
+    exon_driver_t *d = calloc(1, sizeof(*d));
+    if (NULL == d)
+    {
+        return exon_set_error(-ENOMEM, "out of memory");
+    }
+    d->context = *ctx;
+    uint64_t instance = 0;
+    if (getrandom(&instance, sizeof(instance), GRND_NONBLOCK) != (ssize_t)sizeof(instance))
+    {
+        instance = (uint64_t)exon_nano_clock() ^ ((uint64_t)getpid() << 32);
+    }
+    d->instance_id = (int64_t)(instance & 0x7FFFFFFFFFFFFFFFULL);
+
+    int rc = exon_driver_prepare_dir(ctx);
+    if (rc < 0)
+    {
+        free(d);
+        return rc;
+    }
+
+    exon_cnc_config_t config;
+    exon_cnc_config_defaults(&config);
+    config.to_driver_capacity = ctx->to_driver_buffer_length;
+    config.to_clients_capacity = ctx->to_clients_buffer_length;
+    config.counters_values_length = ctx->counters_values_buffer_length;
+    config.error_log_length = ctx->error_buffer_length;
+    config.client_liveness_timeout_ns = ctx->client_liveness_timeout_ns;
+    config.driver_timeout_ms = ctx->driver_timeout_ms;
+    config.driver_instance_id = d->instance_id;
+    config.threading_mode = ctx->threading_mode;
+    config.file_page_size = ctx->file_page_size;
+    switch (ctx->threading_mode)
+    {
+        case EXON_THREADING_DEDICATED:
+            config.agent_thread_index[EXON_AGENT_CONDUCTOR] = 0;
+            config.agent_thread_index[EXON_AGENT_SENDER] = 1;
+            config.agent_thread_index[EXON_AGENT_RECEIVER] = 2;
+            break;
+        case EXON_THREADING_SHARED_NETWORK:
+            config.agent_thread_index[EXON_AGENT_CONDUCTOR] = 0;
+            config.agent_thread_index[EXON_AGENT_SENDER] = 1;
+            config.agent_thread_index[EXON_AGENT_RECEIVER] = 1;
+            break;
+        default:
+            config.agent_thread_index[EXON_AGENT_CONDUCTOR] = 0;
+            config.agent_thread_index[EXON_AGENT_SENDER] = 0;
+            config.agent_thread_index[EXON_AGENT_RECEIVER] = 0;
+            break;
+    }
+    rc = exon_cnc_create(&d->cnc, ctx->dir, &config);
+    if (rc < 0)
+    {
+        free(d);
+        return rc;
+    }
+    exon_counters_t counters;
+    if ((rc = exon_cnc_counters(&d->cnc, &counters, 1000)) < 0 ||
+        (rc = exon_counters_allocate_system(&counters, exon_epoch_ms())) < 0)
+    {
+        exon_cnc_close(&d->cnc);
+        free(d);
+        return rc;
+    }
+
+    exon_driver_conductor_config_t cc;
+    memset(&cc, 0, sizeof(cc));
+    snprintf(cc.dir, sizeof(cc.dir), "%s", ctx->dir);
+    cc.ipc_term_length = ctx->ipc_term_buffer_length;
+    cc.ipc_mtu_length = ctx->ipc_mtu_length;
+    cc.file_page_size = ctx->file_page_size;
+    cc.ipc_publication_window_length = ctx->ipc_publication_term_window_length;
+    cc.client_liveness_timeout_ns = ctx->client_liveness_timeout_ns;
+    cc.publication_linger_timeout_ns = ctx->publication_linger_timeout_ns;
+    cc.publication_unblock_timeout_ns = ctx->publication_unblock_timeout_ns;
+    cc.timer_interval_ns = ctx->timer_interval_ns;
+    rc = exon_driver_conductor_init(&d->conductor, &d->cnc, &cc);
+    if (rc < 0)
+    {
+        exon_cnc_close(&d->cnc);
+        free(d);
+        return rc;
+    }
+
+    exon_idle_strategy_t idle;
+    exon_idle_strategy_init(&idle, ctx->idle_strategy, ctx->idle_max_spins, ctx->idle_max_yields,
+        ctx->idle_min_park_ns, ctx->idle_max_park_ns);
+    exon_agent_t conductor_agent = {
+        .name = "conductor", .do_work = exon_driver_conductor_do_work, .on_close = NULL, .state = &d->conductor };
+    exon_agent_t sender_agent = { .name = "sender", .do_work = exon_sender_do_work, .on_close = NULL, .state = d };
+    exon_agent_t receiver_agent = {
+        .name = "receiver", .do_work = exon_receiver_do_work, .on_close = NULL, .state = d };
+
+    switch (ctx->threading_mode)
+    {
+        case EXON_THREADING_DEDICATED:
+            if ((rc = exon_driver_add_runner(d, "conductor", 0, &idle)) >= 0 &&
+                (rc = exon_driver_add_runner(d, "sender", 1, &idle)) >= 0 &&
+                (rc = exon_driver_add_runner(d, "receiver", 2, &idle)) >= 0)
+            {
+                exon_agent_runner_add(&d->runners[0], &conductor_agent);
+                exon_agent_runner_add(&d->runners[1], &sender_agent);
+                exon_agent_runner_add(&d->runners[2], &receiver_agent);
+            }
+            break;
+        case EXON_THREADING_SHARED_NETWORK:
+            if ((rc = exon_driver_add_runner(d, "conductor", 0, &idle)) >= 0 &&
+                (rc = exon_driver_add_runner(d, "network", 1, &idle)) >= 0)
+            {
+                exon_agent_runner_add(&d->runners[0], &conductor_agent);
+                exon_agent_runner_add(&d->runners[1], &sender_agent);
+                exon_agent_runner_add(&d->runners[1], &receiver_agent);
+            }
+            break;
+        default:
+            if ((rc = exon_driver_add_runner(d, "shared", 0, &idle)) >= 0)
+            {
+                exon_agent_runner_add(&d->runners[0], &conductor_agent);
+                exon_agent_runner_add(&d->runners[0], &sender_agent);
+                exon_agent_runner_add(&d->runners[0], &receiver_agent);
+            }
+            break;
+    }
+    for (int32_t i = 0; rc >= 0 && i < d->runner_count; i++)
+    {
+        rc = exon_agent_runner_start(&d->runners[i]);
+    }
+    if (rc < 0)
+    {
+        char saved[1024];
+        snprintf(saved, sizeof(saved), "%s", exon_last_error());
+        exon_driver_close(d);
+        return exon_set_error(rc, "%s", saved);
+    }
+    *driver_out = d;
+    return 0;
+}
+
+int exon_driver_close(exon_driver_t *d)
+{
+    if (NULL == d)
+    {
+        return 0;
+    }
+    for (int32_t i = 0; i < d->runner_count; i++)
+    {
+        exon_agent_runner_close(&d->runners[i]);
+    }
+    exon_driver_conductor_close(&d->conductor);
+    exon_cnc_set_driver_heartbeat_ms(&d->cnc, 0);
+    exon_cnc_close(&d->cnc);
+    int rc = 0;
+    if (d->context.dir_delete_on_shutdown)
+    {
+        rc = exon_driver_delete_dir(d->context.dir);
+    }
+    free(d);
+    return rc;
+}
+
+int exon_driver_terminate_requested(exon_driver_t *d)
+{
+    return EXON_LOAD_ACQ(&d->conductor.terminate_requested) ? 1 : 0;
+}
+
+const char *exon_driver_dir(exon_driver_t *d)
+{
+    return d->context.dir;
+}
+
+int32_t exon_driver_runner_count(exon_driver_t *d)
+{
+    return d->runner_count;
+}

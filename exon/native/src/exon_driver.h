@@ -1,0 +1,87 @@
+/*
+ * exon_driver.h: the media driver: context (settings), directory, cnc.dat, agent threads.
+ *
+ * exon_driver_launch: checks the directory (a live driver there -> refused with "driver
+ * already active in DIR"; a stale one -> cleaned), creates cnc.dat with its system
+ * counters, then starts the agent runners for the threading mode:
+ *   DEDICATED       3 threads: conductor, sender, receiver
+ *   SHARED_NETWORK  2 threads: conductor, sender + receiver
+ *   SHARED          1 thread: conductor + sender + receiver
+ * exon_driver_close: stops and joins the agents, frees every log (unlinked), zeroes the
+ * driver heartbeat so clients learn at once that the driver is gone, unmaps cnc.dat and,
+ * when asked, deletes the directory.
+ *
+ * Thread-safety: launch/close from one owner thread. exon_driver_terminate_requested and
+ * the getters may be called from any thread.
+ */
+#ifndef EXON_DRIVER_H
+#define EXON_DRIVER_H
+
+#include <stdint.h>
+
+#include "exon_common.h"
+#include "exon_cnc.h"
+#include "exon_cnc_file.h"
+#include "exon_agent.h"
+#include "exon_driver_conductor.h"
+
+typedef struct exon_driver_context_stct
+{
+    char dir[EXON_MAX_PATH_LENGTH];
+    int32_t dir_delete_on_start;      /* also remove a stale dir's files (always done) */
+    int32_t dir_delete_on_shutdown;
+    int32_t threading_mode;           /* EXON_THREADING_* */
+    int32_t idle_strategy;            /* EXON_IDLE_* */
+    int64_t idle_max_spins;
+    int64_t idle_max_yields;
+    int64_t idle_min_park_ns;
+    int64_t idle_max_park_ns;
+    int32_t ipc_term_buffer_length;
+    int32_t ipc_mtu_length;
+    int32_t term_buffer_length;       /* UDP (issue 3) */
+    int32_t mtu_length;               /* UDP (issue 3) */
+    int32_t file_page_size;
+    int32_t ipc_publication_term_window_length;
+    int32_t to_driver_buffer_length;  /* ring capacity (power of two) */
+    int32_t to_clients_buffer_length; /* broadcast capacity (power of two) */
+    int32_t counters_values_buffer_length;
+    int32_t error_buffer_length;
+    int64_t client_liveness_timeout_ns;
+    int64_t publication_linger_timeout_ns;
+    int64_t publication_unblock_timeout_ns;
+    int64_t timer_interval_ns;
+    int64_t driver_timeout_ms;        /* written to the CnC: clients' heartbeat staleness limit */
+}
+exon_driver_context_t;
+
+typedef struct exon_driver_stct
+{
+    exon_driver_context_t context;
+    exon_cnc_t cnc;
+    exon_driver_conductor_t conductor;
+    exon_agent_runner_t runners[EXON_AGENT_COUNT];
+    int32_t runner_count;
+    int32_t closed;
+    int64_t instance_id;
+}
+exon_driver_t;
+
+/* Aeron's defaults (DEDICATED, backoff 10/20/1us/1ms, 64 MiB IPC terms, 10 s liveness...). */
+void exon_driver_context_defaults(exon_driver_context_t *ctx);
+
+/* Launch a driver; *driver is heap-allocated and owned by the caller until close. */
+int exon_driver_launch(exon_driver_t **driver, const exon_driver_context_t *ctx);
+
+/* Stop, join, clean, free. Safe with NULL. */
+int exon_driver_close(exon_driver_t *driver);
+
+/* 1 once a client sent TERMINATE_DRIVER. */
+int exon_driver_terminate_requested(exon_driver_t *driver);
+
+const char *exon_driver_dir(exon_driver_t *driver);
+int32_t exon_driver_runner_count(exon_driver_t *driver);
+
+/* Remove everything under `dir` and the dir itself (0, or -errno). */
+int exon_driver_delete_dir(const char *dir);
+
+#endif /* EXON_DRIVER_H */

@@ -1,0 +1,1119 @@
+/* exon_driver_conductor.c: commands, IPC publications, subscriptions, liveness. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exon_common.h"
+#include "exon_layout.h"
+#include "exon_doorbell.h"
+#include "exon_driver_conductor.h"
+
+#define EXON_DC_COMMAND_LIMIT 16
+
+#define EXON_DC_PUB_ACTIVE 0
+#define EXON_DC_PUB_DRAINING 1
+#define EXON_DC_PUB_LINGER 2
+
+struct exon_dc_client_stct
+{
+    int64_t client_id;
+    int64_t pid;
+    int64_t last_keepalive_ns;
+    int32_t heartbeat_counter_id;
+};
+
+struct exon_dc_ipc_publication_stct
+{
+    int64_t registration_id;
+    int32_t stream_id;
+    int32_t session_id;
+    bool exclusive;
+    int32_t state;
+    int32_t refcount;
+    int32_t pub_pos_id;
+    int32_t pub_lmt_id;
+    int32_t window;
+    int64_t clean_position;
+    int64_t end_of_stream_position;
+    int64_t drain_deadline_ns;
+    int64_t linger_deadline_ns;
+    bool back_pressured;
+    exon_log_t log;
+};
+
+struct exon_dc_publication_link_stct
+{
+    int64_t registration_id;
+    int64_t client_id;
+    exon_dc_ipc_publication_t *publication;
+};
+
+struct exon_dc_subscription_stct
+{
+    int64_t registration_id;
+    int64_t client_id;
+    int32_t stream_id;
+    int32_t doorbell_id;
+    bool doorbell_owned;
+};
+
+struct exon_dc_subscriber_position_stct
+{
+    exon_dc_ipc_publication_t *publication;
+    exon_dc_subscription_t *subscription;
+    int32_t counter_id;
+};
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static int exon_dc_array_add(exon_dc_array_t *a, void *item)
+{
+    if (a->length == a->capacity)
+    {
+        int32_t capacity = a->capacity ? a->capacity * 2 : 8;
+        void **items = realloc(a->items, sizeof(void *) * (size_t)capacity);
+        if (NULL == items)
+        {
+            return exon_set_error(-ENOMEM, "driver conductor: out of memory");
+        }
+        a->items = items;
+        a->capacity = capacity;
+    }
+    a->items[a->length++] = item;
+    return 0;
+}
+
+static void exon_dc_array_remove_at(exon_dc_array_t *a, int32_t i)
+{
+    a->items[i] = a->items[a->length - 1];
+    a->length--;
+}
+
+static void exon_dc_array_remove(exon_dc_array_t *a, void *item)
+{
+    for (int32_t i = 0; i < a->length; i++)
+    {
+        if (a->items[i] == item)
+        {
+            exon_dc_array_remove_at(a, i);
+            return;
+        }
+    }
+}
+
+static void exon_dc_array_free(exon_dc_array_t *a)
+{
+    for (int32_t i = 0; i < a->length; i++)
+    {
+        free(a->items[i]);
+    }
+    free(a->items);
+    a->items = NULL;
+    a->length = 0;
+    a->capacity = 0;
+}
+
+static uint64_t exon_dc_random(exon_driver_conductor_t *c)
+{
+    /* xorshift64* */
+    uint64_t x = c->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    c->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+void exon_driver_conductor_error(exon_driver_conductor_t *c, const char *fmt, ...)
+{
+    char text[1024];
+    va_list args;
+    va_start(args, fmt);
+    int n = vsnprintf(text, sizeof(text), fmt, args);
+    va_end(args);
+    if (n < 0)
+    {
+        return;
+    }
+    if (n >= (int)sizeof(text))
+    {
+        n = (int)sizeof(text) - 1;
+    }
+    if (c->error_log_ready)
+    {
+        exon_error_log_record(&c->error_log, exon_epoch_ms(), text, n);
+    }
+    exon_counter_add(&c->counters, EXON_SYSTEM_COUNTER_ERRORS, 1);
+}
+
+static void exon_dc_transmit(exon_driver_conductor_t *c, int32_t type, const void *msg, int32_t length)
+{
+    int rc = exon_broadcast_transmit(&c->to_clients, type, msg, length);
+    if (rc < 0)
+    {
+        exon_driver_conductor_error(c, "to-clients broadcast of type 0x%x failed: %d", type, rc);
+        return;
+    }
+    exon_cnc_header_t *h = c->cnc->header;
+    EXON_FENCE_SEQ();
+    if (EXON_LOAD_ACQ(&h->to_clients_waiters) > 0)
+    {
+        exon_doorbell_ring(&h->to_clients_doorbell);
+    }
+}
+
+static void exon_dc_send_error(
+    exon_driver_conductor_t *c, int64_t correlation_id, int32_t code, const char *fmt, ...)
+{
+    char text[1024];
+    va_list args;
+    va_start(args, fmt);
+    int n = vsnprintf(text, sizeof(text), fmt, args);
+    va_end(args);
+    if (n < 0)
+    {
+        n = 0;
+    }
+    if (n >= (int)sizeof(text))
+    {
+        n = (int)sizeof(text) - 1;
+    }
+    exon_error_response_t *r = (exon_error_response_t *)c->msg;
+    r->offending_command_correlation_id = correlation_id;
+    r->error_code = code;
+    r->error_message_length = n;
+    memcpy(c->msg + sizeof(*r), text, (size_t)n);
+    exon_dc_transmit(c, EXON_RSP_ON_ERROR, c->msg, (int32_t)sizeof(*r) + n);
+    exon_driver_conductor_error(c, "command %lld refused: %s", (long long)correlation_id, text);
+}
+
+static void exon_dc_send_success(exon_driver_conductor_t *c, int64_t correlation_id)
+{
+    exon_operation_succeeded_t r = { .correlation_id = correlation_id };
+    exon_dc_transmit(c, EXON_RSP_ON_OPERATION_SUCCESS, &r, (int32_t)sizeof(r));
+}
+
+static void exon_dc_ring_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
+{
+    if (sub->doorbell_id >= 0)
+    {
+        exon_doorbell_ring(exon_doorbell_word(c->counters.values, sub->doorbell_id));
+    }
+}
+
+/*
+ * Channel check for what the conductor supports now. Returns 0 for IPC, or an
+ * EXON_DRIVER_ERR_* code (> 0) with `why` filled.
+ */
+static int exon_dc_parse_channel(const char *channel, int32_t length, char *why, size_t why_length)
+{
+    if (length <= 0 || length > EXON_MAX_CHANNEL_LENGTH)
+    {
+        snprintf(why, why_length, "channel length %d is not in [1, %d]", length, EXON_MAX_CHANNEL_LENGTH);
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    if (length >= 9 && 0 == memcmp(channel, "aeron:ipc", 9) && (length == 9 || channel[9] == '?'))
+    {
+        /* parameters are validated for shape only: k=v pairs separated by '|' */
+        const char *p = channel + 10;
+        const char *end = channel + length;
+        while (length > 9 && p < end)
+        {
+            const char *bar = memchr(p, '|', (size_t)(end - p));
+            const char *stop = bar ? bar : end;
+            const char *eq = memchr(p, '=', (size_t)(stop - p));
+            if (NULL == eq || eq == p || eq + 1 == stop)
+            {
+                snprintf(why, why_length, "malformed parameter '%.*s' in channel '%.*s' (want key=value)",
+                    (int)(stop - p), p, length, channel);
+                return EXON_DRIVER_ERR_INVALID_CHANNEL;
+            }
+            p = stop + 1;
+        }
+        return 0;
+    }
+    if (length >= 9 && 0 == memcmp(channel, "aeron:udp", 9))
+    {
+        snprintf(why, why_length, "channel '%.*s': UDP is not supported by this driver yet", length, channel);
+        return EXON_DRIVER_ERR_NOT_SUPPORTED;
+    }
+    snprintf(why, why_length, "invalid channel '%.*s' (want aeron:ipc or aeron:udp?endpoint=...)", length, channel);
+    return EXON_DRIVER_ERR_INVALID_CHANNEL;
+}
+
+/* ---- clients ------------------------------------------------------------------------ */
+
+static exon_dc_client_t *exon_dc_find_client(exon_driver_conductor_t *c, int64_t client_id)
+{
+    for (int32_t i = 0; i < c->clients.length; i++)
+    {
+        exon_dc_client_t *client = c->clients.items[i];
+        if (client->client_id == client_id)
+        {
+            return client;
+        }
+    }
+    return NULL;
+}
+
+static exon_dc_client_t *exon_dc_client_seen(exon_driver_conductor_t *c, int64_t client_id, int64_t now_ns)
+{
+    exon_dc_client_t *client = exon_dc_find_client(c, client_id);
+    if (NULL == client)
+    {
+        client = calloc(1, sizeof(*client));
+        if (NULL == client)
+        {
+            return NULL;
+        }
+        client->client_id = client_id;
+        char label[128];
+        int n = snprintf(label, sizeof(label), "client-heartbeat: id=%lld", (long long)client_id);
+        client->heartbeat_counter_id = exon_counters_allocate(
+            &c->counters, EXON_COUNTER_TYPE_CLIENT_HEARTBEAT, NULL, 0, label, n, client_id, client_id,
+            exon_epoch_ms());
+        if (exon_dc_array_add(&c->clients, client) < 0)
+        {
+            free(client);
+            return NULL;
+        }
+    }
+    client->last_keepalive_ns = now_ns;
+    if (client->heartbeat_counter_id >= 0)
+    {
+        exon_counter_set(&c->counters, client->heartbeat_counter_id, exon_epoch_ms());
+    }
+    return client;
+}
+
+/* ---- publications ------------------------------------------------------------------- */
+
+static int64_t exon_dc_ipc_producer_position(exon_dc_ipc_publication_t *pub)
+{
+    return exon_log_producer_position(&pub->log);
+}
+
+static void exon_dc_unavailable_image(
+    exon_driver_conductor_t *c, exon_dc_subscriber_position_t *sp)
+{
+    exon_image_message_t *m = (exon_image_message_t *)c->msg;
+    m->correlation_id = sp->publication->registration_id;
+    m->subscription_registration_id = sp->subscription->registration_id;
+    m->stream_id = sp->publication->stream_id;
+    m->channel_length = 9;
+    memcpy(c->msg + sizeof(*m), "aeron:ipc", 9);
+    exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_IMAGE, c->msg, (int32_t)sizeof(*m) + 9);
+}
+
+/* Remove one link; notify = send ON_UNAVAILABLE_IMAGE to the subscription's client. */
+static void exon_dc_remove_subscriber_position(
+    exon_driver_conductor_t *c, exon_dc_subscriber_position_t *sp, bool notify)
+{
+    exon_dc_ipc_publication_t *pub = sp->publication;
+    exon_dc_subscription_t *sub = sp->subscription;
+    exon_dc_array_remove(&c->subscriber_positions, sp);
+    bool doorbell_still_used = false;
+    for (int32_t i = 0; i < c->subscriber_positions.length; i++)
+    {
+        exon_dc_subscriber_position_t *other = c->subscriber_positions.items[i];
+        if (other->publication == pub && other->subscription->doorbell_id == sub->doorbell_id)
+        {
+            doorbell_still_used = true;
+        }
+    }
+    if (!doorbell_still_used && sub->doorbell_id >= 0)
+    {
+        exon_log_remove_doorbell(pub->log.meta, sub->doorbell_id);
+    }
+    if (sp->counter_id >= 0)
+    {
+        exon_counters_free(&c->counters, sp->counter_id, exon_epoch_ms());
+    }
+    if (notify)
+    {
+        exon_dc_unavailable_image(c, sp);
+        exon_dc_ring_subscription(c, sub);
+    }
+    free(sp);
+}
+
+static int exon_dc_link(
+    exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub, exon_dc_subscription_t *sub)
+{
+    int64_t join_position = exon_dc_ipc_producer_position(pub);
+    char label[160];
+    int n = snprintf(label, sizeof(label), "sub-pos: %lld %d %d aeron:ipc @%lld",
+        (long long)sub->registration_id, pub->session_id, pub->stream_id, (long long)join_position);
+    int32_t counter_id = exon_counters_allocate(
+        &c->counters, EXON_COUNTER_TYPE_SUBSCRIBER_POSITION, NULL, 0, label, n,
+        sub->registration_id, sub->client_id, exon_epoch_ms());
+    if (counter_id < 0)
+    {
+        exon_driver_conductor_error(c, "no counter for sub-pos of subscription %lld: %s",
+            (long long)sub->registration_id, exon_last_error());
+        return counter_id;
+    }
+    exon_counter_set(&c->counters, counter_id, join_position);
+
+    exon_dc_subscriber_position_t *sp = calloc(1, sizeof(*sp));
+    if (NULL == sp || exon_dc_array_add(&c->subscriber_positions, sp) < 0)
+    {
+        free(sp);
+        exon_counters_free(&c->counters, counter_id, exon_epoch_ms());
+        return -ENOMEM;
+    }
+    sp->publication = pub;
+    sp->subscription = sub;
+    sp->counter_id = counter_id;
+
+    if (sub->doorbell_id >= 0)
+    {
+        int rc = exon_log_add_doorbell(pub->log.meta, sub->doorbell_id);
+        if (rc < 0 && rc != -EEXIST)
+        {
+            exon_driver_conductor_error(c, "log %s: doorbell table full for subscription %lld",
+                pub->log.path, (long long)sub->registration_id);
+        }
+    }
+
+    /* ON_AVAILABLE_IMAGE: header, log file, source identity */
+    exon_image_ready_t *m = (exon_image_ready_t *)c->msg;
+    int32_t log_length = (int32_t)strlen(pub->log.path);
+    m->correlation_id = pub->registration_id;
+    m->subscription_registration_id = sub->registration_id;
+    m->session_id = pub->session_id;
+    m->stream_id = pub->stream_id;
+    m->subscriber_position_counter_id = counter_id;
+    m->log_file_length = log_length;
+    uint8_t *p = c->msg + sizeof(*m);
+    memcpy(p, pub->log.path, (size_t)log_length);
+    p += log_length;
+    int32_t source_length = 9;
+    memcpy(p, &source_length, sizeof(source_length));
+    p += sizeof(source_length);
+    memcpy(p, "aeron:ipc", 9);
+    p += 9;
+    exon_dc_transmit(c, EXON_RSP_ON_AVAILABLE_IMAGE, c->msg, (int32_t)(p - c->msg));
+    exon_dc_ring_subscription(c, sub);
+    return 0;
+}
+
+static int32_t exon_dc_next_session_id(exon_driver_conductor_t *c, int32_t stream_id)
+{
+    for (int attempt = 0; attempt < 1000; attempt++)
+    {
+        int32_t session_id = (int32_t)(uint32_t)exon_dc_random(c);
+        if (session_id >= -1 && session_id <= 1000)
+        {
+            continue;
+        }
+        bool used = false;
+        for (int32_t i = 0; i < c->publications.length; i++)
+        {
+            exon_dc_ipc_publication_t *pub = c->publications.items[i];
+            if (pub->stream_id == stream_id && pub->session_id == session_id)
+            {
+                used = true;
+                break;
+            }
+        }
+        if (!used)
+        {
+            return session_id;
+        }
+    }
+    return 1001;
+}
+
+static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(
+    exon_driver_conductor_t *c, int64_t registration_id, int32_t stream_id, bool exclusive, char *why, size_t why_length)
+{
+    exon_dc_ipc_publication_t *pub = calloc(1, sizeof(*pub));
+    if (NULL == pub)
+    {
+        snprintf(why, why_length, "out of memory");
+        return NULL;
+    }
+    pub->registration_id = registration_id;
+    pub->stream_id = stream_id;
+    pub->session_id = exon_dc_next_session_id(c, stream_id);
+    pub->exclusive = exclusive;
+    pub->state = EXON_DC_PUB_ACTIVE;
+    pub->refcount = 1;
+    pub->pub_pos_id = -1;
+    pub->pub_lmt_id = -1;
+    pub->end_of_stream_position = INT64_MAX;
+    int32_t term_length = c->config.ipc_term_length;
+    int32_t window = c->config.ipc_publication_window_length;
+    pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
+
+    char path[EXON_LOG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s/publications/%lld.logbuffer", c->config.dir, (long long)registration_id);
+    exon_log_params_t params;
+    memset(&params, 0, sizeof(params));
+    params.term_length = term_length;
+    params.mtu = c->config.ipc_mtu_length;
+    params.page_size = c->config.file_page_size;
+    params.initial_term_id = (int32_t)(uint32_t)exon_dc_random(c);
+    params.session_id = pub->session_id;
+    params.stream_id = stream_id;
+    params.correlation_id = registration_id;
+    params.publication_window_length = pub->window;
+    params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
+    params.is_connected = 0;
+    params.sparse = 1;
+    int rc = exon_log_create(&pub->log, path, &params);
+    if (rc < 0)
+    {
+        snprintf(why, why_length, "cannot create log %s: %s", path, exon_last_error());
+        free(pub);
+        return NULL;
+    }
+    pub->log.meta->linger_timeout_ns = c->config.publication_linger_timeout_ns;
+    pub->log.meta->signal_eos = 1;
+
+    char label[160];
+    int64_t now_ms = exon_epoch_ms();
+    int n = snprintf(label, sizeof(label), "pub-pos: %lld %d %d aeron:ipc",
+        (long long)registration_id, pub->session_id, stream_id);
+    pub->pub_pos_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_PUBLISHER_POSITION,
+        NULL, 0, label, n, registration_id, EXON_COUNTER_OWNER_DRIVER, now_ms);
+    n = snprintf(label, sizeof(label), "pub-lmt: %lld %d %d aeron:ipc",
+        (long long)registration_id, pub->session_id, stream_id);
+    pub->pub_lmt_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_PUBLISHER_LIMIT,
+        NULL, 0, label, n, registration_id, EXON_COUNTER_OWNER_DRIVER, now_ms);
+    if (pub->pub_pos_id < 0 || pub->pub_lmt_id < 0 || exon_dc_array_add(&c->publications, pub) < 0)
+    {
+        snprintf(why, why_length, "no counters left for publication %lld", (long long)registration_id);
+        if (pub->pub_pos_id >= 0)
+        {
+            exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
+        }
+        if (pub->pub_lmt_id >= 0)
+        {
+            exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+        }
+        exon_log_close(&pub->log);
+        exon_log_unlink(path);
+        free(pub);
+        return NULL;
+    }
+    exon_counter_set(&c->counters, pub->pub_lmt_id, 0);
+    return pub;
+}
+
+static void exon_dc_free_ipc_publication(exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub)
+{
+    for (int32_t i = c->subscriber_positions.length - 1; i >= 0; i--)
+    {
+        exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
+        if (sp->publication == pub)
+        {
+            exon_dc_remove_subscriber_position(c, sp, true);
+            i = c->subscriber_positions.length; /* the array was reordered: restart */
+        }
+    }
+    int64_t now_ms = exon_epoch_ms();
+    exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
+    exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+    char path[EXON_LOG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", pub->log.path);
+    exon_log_close(&pub->log);
+    exon_log_unlink(path);
+    exon_dc_array_remove(&c->publications, pub);
+    free(pub);
+}
+
+/* A publication lost its last link: it drains, then its images go, then it lingers. */
+static void exon_dc_publication_release(exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub, int64_t now_ns)
+{
+    if (--pub->refcount > 0 || pub->state != EXON_DC_PUB_ACTIVE)
+    {
+        return;
+    }
+    pub->state = EXON_DC_PUB_DRAINING;
+    pub->end_of_stream_position = exon_dc_ipc_producer_position(pub);
+    exon_log_set_end_of_stream(&pub->log, pub->end_of_stream_position);
+    pub->drain_deadline_ns = now_ns + c->config.client_liveness_timeout_ns;
+    /* subscribers asleep should wake to see end of stream */
+    for (int32_t i = 0; i < c->subscriber_positions.length; i++)
+    {
+        exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
+        if (sp->publication == pub)
+        {
+            exon_dc_ring_subscription(c, sp->subscription);
+        }
+    }
+}
+
+static void exon_dc_remove_publication_link(exon_driver_conductor_t *c, exon_dc_publication_link_t *link, int64_t now_ns)
+{
+    exon_dc_ipc_publication_t *pub = link->publication;
+    exon_dc_array_remove(&c->publication_links, link);
+    free(link);
+    exon_dc_publication_release(c, pub, now_ns);
+}
+
+/* ---- subscriptions ------------------------------------------------------------------ */
+
+static void exon_dc_remove_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
+{
+    for (int32_t i = c->subscriber_positions.length - 1; i >= 0; i--)
+    {
+        exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
+        if (sp->subscription == sub)
+        {
+            exon_dc_remove_subscriber_position(c, sp, false);
+            i = c->subscriber_positions.length;
+        }
+    }
+    if (sub->doorbell_owned && sub->doorbell_id >= 0)
+    {
+        exon_counters_free(&c->counters, sub->doorbell_id, exon_epoch_ms());
+    }
+    exon_dc_array_remove(&c->subscriptions, sub);
+    free(sub);
+}
+
+static void exon_dc_remove_client(exon_driver_conductor_t *c, exon_dc_client_t *client, int64_t now_ns)
+{
+    int64_t client_id = client->client_id;
+    for (int32_t i = c->publication_links.length - 1; i >= 0; i--)
+    {
+        exon_dc_publication_link_t *link = c->publication_links.items[i];
+        if (link->client_id == client_id)
+        {
+            exon_dc_remove_publication_link(c, link, now_ns);
+            i = c->publication_links.length;
+        }
+    }
+    for (int32_t i = c->subscriptions.length - 1; i >= 0; i--)
+    {
+        exon_dc_subscription_t *sub = c->subscriptions.items[i];
+        if (sub->client_id == client_id)
+        {
+            exon_dc_remove_subscription(c, sub);
+            i = c->subscriptions.length;
+        }
+    }
+    int64_t now_ms = exon_epoch_ms();
+    if (client->heartbeat_counter_id >= 0)
+    {
+        exon_counters_free(&c->counters, client->heartbeat_counter_id, now_ms);
+    }
+    exon_counters_free_by_owner(&c->counters, client_id, now_ms);
+    exon_dc_array_remove(&c->clients, client);
+    free(client);
+}
+
+/* ---- commands ----------------------------------------------------------------------- */
+
+static void exon_dc_on_add_publication(
+    exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, bool exclusive, int64_t now_ns)
+{
+    const exon_publication_command_t *cmd = (const exon_publication_command_t *)buf;
+    int64_t correlation_id = cmd->correlated.correlation_id;
+    if (length < (int32_t)sizeof(*cmd) || cmd->channel_length < 0 ||
+        cmd->channel_length > length - (int32_t)sizeof(*cmd))
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_MALFORMED_COMMAND,
+            "ADD_PUBLICATION of %d bytes is malformed", length);
+        return;
+    }
+    const char *channel = (const char *)buf + sizeof(*cmd);
+    char why[512];
+    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why));
+    if (err > 0)
+    {
+        exon_dc_send_error(c, correlation_id, err, "%s", why);
+        return;
+    }
+    exon_dc_client_t *client = exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
+    if (NULL == client)
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+
+    exon_dc_ipc_publication_t *pub = NULL;
+    bool created = false;
+    if (!exclusive)
+    {
+        for (int32_t i = 0; i < c->publications.length; i++)
+        {
+            exon_dc_ipc_publication_t *candidate = c->publications.items[i];
+            if (!candidate->exclusive && candidate->state == EXON_DC_PUB_ACTIVE &&
+                candidate->stream_id == cmd->stream_id)
+            {
+                pub = candidate;
+                pub->refcount++;
+                break;
+            }
+        }
+    }
+    if (NULL == pub)
+    {
+        pub = exon_dc_create_ipc_publication(c, correlation_id, cmd->stream_id, exclusive, why, sizeof(why));
+        if (NULL == pub)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_STORAGE_SPACE, "%s", why);
+            return;
+        }
+        created = true;
+    }
+    exon_dc_publication_link_t *link = calloc(1, sizeof(*link));
+    if (NULL == link || exon_dc_array_add(&c->publication_links, link) < 0)
+    {
+        free(link);
+        exon_dc_publication_release(c, pub, now_ns);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+    link->registration_id = correlation_id;
+    link->client_id = client->client_id;
+    link->publication = pub;
+
+    exon_publication_ready_t *r = (exon_publication_ready_t *)c->msg;
+    int32_t log_length = (int32_t)strlen(pub->log.path);
+    r->correlation_id = correlation_id;
+    r->registration_id = pub->registration_id;
+    r->session_id = pub->session_id;
+    r->stream_id = pub->stream_id;
+    r->position_limit_counter_id = pub->pub_lmt_id;
+    r->channel_status_counter_id = pub->pub_pos_id;
+    r->log_file_length = log_length;
+    memcpy(c->msg + sizeof(*r), pub->log.path, (size_t)log_length);
+    exon_dc_transmit(c,
+        exclusive ? EXON_RSP_ON_EXCLUSIVE_PUBLICATION_READY : EXON_RSP_ON_PUBLICATION_READY,
+        c->msg, (int32_t)sizeof(*r) + log_length);
+
+    if (created)
+    {
+        for (int32_t i = 0; i < c->subscriptions.length; i++)
+        {
+            exon_dc_subscription_t *sub = c->subscriptions.items[i];
+            if (sub->stream_id == pub->stream_id)
+            {
+                exon_dc_link(c, pub, sub);
+            }
+        }
+    }
+}
+
+static void exon_dc_on_remove_publication(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    const exon_remove_command_t *cmd = (const exon_remove_command_t *)buf;
+    if (length < (int32_t)sizeof(*cmd))
+    {
+        exon_driver_conductor_error(c, "REMOVE_PUBLICATION of %d bytes is malformed", length);
+        return;
+    }
+    exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
+    for (int32_t i = 0; i < c->publication_links.length; i++)
+    {
+        exon_dc_publication_link_t *link = c->publication_links.items[i];
+        if (link->registration_id == cmd->registration_id && link->client_id == cmd->correlated.client_id)
+        {
+            exon_dc_remove_publication_link(c, link, now_ns);
+            exon_dc_send_success(c, cmd->correlated.correlation_id);
+            return;
+        }
+    }
+    exon_dc_send_error(c, cmd->correlated.correlation_id, EXON_DRIVER_ERR_UNKNOWN_PUBLICATION,
+        "unknown publication %lld", (long long)cmd->registration_id);
+}
+
+static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    const exon_subscription_command_t *cmd = (const exon_subscription_command_t *)buf;
+    int64_t correlation_id = cmd->correlated.correlation_id;
+    if (length < (int32_t)sizeof(*cmd) || cmd->channel_length < 0 ||
+        cmd->channel_length > length - (int32_t)sizeof(*cmd))
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_MALFORMED_COMMAND,
+            "ADD_SUBSCRIPTION of %d bytes is malformed", length);
+        return;
+    }
+    const char *channel = (const char *)buf + sizeof(*cmd);
+    char why[512];
+    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why));
+    if (err > 0)
+    {
+        exon_dc_send_error(c, correlation_id, err, "%s", why);
+        return;
+    }
+    exon_dc_client_t *client = exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
+    exon_dc_subscription_t *sub = calloc(1, sizeof(*sub));
+    if (NULL == client || NULL == sub)
+    {
+        free(sub);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+    sub->registration_id = correlation_id;
+    sub->client_id = client->client_id;
+    sub->stream_id = cmd->stream_id;
+    sub->doorbell_id = cmd->doorbell_counter_id;
+    if (sub->doorbell_id < 0)
+    {
+        char label[128];
+        int n = snprintf(label, sizeof(label), "doorbell: subscription %lld stream %d",
+            (long long)correlation_id, cmd->stream_id);
+        sub->doorbell_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_DOORBELL, NULL, 0,
+            label, n, correlation_id, client->client_id, exon_epoch_ms());
+        if (sub->doorbell_id < 0)
+        {
+            free(sub);
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_STORAGE_SPACE,
+                "no counter left for the doorbell of subscription %lld", (long long)correlation_id);
+            return;
+        }
+        sub->doorbell_owned = true;
+    }
+    else if (exon_counters_state(&c->counters, sub->doorbell_id) != EXON_COUNTER_STATE_ALLOCATED ||
+        exon_counters_type_id(&c->counters, sub->doorbell_id) != EXON_COUNTER_TYPE_DOORBELL)
+    {
+        int32_t id = sub->doorbell_id;
+        free(sub);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_UNKNOWN_COUNTER,
+            "doorbell counter %d is not an allocated doorbell", id);
+        return;
+    }
+    if (exon_dc_array_add(&c->subscriptions, sub) < 0)
+    {
+        if (sub->doorbell_owned)
+        {
+            exon_counters_free(&c->counters, sub->doorbell_id, exon_epoch_ms());
+        }
+        free(sub);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+
+    exon_subscription_ready_t r = {
+        .correlation_id = correlation_id,
+        .channel_status_counter_id = -1,
+        .doorbell_counter_id = sub->doorbell_id,
+        .bound_endpoint_length = 0,
+    };
+    exon_dc_transmit(c, EXON_RSP_ON_SUBSCRIPTION_READY, &r, (int32_t)sizeof(r));
+
+    for (int32_t i = 0; i < c->publications.length; i++)
+    {
+        exon_dc_ipc_publication_t *pub = c->publications.items[i];
+        if (pub->state == EXON_DC_PUB_ACTIVE && pub->stream_id == sub->stream_id)
+        {
+            exon_dc_link(c, pub, sub);
+        }
+    }
+}
+
+static void exon_dc_on_remove_subscription(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    const exon_remove_command_t *cmd = (const exon_remove_command_t *)buf;
+    if (length < (int32_t)sizeof(*cmd))
+    {
+        exon_driver_conductor_error(c, "REMOVE_SUBSCRIPTION of %d bytes is malformed", length);
+        return;
+    }
+    exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
+    for (int32_t i = 0; i < c->subscriptions.length; i++)
+    {
+        exon_dc_subscription_t *sub = c->subscriptions.items[i];
+        if (sub->registration_id == cmd->registration_id && sub->client_id == cmd->correlated.client_id)
+        {
+            exon_dc_remove_subscription(c, sub);
+            exon_dc_send_success(c, cmd->correlated.correlation_id);
+            return;
+        }
+    }
+    exon_dc_send_error(c, cmd->correlated.correlation_id, EXON_DRIVER_ERR_UNKNOWN_SUBSCRIPTION,
+        "unknown subscription %lld", (long long)cmd->registration_id);
+}
+
+static void exon_dc_on_command(
+    exon_driver_conductor_t *c, int32_t type, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    if (length < (int32_t)sizeof(exon_correlated_command_t))
+    {
+        exon_driver_conductor_error(c, "command type 0x%x of %d bytes is too short", type, length);
+        return;
+    }
+    const exon_correlated_command_t *corr = (const exon_correlated_command_t *)buf;
+    switch (type)
+    {
+        case EXON_CMD_ADD_PUBLICATION:
+            exon_dc_on_add_publication(c, buf, length, false, now_ns);
+            break;
+        case EXON_CMD_ADD_EXCLUSIVE_PUBLICATION:
+            exon_dc_on_add_publication(c, buf, length, true, now_ns);
+            break;
+        case EXON_CMD_REMOVE_PUBLICATION:
+            exon_dc_on_remove_publication(c, buf, length, now_ns);
+            break;
+        case EXON_CMD_ADD_SUBSCRIPTION:
+            exon_dc_on_add_subscription(c, buf, length, now_ns);
+            break;
+        case EXON_CMD_REMOVE_SUBSCRIPTION:
+            exon_dc_on_remove_subscription(c, buf, length, now_ns);
+            break;
+        case EXON_CMD_CLIENT_KEEPALIVE:
+            exon_dc_client_seen(c, corr->client_id, now_ns);
+            break;
+        case EXON_CMD_CLIENT_CONNECT:
+        {
+            exon_dc_client_t *client = exon_dc_client_seen(c, corr->client_id, now_ns);
+            if (NULL != client && length >= (int32_t)sizeof(exon_client_connect_command_t))
+            {
+                client->pid = ((const exon_client_connect_command_t *)buf)->pid;
+            }
+            exon_dc_send_success(c, corr->correlation_id);
+            break;
+        }
+        case EXON_CMD_CLIENT_CLOSE:
+        {
+            exon_dc_client_t *client = exon_dc_find_client(c, corr->client_id);
+            if (NULL != client)
+            {
+                exon_dc_remove_client(c, client, now_ns);
+            }
+            break;
+        }
+        case EXON_CMD_TERMINATE_DRIVER:
+            exon_dc_client_seen(c, corr->client_id, now_ns);
+            EXON_STORE_REL(&c->terminate_requested, 1);
+            exon_dc_send_success(c, corr->correlation_id);
+            break;
+        default:
+            exon_dc_send_error(c, corr->correlation_id, EXON_DRIVER_ERR_UNKNOWN_COMMAND,
+                "unknown command type 0x%x", type);
+            break;
+    }
+}
+
+/* ---- duty cycle --------------------------------------------------------------------- */
+
+static int exon_dc_update_publications(exon_driver_conductor_t *c, int64_t now_ns)
+{
+    int work = 0;
+    for (int32_t i = c->publications.length - 1; i >= 0; i--)
+    {
+        exon_dc_ipc_publication_t *pub = c->publications.items[i];
+        int64_t producer = exon_dc_ipc_producer_position(pub);
+        exon_counter_set(&c->counters, pub->pub_pos_id, producer);
+
+        int64_t min_position = INT64_MAX;
+        int32_t subscribers = 0;
+        for (int32_t j = 0; j < c->subscriber_positions.length; j++)
+        {
+            exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[j];
+            if (sp->publication == pub)
+            {
+                int64_t position = exon_counter_get(&c->counters, sp->counter_id);
+                if (position < min_position)
+                {
+                    min_position = position;
+                }
+                subscribers++;
+            }
+        }
+
+        if (pub->state == EXON_DC_PUB_ACTIVE)
+        {
+            if (subscribers > 0)
+            {
+                if (0 == EXON_LOAD_RLX(&pub->log.meta->is_connected))
+                {
+                    EXON_STORE_REL(&pub->log.meta->is_connected, 1);
+                    work++;
+                }
+                int64_t limit = exon_counter_get(&c->counters, pub->pub_lmt_id);
+                if (producer >= limit)
+                {
+                    if (!pub->back_pressured)
+                    {
+                        pub->back_pressured = true;
+                        exon_counter_add(&c->counters, EXON_SYSTEM_COUNTER_BACK_PRESSURE_EVENTS, 1);
+                    }
+                }
+                else
+                {
+                    pub->back_pressured = false;
+                }
+                int64_t clean_to = min_position - pub->log.term_length;
+                if (clean_to > pub->clean_position)
+                {
+                    exon_log_clean_to(&pub->log, &pub->clean_position, clean_to);
+                }
+                int64_t new_limit = min_position + pub->window;
+                if (new_limit != limit)
+                {
+                    exon_counter_set(&c->counters, pub->pub_lmt_id, new_limit);
+                    work++;
+                }
+            }
+            else if (0 != EXON_LOAD_RLX(&pub->log.meta->is_connected))
+            {
+                EXON_STORE_REL(&pub->log.meta->is_connected, 0);
+                work++;
+            }
+        }
+        else if (pub->state == EXON_DC_PUB_DRAINING)
+        {
+            if (subscribers == 0 || min_position >= pub->end_of_stream_position || now_ns >= pub->drain_deadline_ns)
+            {
+                for (int32_t j = c->subscriber_positions.length - 1; j >= 0; j--)
+                {
+                    exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[j];
+                    if (sp->publication == pub)
+                    {
+                        exon_dc_remove_subscriber_position(c, sp, true);
+                        j = c->subscriber_positions.length;
+                    }
+                }
+                EXON_STORE_REL(&pub->log.meta->is_connected, 0);
+                pub->state = EXON_DC_PUB_LINGER;
+                pub->linger_deadline_ns = now_ns + c->config.publication_linger_timeout_ns;
+                work++;
+            }
+        }
+        else if (now_ns >= pub->linger_deadline_ns)
+        {
+            exon_dc_free_ipc_publication(c, pub);
+            work++;
+        }
+    }
+    return work;
+}
+
+static int exon_dc_check_liveness(exon_driver_conductor_t *c, int64_t now_ns)
+{
+    int work = 0;
+    for (int32_t i = c->clients.length - 1; i >= 0; i--)
+    {
+        exon_dc_client_t *client = c->clients.items[i];
+        if (now_ns - client->last_keepalive_ns > c->config.client_liveness_timeout_ns)
+        {
+            exon_client_timeout_t m = { .client_id = client->client_id };
+            exon_driver_conductor_error(c, "client %lld (pid %lld) timed out: no keepalive for %lld ms",
+                (long long)client->client_id, (long long)client->pid,
+                (long long)((now_ns - client->last_keepalive_ns) / 1000000));
+            exon_dc_remove_client(c, client, now_ns);
+            exon_counter_add(&c->counters, EXON_SYSTEM_COUNTER_CLIENT_TIMEOUTS, 1);
+            exon_dc_transmit(c, EXON_RSP_ON_CLIENT_TIMEOUT, &m, (int32_t)sizeof(m));
+            i = c->clients.length;
+            work++;
+        }
+    }
+    exon_ring_check_unblock(&c->to_driver, now_ns, c->config.client_liveness_timeout_ns);
+    return work;
+}
+
+int exon_driver_conductor_do_work(void *state, int64_t now_ns)
+{
+    exon_driver_conductor_t *c = (exon_driver_conductor_t *)state;
+    int work = 0;
+
+    int64_t now_ms = exon_epoch_ms();
+    if (now_ms != c->last_heartbeat_ms)
+    {
+        exon_cnc_set_driver_heartbeat_ms(c->cnc, now_ms);
+        c->last_heartbeat_ms = now_ms;
+    }
+
+    exon_ring_batch_t batch;
+    if (exon_ring_read_begin(&c->to_driver, &batch, EXON_DC_COMMAND_LIMIT) >= 0)
+    {
+        int32_t type, offset, length;
+        while (1 == exon_ring_read_next(&c->to_driver, &batch, &type, &offset, &length))
+        {
+            exon_dc_on_command(c, type, c->to_driver.buffer + offset, length, now_ns);
+            work++;
+        }
+        exon_ring_read_end(&c->to_driver, &batch);
+    }
+
+    work += exon_dc_update_publications(c, now_ns);
+
+    if (now_ns >= c->next_timer_ns)
+    {
+        c->next_timer_ns = now_ns + c->timer_interval_ns;
+        work += exon_dc_check_liveness(c, now_ns);
+    }
+    return work;
+}
+
+int exon_driver_conductor_init(
+    exon_driver_conductor_t *c, exon_cnc_t *cnc, const exon_driver_conductor_config_t *config)
+{
+    memset(c, 0, sizeof(*c));
+    c->config = *config;
+    c->cnc = cnc;
+    int rc;
+    if ((rc = exon_cnc_to_driver_ring(cnc, &c->to_driver)) < 0 ||
+        (rc = exon_cnc_to_clients_transmitter(cnc, &c->to_clients)) < 0 ||
+        (rc = exon_cnc_counters(cnc, &c->counters, 1000)) < 0)
+    {
+        return rc;
+    }
+    if (exon_cnc_error_log(cnc, &c->error_log) >= 0)
+    {
+        c->error_log_ready = true;
+    }
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+    {
+        seed = (uint64_t)exon_nano_clock() ^ ((uint64_t)getpid() << 32);
+    }
+    c->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
+
+    int64_t interval = config->timer_interval_ns;
+    int64_t quarter = config->client_liveness_timeout_ns / 4;
+    if (interval <= 0 || (quarter > 0 && quarter < interval))
+    {
+        interval = quarter > 0 ? quarter : 1000000;
+    }
+    if (interval > 100000000LL)
+    {
+        interval = 100000000LL;
+    }
+    c->timer_interval_ns = interval;
+
+    char path[EXON_MAX_PATH_LENGTH + 32];
+    snprintf(path, sizeof(path), "%s/publications", config->dir);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    {
+        return exon_set_error(-errno, "cannot create %s: %s", path, strerror(errno));
+    }
+    snprintf(path, sizeof(path), "%s/images", config->dir);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    {
+        return exon_set_error(-errno, "cannot create %s: %s", path, strerror(errno));
+    }
+    exon_cnc_set_driver_heartbeat_ms(cnc, exon_epoch_ms());
+    return 0;
+}
+
+void exon_driver_conductor_close(exon_driver_conductor_t *c)
+{
+    while (c->publications.length > 0)
+    {
+        exon_dc_ipc_publication_t *pub = c->publications.items[0];
+        exon_dc_free_ipc_publication(c, pub);
+    }
+    exon_dc_array_free(&c->subscriber_positions);
+    exon_dc_array_free(&c->publication_links);
+    exon_dc_array_free(&c->subscriptions);
+    exon_dc_array_free(&c->clients);
+    exon_dc_array_free(&c->publications);
+    if (c->error_log_ready)
+    {
+        exon_error_log_close(&c->error_log);
+        c->error_log_ready = false;
+    }
+}

@@ -1,0 +1,114 @@
+/*
+ * exon_driver_conductor.h: the media driver's conductor agent.
+ *
+ * Reads client commands from the to-driver ring of cnc.dat, owns the IPC publications
+ * (log files under <dir>/publications/<registration id>.logbuffer), links subscriptions
+ * to them (one sub-pos counter per link), answers on the to-clients broadcast with the
+ * command's correlation id, and on every duty cycle:
+ *   - stamps the driver heartbeat (the ring's consumer heartbeat, epoch ms);
+ *   - per IPC publication: pub-pos = producer position; with subscribers:
+ *     is_connected = 1, clean the log up to min(sub-pos) - term length, and
+ *     pub-lmt = min(sub-pos) + window (term/2 unless set); without: is_connected = 0;
+ *   - times out clients whose last command/keepalive is older than the liveness timeout
+ *     (their publications and subscriptions are removed, ON_CLIENT_TIMEOUT broadcast,
+ *     client-timeouts counter incremented);
+ *   - drains removed publications: end_of_stream_position = final position; once every
+ *     subscriber reached it (or the liveness timeout passed) ON_UNAVAILABLE_IMAGE goes to
+ *     each, then after the linger timeout the log is unmapped and unlinked.
+ * It also maintains each log's exon_doorbell_ids (the doorbell counters of the
+ * subscriptions reading it) and rings a subscription's doorbell when one of its images
+ * comes or goes, so a subscriber asleep in wait() notices.
+ *
+ * Channels: "aeron:ipc" (optionally "aeron:ipc?k=v|..." with keys ignored); "aeron:udp?..."
+ * is refused with EXON_DRIVER_ERR_NOT_SUPPORTED until the UDP agents exist; anything else
+ * with EXON_DRIVER_ERR_INVALID_CHANNEL.
+ *
+ * Thread-safety: everything here runs on the conductor's agent thread only (init/close on
+ * the driver's owner thread while no runner is running).
+ */
+#ifndef EXON_DRIVER_CONDUCTOR_H
+#define EXON_DRIVER_CONDUCTOR_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "exon_common.h"
+#include "exon_cnc.h"
+#include "exon_cnc_file.h"
+#include "exon_ring.h"
+#include "exon_broadcast.h"
+#include "exon_counters.h"
+#include "exon_error_log.h"
+#include "exon_logbuffer.h"
+
+typedef struct exon_driver_conductor_config_stct
+{
+    char dir[EXON_MAX_PATH_LENGTH];
+    int32_t ipc_term_length;
+    int32_t ipc_mtu_length;
+    int32_t file_page_size;
+    int32_t ipc_publication_window_length; /* 0 = term length / 2 */
+    int64_t client_liveness_timeout_ns;
+    int64_t publication_linger_timeout_ns;
+    int64_t publication_unblock_timeout_ns;
+    int64_t timer_interval_ns;              /* liveness checks: min(this, liveness / 4) */
+}
+exon_driver_conductor_config_t;
+
+typedef struct exon_dc_client_stct exon_dc_client_t;
+typedef struct exon_dc_ipc_publication_stct exon_dc_ipc_publication_t;
+typedef struct exon_dc_publication_link_stct exon_dc_publication_link_t;
+typedef struct exon_dc_subscription_stct exon_dc_subscription_t;
+typedef struct exon_dc_subscriber_position_stct exon_dc_subscriber_position_t;
+
+typedef struct exon_dc_array_stct
+{
+    void **items;
+    int32_t length;
+    int32_t capacity;
+}
+exon_dc_array_t;
+
+typedef struct exon_driver_conductor_stct
+{
+    exon_driver_conductor_config_t config;
+    exon_cnc_t *cnc;
+    exon_ring_t to_driver;
+    exon_broadcast_transmitter_t to_clients;
+    exon_counters_t counters;
+    exon_error_log_t error_log;
+    bool error_log_ready;
+    exon_dc_array_t clients;
+    exon_dc_array_t publications;     /* exon_dc_ipc_publication_t* */
+    exon_dc_array_t publication_links;/* exon_dc_publication_link_t* */
+    exon_dc_array_t subscriptions;    /* exon_dc_subscription_t* */
+    exon_dc_array_t subscriber_positions; /* exon_dc_subscriber_position_t* */
+    int64_t next_timer_ns;
+    int64_t timer_interval_ns;
+    int64_t last_heartbeat_ms;
+    uint64_t rng;
+    volatile int32_t terminate_requested;
+    int32_t pad0;
+    uint8_t msg[8192];
+}
+exon_driver_conductor_t;
+
+/* Attach to an open, freshly created CnC (counters must have their system counters). */
+int exon_driver_conductor_init(
+    exon_driver_conductor_t *conductor, exon_cnc_t *cnc, const exon_driver_conductor_config_t *config);
+
+/* One duty cycle (the agent's do_work; state is the conductor). Returns the work count. */
+int exon_driver_conductor_do_work(void *state, int64_t now_ns);
+
+/* Free everything: unmap and unlink every log, free entities (not the counters' memory). */
+void exon_driver_conductor_close(exon_driver_conductor_t *conductor);
+
+/* Record an error text in the driver's error log and bump the errors counter. */
+void exon_driver_conductor_error(exon_driver_conductor_t *conductor, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Sender/receiver duty cycles (exon_sender.c / exon_receiver.c): hooks for the UDP agents. */
+int exon_sender_do_work(void *state, int64_t now_ns);
+int exon_receiver_do_work(void *state, int64_t now_ns);
+
+#endif /* EXON_DRIVER_CONDUCTOR_H */

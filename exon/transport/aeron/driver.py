@@ -1,0 +1,132 @@
+"""The embedded media driver: the C driver on native threads inside this process.
+
+``MediaDriver.launch(settings, **overrides)`` creates the driver directory (refusing a
+directory where another driver is alive, cleaning a stale one), ``cnc.dat`` and the agent
+threads of the threading mode (DEDICATED: conductor, sender, receiver; SHARED_NETWORK:
+conductor, sender+receiver; SHARED: one thread). It is a context manager; ``close()``
+stops the agents, removes the log files and, with ``dir_delete_on_shutdown``, the dir.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from exon.native import check, ffi, lib
+from exon.transport.aeron.settings import DriverSettings
+
+__all__ = ["DEFAULT_DRIVER_TIMEOUT_MS", "MediaDriver", "driver_context"]
+
+DEFAULT_DRIVER_TIMEOUT_MS = 10_000
+
+_THREADING = {
+    "DEDICATED": lib.EXON_THREADING_DEDICATED,
+    "SHARED_NETWORK": lib.EXON_THREADING_SHARED_NETWORK,
+    "SHARED": lib.EXON_THREADING_SHARED,
+}
+_IDLE = {
+    "spin": lib.EXON_IDLE_SPIN,
+    "yield": lib.EXON_IDLE_YIELD,
+    "backoff": lib.EXON_IDLE_BACKOFF,
+    "sleep": lib.EXON_IDLE_SLEEP,
+    "noop": lib.EXON_IDLE_NOOP,
+}
+
+
+def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
+    """The C ``exon_driver_context_t`` for ``settings``."""
+    ctx = ffi.new("exon_driver_context_t *")
+    lib.exon_driver_context_defaults(ctx)
+    encoded = settings.dir.encode()
+    if len(encoded) >= 4000:
+        raise ValueError(f"driver dir is too long: {settings.dir!r}")
+    ctx.dir = encoded
+    ctx.dir_delete_on_start = int(settings.dir_delete_on_start)
+    ctx.dir_delete_on_shutdown = int(settings.dir_delete_on_shutdown)
+    ctx.threading_mode = _THREADING[settings.threading_mode]
+    ctx.idle_strategy = _IDLE[settings.idle_strategy]
+    ctx.idle_max_spins = settings.idle_max_spins
+    ctx.idle_max_yields = settings.idle_max_yields
+    ctx.idle_min_park_ns = settings.idle_min_park_ns
+    ctx.idle_max_park_ns = settings.idle_max_park_ns
+    ctx.ipc_term_buffer_length = settings.ipc_term_buffer_length
+    ctx.ipc_mtu_length = settings.ipc_mtu_length
+    ctx.term_buffer_length = settings.term_buffer_length
+    ctx.mtu_length = settings.mtu_length
+    ctx.file_page_size = settings.file_page_size
+    ctx.ipc_publication_term_window_length = settings.ipc_publication_term_window_length
+    ctx.to_driver_buffer_length = settings.to_driver_buffer_length
+    ctx.to_clients_buffer_length = settings.to_clients_buffer_length
+    ctx.counters_values_buffer_length = settings.counters_values_buffer_length
+    ctx.error_buffer_length = settings.error_buffer_length
+    ctx.client_liveness_timeout_ns = settings.client_liveness_timeout_ns
+    ctx.publication_linger_timeout_ns = settings.publication_linger_timeout_ns
+    ctx.publication_unblock_timeout_ns = settings.publication_unblock_timeout_ns
+    ctx.timer_interval_ns = settings.timer_interval_ns
+    ctx.driver_timeout_ms = driver_timeout_ms
+    return ctx
+
+
+class MediaDriver:
+    """A running embedded media driver (``exon_driver_t``)."""
+
+    def __init__(self, handle: Any, settings: DriverSettings) -> None:
+        self._handle = handle
+        self.settings = settings
+        self._lock = threading.Lock()
+
+    @classmethod
+    def launch(
+        cls,
+        settings: DriverSettings | None = None,
+        *,
+        driver_timeout_ms: int = DEFAULT_DRIVER_TIMEOUT_MS,
+        **overrides: Any,
+    ) -> MediaDriver:
+        """Start a driver. ``overrides`` are :class:`DriverSettings` fields applied over
+        ``settings`` (or over the environment's settings when ``settings`` is None).
+        ``driver_timeout_ms`` is written to the CnC: clients give up on a driver whose
+        heartbeat is older than that."""
+        if settings is None:
+            settings = DriverSettings.from_env(**overrides)
+        elif overrides:
+            settings = DriverSettings.from_env({}, **{**settings.model_dump(), **overrides})
+        ctx = driver_context(settings, driver_timeout_ms=driver_timeout_ms)
+        out = ffi.new("exon_driver_t **")
+        check(lib.exon_driver_launch(out, ctx), f"launch driver in {settings.dir}")
+        return cls(out[0], settings)
+
+    @property
+    def dir(self) -> str:
+        return self.settings.dir
+
+    @property
+    def is_closed(self) -> bool:
+        return self._handle is None
+
+    @property
+    def thread_count(self) -> int:
+        """Agent threads running (3, 2 or 1 by threading mode)."""
+        return 0 if self._handle is None else int(lib.exon_driver_runner_count(self._handle))
+
+    @property
+    def terminate_requested(self) -> bool:
+        """True once a client sent TERMINATE_DRIVER."""
+        return self._handle is not None and bool(lib.exon_driver_terminate_requested(self._handle))
+
+    def close(self) -> None:
+        """Stop the agents, free the logs and (if configured) delete the dir. Idempotent."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is not None:
+            check(lib.exon_driver_close(handle), f"close driver in {self.settings.dir}")
+
+    def __enter__(self) -> MediaDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else self.settings.threading_mode
+        return f"<MediaDriver dir={self.dir!r} {state}>"
