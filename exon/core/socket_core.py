@@ -1,0 +1,924 @@
+"""SocketCore: the sans-IO engine of one node, hosting many sockets (tags).
+
+No sockets, threads, clocks or native code here: time is the ``now`` argument (seconds,
+any monotonic origin), randomness comes from the injected ``random.Random``, and I/O is the
+caller's job::
+
+    core = SocketCore(node_id="n1", reply_address="127.0.0.1:40123",
+                      settings=LinkSettings(), rng=random.Random(seed))
+    core.open_socket(1, "req")
+    core.link(1, PeerId("127.0.0.1:40124", 7), now=t)
+    # the Node's loop:
+    core.receive_frame(source, data, now=t)      # every frame from the transport
+    for address, frame in core.frames_to_send():  # hand them to the transport
+        ...
+    core.handle_timer(now=t)                      # when t >= core.next_timer()
+    while (event := core.next_event()) is not None: ...
+
+Addresses are opaque strings. Frames go to a peer's *reply address*, learned from the
+peer's link metadata. ``receive_frame``'s ``source`` is whatever identifies the sending
+stream for the transport; the core maps it to the reply address announced in the
+handshake frames received from that source, and uses ``source`` itself when it knows no
+mapping (so a transport that passes the reply address needs no mapping at all).
+
+The core is not thread-safe: the Node serialises calls (one lock). ``send`` is cheap so a
+client thread can call it under that lock itself, with no send queue.
+
+Credits: ``send`` raises :class:`~exon.errors.BackPressured` when the chosen link has no
+credit; :meth:`pick_destination` returns the next established link with credit,
+round-robin (PUSH/REQ). The application layer calls :meth:`deliver` with each
+:class:`MessageReceived` it hands to the application; credit flows back in batched FLOWs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from exon.core.cookies import CookieJar
+from exon.core.credits import CreditLedger
+from exon.core.events import (
+    CookieLost,
+    CookieReturned,
+    CreditAvailable,
+    ErrorReceived,
+    Event,
+    LinkClosed,
+    LinkEstablished,
+    LinkRefused,
+    MessageReceived,
+    PeerId,
+)
+from exon.core.frames import (
+    TAG_MAX,
+    Decision,
+    ErrorCode,
+    Frame,
+    FrameType,
+    LinkMetadata,
+    decode_frame,
+    encode_data,
+    encode_error,
+    encode_flow,
+    encode_link,
+    encode_linkack,
+    encode_unlink,
+)
+from exon.core.link_state import LinkInput, LinkState, LinkStateMachine, Verdict
+from exon.core.policy import LinkPolicy, PolicyContext, compatible
+from exon.core.settings import LinkSettings
+from exon.errors import (
+    BackPressured,
+    ClosedError,
+    ConfigurationError,
+    ExonError,
+    MessageTooLarge,
+    SocketNotLinked,
+    StateError,
+)
+
+_FRAME_INPUT = {
+    FrameType.LINK: LinkInput.LINK,
+    FrameType.DATA: LinkInput.DATA,
+    FrameType.FLOW: LinkInput.FLOW,
+    FrameType.UNLINK: LinkInput.UNLINK,
+    FrameType.ERROR: LinkInput.ERROR,
+}
+
+
+@dataclass(slots=True, eq=False)
+class _Link:
+    tag: int
+    peer: PeerId
+    machine: LinkStateMachine
+    incarnation: int = 0
+    nonce: bytes = b""
+    initiator: bool = False
+    peer_incarnation: int | None = None
+    peer_node: str | None = None
+    peer_meta: LinkMetadata | None = None
+    our_decision: Decision | None = None
+    our_reason: str = ""
+    peer_decision: Decision | None = None
+    peer_reason: str = ""
+    ledger: CreditLedger | None = None
+    cookies: CookieJar = field(default_factory=CookieJar)
+    peer_unlink_count: int | None = None
+    established_emitted: bool = False
+    attempts: int = 0
+    deadline: float | None = None
+    flow_deadline: float | None = None
+    stored: bool = False
+
+    @property
+    def state(self) -> LinkState:
+        return self.machine.state
+
+
+@dataclass(slots=True, eq=False)
+class _Socket:
+    tag: int
+    socket_type: str
+    policy: LinkPolicy | None
+    initial_credits: int
+    max_message_size: int
+    max_links: int | None
+    links: dict[PeerId, _Link] = field(default_factory=dict)
+    rr: list[PeerId] = field(default_factory=list)
+    rr_next: int = 0
+    closing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CoreStatistics:
+    """An immutable snapshot of the core's counters."""
+
+    frames_received: int
+    frames_sent: int
+    malformed_dropped: int
+    stale_dropped: int
+    ignored: int
+    not_found_sent: int
+    not_linked_sent: int
+    credit_violations: int
+    oversize_dropped: int
+    refusals_sent: int
+    refusals_received: int
+    retries: int
+    links_established: int
+    links_closed: int
+    cookies_returned: int
+    cookies_lost: int
+
+
+class SocketCore:
+    """The per-node sans-IO engine. See the module docstring for the calling pattern."""
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        reply_address: str,
+        settings: LinkSettings | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.reply_address = reply_address
+        self.settings = settings or LinkSettings()
+        self._rng = rng or random.Random()
+        self._sockets: dict[int, _Socket] = {}
+        self._out: list[tuple[str, bytes]] = []
+        self._events: deque[Event] = deque()
+        self._timers: list[tuple[float, int, str, _Link]] = []
+        self._timer_seq = 0
+        self._sources: dict[str, str] = {}
+        # (tag, peer) -> (peer node id, peer incarnation, expiry): closed incarnations
+        self._tombstones: dict[tuple[int, PeerId], tuple[str | None, int, float]] = {}
+        # our incarnation ids increase for the node's life; random start per process
+        self._next_incarnation = self._rng.getrandbits(30) + 1
+        self._stats: dict[str, int] = dict.fromkeys(CoreStatistics.__slots__, 0)
+        self._last_now = 0.0
+
+    # ==== sockets ===========================================================================
+
+    def open_socket(
+        self,
+        tag: int,
+        socket_type: str,
+        *,
+        policy: LinkPolicy | None = None,
+        initial_credits: int | None = None,
+        max_message_size: int | None = None,
+        max_links: int | None = None,
+    ) -> None:
+        """Register a socket. ``tag`` is a u32 unique on this node."""
+        if not 0 <= tag <= TAG_MAX:
+            raise ConfigurationError(f"tag {tag} is not an unsigned 32-bit integer")
+        if tag in self._sockets:
+            raise ConfigurationError(f"a socket with tag {tag} is already open on this node")
+        credits = self.settings.initial_credits if initial_credits is None else initial_credits
+        if credits < 1:
+            raise ConfigurationError("initial_credits must be >= 1")
+        size = self.settings.max_message_size if max_message_size is None else max_message_size
+        if size < 1:
+            raise ConfigurationError("max_message_size must be >= 1")
+        self._sockets[tag] = _Socket(
+            tag=tag,
+            socket_type=socket_type,
+            policy=policy,
+            initial_credits=credits,
+            max_message_size=size,
+            max_links=max_links if max_links is not None else self.settings.max_links_per_socket,
+        )
+
+    def close_socket(self, tag: int, *, now: float, force: bool = False) -> None:
+        """Close a socket. Gracefully: unlink every link (new LINKs are refused) and forget
+        the socket once its last link is gone. ``force``: drop everything at once (cookies
+        lost, links closed with an error); peers learn it from SOCKET_NOT_FOUND."""
+        sock = self._socket(tag)
+        sock.closing = True
+        for link in list(sock.links.values()):
+            if force:
+                self._force_close(sock, link, "CLOSED", error=True)
+            else:
+                self._input(sock, link, LinkInput.CLOSE, None, now)
+        self._maybe_forget_socket(sock)
+
+    def has_socket(self, tag: int) -> bool:
+        return tag in self._sockets
+
+    # ==== links =============================================================================
+
+    def link(self, tag: int, peer: PeerId | tuple[str, int], *, now: float) -> None:
+        """Start linking socket ``tag`` with ``peer``; watch for LinkEstablished/LinkRefused."""
+        sock = self._socket(tag)
+        if sock.closing:
+            raise ClosedError(f"socket {tag} is closing")
+        peer = PeerId(*peer)
+        link = sock.links.get(peer)
+        if link is None:
+            link = self._new_link(sock, peer)
+        link.initiator = True
+        self._input(sock, link, LinkInput.OPEN, None, now)
+
+    def unlink(self, tag: int, peer: PeerId | tuple[str, int], *, now: float) -> None:
+        """Unlink (or cancel linking). Nothing sent before is lost: the link closes when
+        both directions are delivered and confirmed (or the unlink timeout expires)."""
+        sock = self._socket(tag)
+        link = sock.links.get(PeerId(*peer))
+        if link is not None:
+            self._input(sock, link, LinkInput.CLOSE, None, now)
+
+    def peer_gone(self, address: str, *, now: float) -> None:
+        """The transport lost the peer node at ``address``: break every link with it."""
+        for sock in list(self._sockets.values()):
+            for link in [lk for lk in sock.links.values() if lk.peer.address == address]:
+                if link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING):
+                    self._force_close(sock, link, "PEER_GONE", error=True)
+                elif link.state in (LinkState.LINK_SENT, LinkState.GOT_DECISION,
+                                    LinkState.DECIDED):
+                    link.peer_decision = Decision.TEMPORARY
+                    link.peer_reason = "peer node gone"
+                    verdict = self._conclude(sock, link, now)
+                    link.machine.state = (LinkState.RETRY_WAIT if verdict is Verdict.RETRY
+                                          else LinkState.IDLE)
+                    self._after(sock, link)
+        self._sources = {s: a for s, a in self._sources.items() if a != address}
+
+    def link_state(self, tag: int, peer: PeerId | tuple[str, int]) -> LinkState:
+        link = self._socket(tag).links.get(PeerId(*peer))
+        return LinkState.IDLE if link is None else link.state
+
+    def links(self, tag: int) -> dict[PeerId, LinkState]:
+        return {p: lk.state for p, lk in self._socket(tag).links.items()}
+
+    def established(self, tag: int) -> list[PeerId]:
+        sock = self._socket(tag)
+        return [p for p in sock.rr if sock.links[p].state is LinkState.ESTABLISHED]
+
+    def credits(self, tag: int, peer: PeerId | tuple[str, int]) -> int:
+        """Credits left on an established link (0 otherwise)."""
+        link = self._socket(tag).links.get(PeerId(*peer))
+        if link is None or link.state is not LinkState.ESTABLISHED or link.ledger is None:
+            return 0
+        return link.ledger.credit
+
+    def pending_cookies(self, tag: int, peer: PeerId | tuple[str, int]) -> int:
+        link = self._socket(tag).links.get(PeerId(*peer))
+        return 0 if link is None else len(link.cookies)
+
+    # ==== data ==============================================================================
+
+    def pick_destination(self, tag: int) -> PeerId | None:
+        """Next established link with credit, round-robin; None when none has credit."""
+        sock = self._socket(tag)
+        n = len(sock.rr)
+        for i in range(n):
+            index = (sock.rr_next + i) % n
+            peer = sock.rr[index]
+            link = sock.links[peer]
+            if link.state is LinkState.ESTABLISHED and link.ledger and link.ledger.credit > 0:
+                sock.rr_next = (index + 1) % n
+                return peer
+        return None
+
+    def send(
+        self,
+        tag: int,
+        payload: bytes,
+        *,
+        cookie: Any = None,
+        destination: PeerId | tuple[str, int] | None = None,
+        now: float,
+    ) -> PeerId:
+        """Queue one DATA frame; returns the destination. ``cookie`` (not None) comes back
+        as CookieReturned once the peer's application got the message, else CookieLost.
+
+        Raises BackPressured (no credit), SocketNotLinked (destination not established),
+        MessageTooLarge (beyond the peer's max size), ClosedError (socket closing).
+        """
+        sock = self._socket(tag)
+        if sock.closing:
+            raise ClosedError(f"socket {tag} is closing")
+        if destination is None:
+            dest = self.pick_destination(tag)
+            if dest is None:
+                raise BackPressured(f"socket {tag}: no established link has credit")
+        else:
+            dest = PeerId(*destination)
+        link = sock.links.get(dest)
+        if link is None or link.state is not LinkState.ESTABLISHED:
+            raise SocketNotLinked(f"socket {tag} is not linked with {dest}")
+        ledger, meta = link.ledger, link.peer_meta
+        assert ledger is not None
+        assert meta is not None
+        if len(payload) > meta.max_message_size:
+            raise MessageTooLarge(
+                f"{len(payload)} bytes exceed the {meta.max_message_size} that {dest} accepts"
+            )
+        if ledger.credit <= 0:
+            raise BackPressured(f"socket {tag}: no credit towards {dest}")
+        seq = ledger.spend()
+        if cookie is not None:
+            link.cookies.add(seq, cookie)
+        self._emit_frame(dest.address, encode_data(tag, dest.tag, link.incarnation, payload))
+        return dest
+
+    def deliver(self, message: MessageReceived, *, now: float) -> None:
+        """The application took ``message``: credit (and cookie confirmation) flows back,
+        batched. Messages of a link incarnation that has closed are ignored."""
+        sock = self._sockets.get(message.tag)
+        if sock is None:
+            return
+        link = sock.links.get(message.peer)
+        if link is None or link.incarnation != message.incarnation or link.ledger is None:
+            return
+        try:
+            link.ledger.deliver(1)
+        except ValueError:
+            raise StateError("deliver() called more often than messages were received") from None
+        self._flow_after_delivery(sock, link, now)
+
+    # ==== the wire ==========================================================================
+
+    def receive_frame(self, source: str, data: bytes | memoryview, *, now: float) -> None:
+        """Feed one frame from the transport. Malformed frames are dropped and counted."""
+        self._stats["frames_received"] += 1
+        try:
+            frame = decode_frame(data)
+        except ExonError:
+            self._stats["malformed_dropped"] += 1
+            return
+        meta = frame.metadata
+        if meta is not None:
+            self._sources[source] = meta.reply_address
+            address = meta.reply_address
+        else:
+            address = self._sources.get(source, source)
+        sock = self._sockets.get(frame.destination_tag)
+        if sock is None:
+            if frame.type is FrameType.ERROR:
+                self._stats["ignored"] += 1
+                return
+            self._stats["not_found_sent"] += 1
+            self._emit_frame(address, encode_error(
+                frame.destination_tag, frame.source_tag, frame.incarnation,
+                ErrorCode.SOCKET_NOT_FOUND,
+                f"no socket with tag {frame.destination_tag} on node {self.node_id}",
+            ))
+            return
+        peer = PeerId(address, frame.source_tag)
+        link = sock.links.get(peer)
+        if frame.type is FrameType.ERROR:
+            if link is None or link.incarnation != frame.incarnation:
+                self._stats["stale_dropped"] += 1
+                return
+            self._events.append(ErrorReceived(tag=sock.tag, peer=peer, code=int(frame.error),
+                                              text=frame.reason))
+            self._input(sock, link, LinkInput.ERROR, frame, now)
+            return
+        link = self._check_incarnation(sock, peer, link, frame, now)
+        if link is None:
+            return
+        if frame.type is FrameType.LINKACK:
+            event = LinkInput.LINKACK_META if meta is not None else LinkInput.LINKACK
+        else:
+            event = _FRAME_INPUT[frame.type]
+        self._input(sock, link, event, frame, now)
+
+    def frames_to_send(self, *, now: float | None = None) -> list[tuple[str, bytes]]:
+        """Take every frame the core wants sent: (reply address, frame bytes), in order."""
+        out, self._out = self._out, []
+        return out
+
+    def next_timer(self) -> float | None:
+        """Earliest time ``handle_timer`` has work, or None."""
+        timers = self._timers
+        while timers:
+            when, _seq, kind, link = timers[0]
+            if self._timer_valid(when, kind, link):
+                return when
+            heapq.heappop(timers)
+        return None
+
+    def handle_timer(self, *, now: float) -> None:
+        """Fire every due timer: retries, batched FLOWs, unlink timeouts."""
+        self._last_now = now
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            when, _seq, kind, link = heapq.heappop(timers)
+            if not self._timer_valid(when, kind, link):
+                continue
+            sock = self._sockets.get(link.tag)
+            if sock is None:
+                continue
+            if kind == "flow":
+                link.flow_deadline = None
+                self._send_flow(link)
+                self._check_drained(sock, link, now)
+            else:
+                link.deadline = None
+                self._input(sock, link, LinkInput.TIMER, None, now)
+        if self._tombstones:
+            self._tombstones = {k: v for k, v in self._tombstones.items() if v[2] > now}
+
+    def next_event(self) -> Event | None:
+        return self._events.popleft() if self._events else None
+
+    def events(self) -> list[Event]:
+        """Take every pending event."""
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    def statistics(self) -> CoreStatistics:
+        return CoreStatistics(**self._stats)
+
+    # ==== internals: records ================================================================
+
+    def _socket(self, tag: int) -> _Socket:
+        try:
+            return self._sockets[tag]
+        except KeyError:
+            raise StateError(f"no socket with tag {tag} is open on this core") from None
+
+    def _new_link(self, sock: _Socket, peer: PeerId) -> _Link:
+        return _Link(tag=sock.tag, peer=peer, machine=LinkStateMachine())
+
+    def _fresh_incarnation(self, link: _Link) -> None:
+        link.incarnation = self._next_incarnation
+        self._next_incarnation = (self._next_incarnation % 0xFFFF_FFFF) + 1
+        link.nonce = self._rng.randbytes(16)
+
+    def _check_incarnation(
+        self, sock: _Socket, peer: PeerId, link: _Link | None, frame: Frame, now: float
+    ) -> _Link | None:
+        """Drop frames of older incarnations; apply the re-link rules. None: dropped."""
+        inc = frame.incarnation
+        node = frame.metadata.node_id if frame.metadata is not None else None
+        if link is None:
+            tomb = self._tombstones.get((sock.tag, peer))
+            if tomb is not None and tomb[2] > now and inc <= tomb[1] and (
+                node is None or node == tomb[0]
+            ) and frame.type in (FrameType.LINK, FrameType.LINKACK, FrameType.FLOW):
+                self._stats["stale_dropped"] += 1
+                return None
+            return self._new_link(sock, peer)
+        if frame.type is FrameType.LINKACK and frame.answers != link.incarnation:
+            self._stats["stale_dropped"] += 1  # answers a LINK of another attempt
+            return None
+        if link.peer_incarnation is None:
+            return link
+        same_node = node is None or link.peer_node is None or node == link.peer_node
+        if inc == link.peer_incarnation and same_node:
+            return link
+        if frame.type is not FrameType.LINK or (same_node and inc < link.peer_incarnation):
+            self._stats["stale_dropped"] += 1
+            return None
+        # a newer incarnation of the peer's end (re-link, or the peer node restarted)
+        if link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING) or not link.initiator:
+            self._force_close(sock, link, "PEER_RELINKED", error=True)
+            return self._new_link(sock, peer)
+        link.peer_incarnation = None
+        link.peer_node = None
+        link.peer_meta = None
+        link.peer_decision = None
+        link.our_decision = None
+        link.ledger = None
+        link.machine.state = LinkState.LINK_SENT
+        return link
+
+    def _input(
+        self, sock: _Socket, link: _Link, event: LinkInput, frame: Frame | None, now: float
+    ) -> None:
+        self._last_now = now
+        transition = link.machine.lookup(event)
+        handler = getattr(self, "_do_" + transition.action.value)
+        verdict: Verdict | None = handler(sock, link, frame, now)
+        link.machine.commit(transition, verdict)
+        self._after(sock, link)
+        if link.state is LinkState.UNLINKING and event is not LinkInput.DRAINED:
+            ledger = link.ledger
+            if (ledger is not None and link.peer_unlink_count is not None
+                    and ledger.delivered == link.peer_unlink_count and ledger.flow_pending):
+                link.flow_deadline = None
+                self._send_flow(link)
+            self._check_drained(sock, link, now)
+
+    def _after(self, sock: _Socket, link: _Link) -> None:
+        """Store new records, forget ended ones."""
+        if link.state is LinkState.IDLE:
+            if link.stored:
+                self._forget(sock, link)
+        elif not link.stored:
+            sock.links[link.peer] = link
+            link.stored = True
+
+    def _forget(self, sock: _Socket, link: _Link) -> None:
+        if sock.links.get(link.peer) is link:
+            del sock.links[link.peer]
+        link.stored = False
+        if link.peer in sock.rr and link.peer not in sock.links:
+            sock.rr.remove(link.peer)
+            if sock.rr_next >= len(sock.rr):
+                sock.rr_next = 0
+        if link.peer_incarnation is not None and self.settings.tombstone_ttl > 0:
+            self._tombstones[(sock.tag, link.peer)] = (
+                link.peer_node, link.peer_incarnation, self._last_now + self.settings.tombstone_ttl
+            )
+        link.deadline = link.flow_deadline = None
+        self._maybe_forget_socket(sock)
+
+    def _maybe_forget_socket(self, sock: _Socket) -> None:
+        if sock.closing and not sock.links and self._sockets.get(sock.tag) is sock:
+            del self._sockets[sock.tag]
+
+    # ==== internals: timers =================================================================
+
+    def _arm(self, link: _Link, kind: str, when: float) -> None:
+        if kind == "flow":
+            link.flow_deadline = when
+        else:
+            link.deadline = when
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (when, self._timer_seq, kind, link))
+
+    def _timer_valid(self, when: float, kind: str, link: _Link) -> bool:
+        if not link.stored:
+            return False
+        return (link.flow_deadline if kind == "flow" else link.deadline) == when
+
+    # ==== internals: frames out =============================================================
+
+    def _emit_frame(self, address: str, data: bytes) -> None:
+        self._stats["frames_sent"] += 1
+        self._out.append((address, data))
+
+    def _metadata(self, sock: _Socket, link: _Link, peer_meta: LinkMetadata | None) -> LinkMetadata:
+        custom: dict[str, Any] = {}
+        if sock.policy is not None:
+            custom = sock.policy.metadata(self._ctx(sock, link), peer_meta)
+        return LinkMetadata(
+            socket_type=sock.socket_type,
+            credits=sock.initial_credits,
+            max_message_size=sock.max_message_size,
+            node_id=self.node_id,
+            reply_address=self.reply_address,
+            nonce=link.nonce,
+            custom=custom,
+        )
+
+    def _ctx(self, sock: _Socket, link: _Link) -> PolicyContext:
+        return PolicyContext(tag=sock.tag, socket_type=sock.socket_type, node_id=self.node_id,
+                             reply_address=self.reply_address, peer=link.peer, nonce=link.nonce)
+
+    def _send_linkack(self, sock: _Socket, link: _Link, with_metadata: bool) -> None:
+        assert link.our_decision is not None
+        assert link.peer_incarnation is not None
+        meta = self._metadata(sock, link, link.peer_meta) if with_metadata else None
+        if not link.our_decision.accepted:
+            self._stats["refusals_sent"] += 1
+        self._emit_frame(link.peer.address, encode_linkack(
+            sock.tag, link.peer.tag, link.incarnation, link.our_decision, meta,
+            link.our_reason, answers=link.peer_incarnation))
+
+    def _send_unlink(self, sock: _Socket, link: _Link) -> None:
+        sent = link.ledger.sent if link.ledger is not None else 0
+        self._emit_frame(link.peer.address,
+                         encode_unlink(sock.tag, link.peer.tag, link.incarnation, sent))
+
+    def _send_flow(self, link: _Link) -> None:
+        if link.ledger is None:
+            return
+        delivered, limit = link.ledger.make_flow()
+        self._emit_frame(link.peer.address,
+                         encode_flow(link.tag, link.peer.tag, link.incarnation, delivered, limit))
+
+    def _not_linked(self, sock: _Socket, link: _Link, frame: Frame | None) -> None:
+        if frame is None:
+            return
+        self._stats["not_linked_sent"] += 1
+        self._emit_frame(link.peer.address, encode_error(
+            sock.tag, frame.source_tag, frame.incarnation, ErrorCode.SOCKET_NOT_LINKED,
+            f"socket {sock.tag} is not linked with {link.peer}"))
+
+    # ==== internals: decisions ==============================================================
+
+    def _learn_peer(self, sock: _Socket, link: _Link, frame: Frame) -> None:
+        meta = frame.metadata
+        assert meta is not None
+        link.peer_meta = meta
+        link.peer_incarnation = frame.incarnation
+        link.peer_node = meta.node_id
+        link.ledger = CreditLedger(
+            limit=meta.credits,
+            capacity=sock.initial_credits,
+            batch=self.settings.grant_batch(sock.initial_credits),
+        )
+
+    def _decide(self, sock: _Socket, link: _Link) -> None:
+        meta = link.peer_meta
+        assert meta is not None
+        decision, reason = Decision.ACCEPTED, ""
+        if sock.closing:
+            decision, reason = Decision.CANCELLED, "socket is closing"
+        elif not compatible(sock.socket_type, meta.socket_type):
+            decision = Decision.INCOMPATIBLE
+            reason = f"a {sock.socket_type} socket cannot link with a {meta.socket_type} socket"
+        elif sock.max_links is not None and sum(
+            1 for other in sock.links.values()
+            if other is not link and other.state in (
+                LinkState.DECIDED, LinkState.ESTABLISHED, LinkState.UNLINKING)
+        ) >= sock.max_links:
+            decision, reason = Decision.LINK_LIMIT, f"socket {sock.tag} has {sock.max_links} links"
+        elif sock.policy is not None:
+            decision, reason = sock.policy.decide(self._ctx(sock, link), meta)
+        link.our_decision, link.our_reason = decision, reason
+
+    def _conclude(self, sock: _Socket, link: _Link, now: float) -> Verdict:
+        """Both decisions known (or one refusal): establish, or refuse (maybe retry)."""
+        ours, theirs = link.our_decision, link.peer_decision
+        if ours is not None and ours.accepted and theirs is not None and theirs.accepted:
+            self._establish(sock, link)
+            return Verdict.ACCEPT
+        by_peer = theirs is not None and not theirs.accepted
+        decision = theirs if by_peer else ours
+        assert decision is not None
+        reason = link.peer_reason if by_peer else link.our_reason
+        if by_peer:
+            self._stats["refusals_received"] += 1
+        retry = (link.initiator and not decision.permanent and not sock.closing
+                 and link.state is not LinkState.UNLINKING)
+        retry_at = None
+        if retry:
+            link.attempts += 1
+            s = self.settings
+            base = min(s.retry_max, s.retry_initial * s.retry_multiplier ** (link.attempts - 1))
+            retry_at = now + base * self._rng.uniform(1 - s.retry_jitter, 1 + s.retry_jitter)
+            self._arm(link, "retry", retry_at)
+            self._stats["retries"] += 1
+        if link.initiator:
+            self._events.append(LinkRefused(
+                tag=sock.tag, peer=link.peer, decision=decision, reason=reason or decision.name,
+                permanent=decision.permanent, by_peer=by_peer, retry_at=retry_at))
+        self._lose_cookies(sock, link)
+        return Verdict.RETRY if retry else Verdict.REFUSE
+
+    def _establish(self, sock: _Socket, link: _Link) -> None:
+        assert link.ledger is not None
+        assert link.peer_meta is not None
+        link.attempts = 0
+        link.established_emitted = True
+        if link.peer not in sock.rr:
+            sock.rr.append(link.peer)
+        self._stats["links_established"] += 1
+        self._events.append(LinkEstablished(
+            tag=sock.tag, peer=link.peer, incarnation=link.incarnation,
+            peer_metadata=link.peer_meta, credits=link.ledger.credit))
+
+    def _lose_cookies(self, sock: _Socket, link: _Link) -> None:
+        for cookie in link.cookies.lose_all():
+            self._stats["cookies_lost"] += 1
+            self._events.append(CookieLost(tag=sock.tag, peer=link.peer, cookie=cookie))
+
+    def _force_close(self, sock: _Socket, link: _Link, reason: str, *, error: bool) -> None:
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, reason, error)
+        link.machine.state = LinkState.IDLE
+        self._forget(sock, link)
+
+    def _closed_event(self, sock: _Socket, link: _Link, reason: str, error: bool) -> None:
+        if link.established_emitted:
+            self._stats["links_closed"] += 1
+            self._events.append(LinkClosed(tag=sock.tag, peer=link.peer, reason=reason,
+                                           error=error))
+        elif link.initiator:
+            self._events.append(LinkRefused(
+                tag=sock.tag, peer=link.peer, decision=Decision.CANCELLED, reason=reason,
+                permanent=True, by_peer=reason != "CANCELLED", retry_at=None))
+
+    # ==== internals: flow ===================================================================
+
+    def _flow_after_delivery(self, sock: _Socket, link: _Link, now: float) -> None:
+        ledger = link.ledger
+        assert ledger is not None
+        unlinking_done = (link.state is LinkState.UNLINKING and link.peer_unlink_count is not None
+                          and ledger.delivered == link.peer_unlink_count)
+        if ledger.flow_due or unlinking_done or self.settings.flow_delay == 0:
+            link.flow_deadline = None
+            self._send_flow(link)
+        elif link.flow_deadline is None and ledger.flow_pending:
+            self._arm(link, "flow", now + self.settings.flow_delay)
+        self._check_drained(sock, link, now)
+
+    def _check_drained(self, sock: _Socket, link: _Link, now: float) -> None:
+        if link.state is not LinkState.UNLINKING or link.peer_unlink_count is None:
+            return
+        ledger = link.ledger
+        assert ledger is not None
+        if (ledger.received == link.peer_unlink_count and ledger.delivered == ledger.received
+                and not ledger.flow_pending and ledger.confirmed == ledger.sent):
+            self._input(sock, link, LinkInput.DRAINED, None, now)
+
+    # ==== actions (one per link_state.Action) ==============================================
+
+    def _do_ignore(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        if frame is not None:
+            self._stats["ignored"] += 1
+
+    def _do_not_linked(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._not_linked(sock, link, frame)
+
+    def _do_send_link(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._last_now = now
+        self._fresh_incarnation(link)
+        link.peer_incarnation = link.peer_node = None
+        link.peer_meta = link.ledger = None
+        link.our_decision = link.peer_decision = None
+        meta = self._metadata(sock, link, None)
+        self._emit_frame(link.peer.address,
+                         encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
+
+    def _do_answer_link(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> Verdict:
+        assert frame is not None
+        if link.incarnation == 0 or link.state is LinkState.RETRY_WAIT:
+            self._fresh_incarnation(link)
+        self._learn_peer(sock, link, frame)
+        self._decide(sock, link)
+        self._send_linkack(sock, link, with_metadata=True)
+        if link.our_decision is Decision.ACCEPTED:
+            if link.state is LinkState.RETRY_WAIT:
+                link.deadline = None  # the peer's LINK replaces our retry
+            return Verdict.ACCEPT
+        if link.state is LinkState.RETRY_WAIT:
+            link.peer_incarnation = link.peer_node = None
+            link.peer_meta = link.ledger = None
+        return Verdict.REFUSE
+
+    def _do_decide_on_link(self, sock: _Socket, link: _Link, frame: Frame | None,
+                           now: float) -> Verdict:
+        assert frame is not None
+        self._learn_peer(sock, link, frame)
+        self._decide(sock, link)
+        self._send_linkack(sock, link, with_metadata=False)
+        if link.peer_decision is None and link.our_decision is Decision.ACCEPTED:
+            return Verdict.ACCEPT  # LINK_SENT -> DECIDED
+        return self._conclude(sock, link, now)
+
+    def _do_decide_on_ack(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> Verdict:
+        assert frame is not None
+        self._learn_peer(sock, link, frame)
+        link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        if frame.decision.accepted:
+            self._decide(sock, link)
+            self._send_linkack(sock, link, with_metadata=False)
+        return self._conclude(sock, link, now)
+
+    def _do_note_decision(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        link.peer_incarnation = frame.incarnation
+        if frame.decision.accepted:
+            return Verdict.ACCEPT
+        return self._conclude(sock, link, now)
+
+    def _do_conclude(self, sock: _Socket, link: _Link, frame: Frame | None,
+                     now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        if link.state is LinkState.UNLINKING:
+            if frame.decision.accepted:
+                return Verdict.ACCEPT  # keep draining (nothing was sent)
+            self._lose_cookies(sock, link)
+            self._closed_event(sock, link, "CANCELLED", False)
+            return Verdict.REFUSE
+        return self._conclude(sock, link, now)
+
+    def _do_implicit_accept(self, sock: _Socket, link: _Link, frame: Frame | None,
+                            now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision = Decision.ACCEPTED
+        self._establish(sock, link)
+        link.machine.state = LinkState.ESTABLISHED
+        if frame.type is FrameType.DATA:
+            return self._do_receive_data(sock, link, frame, now)
+        self._do_receive_flow(sock, link, frame, now)
+        return Verdict.ACCEPT
+
+    def _do_receive_data(self, sock: _Socket, link: _Link, frame: Frame | None,
+                         now: float) -> Verdict:
+        assert frame is not None
+        assert link.ledger is not None
+        ledger = link.ledger
+        if link.peer_unlink_count is not None and ledger.received >= link.peer_unlink_count:
+            code, text = ErrorCode.PROTOCOL_VIOLATION, "DATA after UNLINK"
+        elif len(frame.payload) > sock.max_message_size:
+            self._stats["oversize_dropped"] += 1
+            code, text = ErrorCode.MESSAGE_TOO_LARGE, (
+                f"{len(frame.payload)} bytes exceed the {sock.max_message_size} advertised")
+        elif not ledger.accept_data():
+            self._stats["credit_violations"] += 1
+            code, text = ErrorCode.CREDIT_EXCEEDED, "DATA beyond the granted credit"
+        else:
+            self._events.append(MessageReceived(tag=sock.tag, peer=link.peer,
+                                                payload=frame.payload,
+                                                incarnation=link.incarnation))
+            return Verdict.ACCEPT
+        self._emit_frame(link.peer.address, encode_error(
+            sock.tag, link.peer.tag, frame.incarnation, code, text))
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, f"ERROR:{code.name}", True)
+        return Verdict.REFUSE
+
+    def _do_receive_flow(self, sock: _Socket, link: _Link, frame: Frame | None,
+                         now: float) -> None:
+        assert frame is not None
+        assert link.ledger is not None
+        newly, before = link.ledger.apply_flow(frame.delivered, frame.limit)
+        if newly:
+            for cookie in link.cookies.confirm(link.ledger.confirmed):
+                self._stats["cookies_returned"] += 1
+                self._events.append(CookieReturned(tag=sock.tag, peer=link.peer, cookie=cookie))
+        if before <= 0 < link.ledger.credit:
+            self._events.append(CreditAvailable(tag=sock.tag, peer=link.peer,
+                                                credits=link.ledger.credit))
+
+    def _do_start_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
+                         now: float) -> None:
+        self._send_unlink(sock, link)
+        self._arm(link, "unlink", now + self.settings.unlink_timeout)
+
+    def _do_answer_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> None:
+        assert frame is not None
+        link.peer_unlink_count = frame.count
+        self._send_unlink(sock, link)
+        self._arm(link, "unlink", now + self.settings.unlink_timeout)
+
+    def _do_note_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> None:
+        assert frame is not None
+        link.peer_unlink_count = frame.count
+
+    def _do_cancel(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._send_unlink(sock, link)
+        self._closed_event(sock, link, "CANCELLED", False)
+
+    def _do_peer_cancel(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> None:
+        if link.initiator:
+            self._events.append(LinkRefused(
+                tag=sock.tag, peer=link.peer, decision=Decision.CANCELLED,
+                reason="the peer cancelled the handshake", permanent=True, by_peer=True,
+                retry_at=None))
+
+    def _do_link_error(self, sock: _Socket, link: _Link, frame: Frame | None,
+                       now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision = (Decision.SOCKET_NOT_FOUND
+                              if frame.error == ErrorCode.SOCKET_NOT_FOUND else Decision.TEMPORARY)
+        link.peer_reason = frame.reason or link.peer_decision.name
+        return self._conclude(sock, link, now)
+
+    def _do_break(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        assert frame is not None
+        name = frame.error.name if isinstance(frame.error, ErrorCode) else str(frame.error)
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, f"ERROR:{name}", True)
+
+    def _do_give_up(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._closed_event(sock, link, "CANCELLED", False)
+
+    def _do_unlink_timeout(self, sock: _Socket, link: _Link, frame: Frame | None,
+                           now: float) -> None:
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, "TIMEOUT", True)
+
+    def _do_finish(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._closed_event(sock, link, "UNLINKED", False)
