@@ -39,15 +39,18 @@ def test_one_side_initiates_link_linkack_meta_linkack() -> None:
         b.receive_frame("A", d, now=0)
     f2 = b.frames_to_send()
     ack = decode_frame(f2[0][1])
-    assert ack.type is FrameType.LINKACK and ack.metadata is not None
-    assert ack.metadata.socket_type == "rep" and ack.metadata.reply_address == "B"
+    assert ack.type is FrameType.LINKACK
+    assert ack.metadata is not None
+    assert ack.metadata.socket_type == "rep"
+    assert ack.metadata.reply_address == "B"
     assert ack.metadata.node_id == "node-B"
     assert b.link_state(2, ("A", 1)) is LinkState.DECIDED
     for _addr, d in f2:
         a.receive_frame("B", d, now=0)
     f3 = a.frames_to_send()
     final = decode_frame(f3[0][1])
-    assert final.type is FrameType.LINKACK and final.metadata is None
+    assert final.type is FrameType.LINKACK
+    assert final.metadata is None
     assert final.decision is Decision.ACCEPTED
     assert kinds(a.events()) == ["LinkEstablished"]
     for _addr, d in f3:
@@ -55,7 +58,8 @@ def test_one_side_initiates_link_linkack_meta_linkack() -> None:
     ev = b.events()
     assert kinds(ev) == ["LinkEstablished"]
     assert isinstance(ev[0], LinkEstablished)
-    assert ev[0].peer_metadata.node_id == "node-A" and ev[0].peer == PeerId("A", 1)
+    assert ev[0].peer_metadata.node_id == "node-A"
+    assert ev[0].peer == PeerId("A", 1)
     assert a.link_state(1, ("B", 2)) is b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
 
 
@@ -128,10 +132,15 @@ def test_incompatible_is_permanent_and_not_retried() -> None:
     a.link(1, ("B", 2), now=0)
     pump([a, b])
     ev = a.events()
-    assert len(ev) == 1 and isinstance(ev[0], LinkRefused)
-    assert ev[0].decision is Decision.INCOMPATIBLE and ev[0].permanent and ev[0].by_peer
-    assert ev[0].retry_at is None and "req" in ev[0].reason
-    assert a.links(1) == {} and b.links(2) == {}
+    assert len(ev) == 1
+    assert isinstance(ev[0], LinkRefused)
+    assert ev[0].decision is Decision.INCOMPATIBLE
+    assert ev[0].permanent
+    assert ev[0].by_peer
+    assert ev[0].retry_at is None
+    assert "req" in ev[0].reason
+    assert a.links(1) == {}
+    assert b.links(2) == {}
     assert a.next_timer() is None
     assert b.statistics().refusals_sent == 1
 
@@ -144,7 +153,8 @@ def test_our_own_incompatibility_refuses_too() -> None:
     a.link(1, ("B", 2), now=0)
     pump([a, b])
     (ev,) = a.events()
-    assert isinstance(ev, LinkRefused) and ev.decision is Decision.INCOMPATIBLE
+    assert isinstance(ev, LinkRefused)
+    assert ev.decision is Decision.INCOMPATIBLE
 
 
 def test_temporary_refusal_retries_with_growing_random_delay_until_accepted() -> None:
@@ -163,8 +173,10 @@ def test_temporary_refusal_retries_with_growing_random_delay_until_accepted() ->
     for _ in range(4):
         (ev,) = a.events()
         assert isinstance(ev, LinkRefused)
-        assert ev.decision is Decision.LINK_LIMIT and not ev.permanent
-        assert ev.retry_at is not None and a.next_timer() == ev.retry_at
+        assert ev.decision is Decision.LINK_LIMIT
+        assert not ev.permanent
+        assert ev.retry_at is not None
+        assert a.next_timer() == ev.retry_at
         assert a.link_state(1, ("B", 2)) is LinkState.RETRY_WAIT
         delays.append(ev.retry_at - now)
         now = ev.retry_at
@@ -196,13 +208,18 @@ def test_unknown_destination_gets_socket_not_found_formed_as_the_missing_socket(
     (frame,) = b.frames_to_send()
     assert frame[0] == "A"
     err = decode_frame(frame[1])
-    assert err.type is FrameType.ERROR and err.error == ErrorCode.SOCKET_NOT_FOUND
-    assert err.source_tag == 99 and err.destination_tag == 1
+    assert err.type is FrameType.ERROR
+    assert err.error == ErrorCode.SOCKET_NOT_FOUND
+    assert err.source_tag == 99
+    assert err.destination_tag == 1
     a.receive_frame("B", frame[1], now=0)
     ev = a.events()
-    assert isinstance(ev[0], ErrorReceived) and ev[0].code == ErrorCode.SOCKET_NOT_FOUND
-    assert isinstance(ev[1], LinkRefused) and ev[1].decision is Decision.SOCKET_NOT_FOUND
-    assert not ev[1].permanent and ev[1].retry_at is not None  # the socket may appear later
+    assert isinstance(ev[0], ErrorReceived)
+    assert ev[0].code == ErrorCode.SOCKET_NOT_FOUND
+    assert isinstance(ev[1], LinkRefused)
+    assert ev[1].decision is Decision.SOCKET_NOT_FOUND
+    assert not ev[1].permanent
+    assert ev[1].retry_at is not None
     b.open_socket(99, "rep")
     a.handle_timer(now=ev[1].retry_at)
     pump([a, b], ev[1].retry_at)
@@ -210,7 +227,7 @@ def test_unknown_destination_gets_socket_not_found_formed_as_the_missing_socket(
 
 
 def test_frames_from_an_unlinked_socket_get_socket_not_linked_and_are_discarded() -> None:
-    a, b = make_core("A"), make_core("B")
+    _a, b = make_core("A"), make_core("B")
     b.open_socket(2, "pull")
     for data in (encode_data(1, 2, 5, b"x"),):
         b.receive_frame("A", data, now=0)
@@ -218,7 +235,8 @@ def test_frames_from_an_unlinked_socket_get_socket_not_linked_and_are_discarded(
     err = decode_frame(frame[1])
     assert err.error == ErrorCode.SOCKET_NOT_LINKED
     assert (err.source_tag, err.destination_tag, err.incarnation) == (2, 1, 5)
-    assert b.events() == [] and b.links(2) == {}
+    assert b.events() == []
+    assert b.links(2) == {}
     assert b.statistics().not_linked_sent == 1
 
 
@@ -248,9 +266,11 @@ def test_unlink_during_handshake_cancels() -> None:
     a.link(1, ("B", 2), now=0)
     a.unlink(1, ("B", 2), now=0)
     (ev,) = a.events()
-    assert isinstance(ev, LinkRefused) and ev.decision is Decision.CANCELLED
+    assert isinstance(ev, LinkRefused)
+    assert ev.decision is Decision.CANCELLED
     pump([a, b])
-    assert a.links(1) == {} and b.links(2) == {}
+    assert a.links(1) == {}
+    assert b.links(2) == {}
 
 
 def test_shared_secret_policy_links_when_both_know_the_secret() -> None:
@@ -271,7 +291,9 @@ def test_shared_secret_policy_refuses_unauthenticated_peers(client_policy) -> No
     a.link(1, ("B", 2), now=0)
     pump([a, b])
     (ev,) = a.events()
-    assert isinstance(ev, LinkRefused) and ev.decision is Decision.UNAUTHORIZED and ev.permanent
+    assert isinstance(ev, LinkRefused)
+    assert ev.decision is Decision.UNAUTHORIZED
+    assert ev.permanent
     assert b.links(2) == {}
     # and it can send no data: forged DATA gets SOCKET_NOT_LINKED, nothing delivered
     b.receive_frame("A", encode_data(1, 2, 1, b"sneaky"), now=0)
@@ -301,5 +323,7 @@ def test_peer_gone_breaks_links_and_loses_cookies() -> None:
     p.a.peer_gone("B", now=0)
     ev = p.a.events()
     assert kinds(ev) == ["CookieLost", "LinkClosed"]
-    assert isinstance(ev[1], LinkClosed) and ev[1].error and ev[1].reason == "PEER_GONE"
+    assert isinstance(ev[1], LinkClosed)
+    assert ev[1].error
+    assert ev[1].reason == "PEER_GONE"
     assert p.a.links(1) == {}
