@@ -44,6 +44,7 @@ int64_t exon_client_driver_heartbeat_age_ms(exon_client_t *client);
 int64_t exon_client_keepalives_sent(exon_client_t *client);
 uint8_t *exon_client_counters_values(exon_client_t *client);
 int64_t *exon_client_counter_addr(exon_client_t *client, int32_t counter_id);
+exon_counters_t *exon_client_counters(exon_client_t *client);
 int exon_client_add_publication(exon_client_t *client, const char *channel, int32_t stream_id, int32_t exclusive, int64_t timeout_ns, exon_client_publication_t *out);
 int exon_client_remove_publication(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
 int exon_client_add_subscription(exon_client_t *client, const char *channel, int32_t stream_id, int32_t doorbell_counter_id, int64_t timeout_ns, exon_client_subscription_t *out);

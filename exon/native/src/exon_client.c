@@ -700,6 +700,11 @@ int64_t *exon_client_counter_addr(exon_client_t *c, int32_t counter_id)
     return exon_counter_addr(&c->counters, counter_id);
 }
 
+exon_counters_t *exon_client_counters(exon_client_t *c)
+{
+    return &c->counters;
+}
+
 static int exon_client_check_channel(const char *channel)
 {
     if (NULL == channel)

@@ -101,6 +101,8 @@ int64_t exon_client_keepalives_sent(exon_client_t *client);
 exon_cnc_t *exon_client_cnc(exon_client_t *client);
 uint8_t *exon_client_counters_values(exon_client_t *client);
 int64_t *exon_client_counter_addr(exon_client_t *client, int32_t counter_id);
+/* Reader handle over the CnC's counters (exon_counters_state/type_id/label...). */
+exon_counters_t *exon_client_counters(exon_client_t *client);
 
 int exon_client_add_publication(
     exon_client_t *client,

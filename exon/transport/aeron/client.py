@@ -1,0 +1,403 @@
+"""The Aeron client: connect to a media driver through its ``cnc.dat``.
+
+``Aeron.connect(dir)`` validates the CnC, checks the driver heartbeat and starts one
+native client-conductor thread (keepalives, the to-clients broadcast, image events, driver
+liveness). Commands wait in C with the GIL released and a timeout. A client whose driver
+died gets :class:`~exon.errors.DriverTimeout` from every call instead of hanging.
+
+Publications are :class:`~exon.transport.aeron.publication.Publication` /
+:class:`~exon.transport.aeron.publication.ExclusivePublication` over the driver's log and
+its pub-lmt counter. A :class:`Subscription` polls all of its images (round-robin start)
+and can ``wait()`` on its doorbell without spinning.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from exon import errors
+from exon.native import check, error_for, ffi, lib
+from exon.transport.aeron.image import FragmentHeader, Image
+from exon.transport.aeron.logbuffer import LogBuffer
+from exon.transport.aeron.publication import ExclusivePublication, Publication
+from exon.transport.aeron.settings import default_driver_dir
+
+__all__ = ["Aeron", "Subscription"]
+
+DEFAULT_TIMEOUT = 5.0
+_DOORBELL_RECORD_LENGTH = 128
+
+
+def _ns(seconds: float | None) -> int:
+    return -1 if seconds is None else max(0, int(seconds * 1e9))
+
+
+class Aeron:
+    """A connected client (``exon_client_t``). Thread-safe; close it last."""
+
+    def __init__(self, handle: Any, dir: str) -> None:
+        self._handle = handle
+        self.dir = dir
+        self._lock = threading.Lock()
+        self._publications: list[Publication | ExclusivePublication] = []
+        self._subscriptions: list[Subscription] = []
+        self._counters_values = lib.exon_client_counters_values(handle)
+
+    @classmethod
+    def connect(
+        cls,
+        dir: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        driver_timeout: float | None = None,
+        keepalive_interval: float | None = None,
+    ) -> Aeron:
+        """Connect to the driver of ``dir`` (default: the default driver dir).
+
+        ``driver_timeout`` (seconds) overrides the CnC's: how stale the driver heartbeat
+        may get before calls raise DriverTimeout. ``keepalive_interval`` defaults to 0.5 s.
+        """
+        dir = dir or default_driver_dir()
+        out = ffi.new("exon_client_t **")
+        driver_timeout_ms = 0 if driver_timeout is None else max(1, int(driver_timeout * 1000))
+        keepalive_ns = 0 if keepalive_interval is None else _ns(keepalive_interval)
+        check(
+            lib.exon_client_connect(out, dir.encode(), _ns(timeout), driver_timeout_ms,
+                                    keepalive_ns),
+            f"connect to {dir}",
+        )
+        return cls(out[0], dir)
+
+    # ---- state ---------------------------------------------------------------------
+
+    def _live(self) -> Any:
+        handle = self._handle
+        if handle is None:
+            raise errors.ClosedError("Aeron client is closed")
+        return handle
+
+    @property
+    def client_id(self) -> int:
+        return int(lib.exon_client_id(self._live()))
+
+    @property
+    def is_closed(self) -> bool:
+        return self._handle is None
+
+    @property
+    def counters_values(self) -> Any:
+        """``uint8_t *`` base of the CnC's counters values (128 bytes per counter)."""
+        return self._counters_values
+
+    def counter_addr(self, counter_id: int) -> Any:
+        """``int64_t *`` of a counter's value in the mapped CnC."""
+        addr = lib.exon_client_counter_addr(self._live(), counter_id)
+        if addr == ffi.NULL:
+            raise errors.CncError(f"counter id {counter_id} is out of range in {self.dir}")
+        return addr
+
+    def counter_value(self, counter_id: int) -> int:
+        return int(self.counter_addr(counter_id)[0])
+
+    def counter_state(self, counter_id: int) -> int:
+        """1 allocated, 0 unused, -1 reclaimed (freed)."""
+        rc = int(lib.exon_counters_state(lib.exon_client_counters(self._live()), counter_id))
+        if rc < -1:
+            raise error_for(rc, f"counter {counter_id}")
+        return rc
+
+    def counter_label(self, counter_id: int) -> str:
+        buf = ffi.new("char[]", 400)
+        n = check(lib.exon_counters_label(lib.exon_client_counters(self._live()), counter_id,
+                                          buf, 400))
+        return ffi.buffer(buf, n)[:].decode("utf-8", "replace")
+
+    def allocated_counters(self) -> dict[int, str]:
+        """{counter id: label} of every allocated counter."""
+        counters = lib.exon_client_counters(self._live())
+        result: dict[int, str] = {}
+        counter_id = lib.exon_counters_next_allocated(counters, 0)
+        while counter_id >= 0:
+            result[int(counter_id)] = self.counter_label(counter_id)
+            counter_id = lib.exon_counters_next_allocated(counters, counter_id + 1)
+        return result
+
+    def check(self) -> None:
+        """Raise the client's failure (DriverTimeout, ClosedError...) if it has one."""
+        check(lib.exon_client_status(self._live()))
+
+    @property
+    def driver_heartbeat_age_ms(self) -> int:
+        return int(lib.exon_client_driver_heartbeat_age_ms(self._live()))
+
+    @property
+    def keepalives_sent(self) -> int:
+        return int(lib.exon_client_keepalives_sent(self._live()))
+
+    # ---- publications ----------------------------------------------------------------
+
+    def _add_publication(self, channel: str, stream_id: int, exclusive: bool,
+                         timeout: float) -> Any:
+        handle = self._live()
+        info = ffi.new("exon_client_publication_t *")
+        check(lib.exon_client_add_publication(handle, channel.encode(), stream_id,
+                                              int(exclusive), _ns(timeout), info))
+        path = ffi.string(info.log_file).decode()
+        log = LogBuffer.open(path)
+        cls = ExclusivePublication if exclusive else Publication
+        pub = cls(
+            log,
+            self.counter_addr(info.position_limit_counter_id),
+            self._counters_values,
+            registration_id=int(info.registration_id),
+            on_close=self._on_publication_close,
+            owns_log=True,
+        )
+        pub.channel = channel  # type: ignore[attr-defined]
+        pub.original_registration_id = int(info.original_registration_id)  # type: ignore[attr-defined]
+        with self._lock:
+            self._publications.append(pub)
+        return pub
+
+    def add_publication(self, channel: str, stream_id: int,
+                        timeout: float = DEFAULT_TIMEOUT) -> Publication:
+        """A concurrent publication (shared by every client on the same IPC stream)."""
+        pub: Publication = self._add_publication(channel, stream_id, False, timeout)
+        return pub
+
+    def add_exclusive_publication(self, channel: str, stream_id: int,
+                                  timeout: float = DEFAULT_TIMEOUT) -> ExclusivePublication:
+        """A single-writer publication with its own session."""
+        pub: ExclusivePublication = self._add_publication(channel, stream_id, True, timeout)
+        return pub
+
+    def _on_publication_close(self, pub: Any) -> None:
+        with self._lock:
+            if pub in self._publications:
+                self._publications.remove(pub)
+        handle = self._handle
+        if handle is not None and lib.exon_client_status(handle) == 0:
+            rc = lib.exon_client_remove_publication(handle, pub.registration_id,
+                                                    _ns(DEFAULT_TIMEOUT))
+            if rc < 0 and rc != lib.EXON_E_CLIENT_CLOSED:
+                raise error_for(rc, "remove publication")
+
+    # ---- subscriptions ---------------------------------------------------------------
+
+    def add_subscription(self, channel: str, stream_id: int,
+                         timeout: float = DEFAULT_TIMEOUT) -> Subscription:
+        handle = self._live()
+        info = ffi.new("exon_client_subscription_t *")
+        check(lib.exon_client_add_subscription(handle, channel.encode(), stream_id, -1,
+                                               _ns(timeout), info))
+        sub = Subscription(self, channel, stream_id, info)
+        with self._lock:
+            self._subscriptions.append(sub)
+        return sub
+
+    def _on_subscription_close(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subscriptions:
+                self._subscriptions.remove(sub)
+        handle = self._handle
+        if handle is not None and lib.exon_client_status(handle) == 0:
+            rc = lib.exon_client_remove_subscription(handle, sub.registration_id,
+                                                     _ns(DEFAULT_TIMEOUT))
+            if rc < 0 and rc != lib.EXON_E_CLIENT_CLOSED:
+                raise error_for(rc, "remove subscription")
+
+    # ---- driver control --------------------------------------------------------------
+
+    def terminate_driver(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Ask the driver to shut down (it acknowledges, its owner then closes it)."""
+        check(lib.exon_client_terminate_driver(self._live(), _ns(timeout)))
+
+    # ---- life cycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every publication and subscription, send CLIENT_CLOSE. Idempotent."""
+        if self._handle is None:
+            return
+        with self._lock:
+            pubs = list(self._publications)
+            subs = list(self._subscriptions)
+        for pub in pubs:
+            try:
+                pub.close()
+            except errors.ExonError:
+                pass
+        for sub in subs:
+            try:
+                sub.close()
+            except errors.ExonError:
+                pass
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is not None:
+            lib.exon_client_close(handle)
+
+    def __enter__(self) -> Aeron:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else f"client_id={self.client_id}"
+        return f"<Aeron dir={self.dir!r} {state}>"
+
+
+class Subscription:
+    """A subscription to (channel, stream): one :class:`Image` per connected publication.
+
+    ``poll``, ``wait`` and ``close`` are for one thread at a time (like Aeron's).
+    """
+
+    def __init__(self, client: Aeron, channel: str, stream_id: int, info: Any) -> None:
+        self._client = client
+        self.channel = channel
+        self.stream_id = stream_id
+        self.registration_id = int(info.registration_id)
+        self.doorbell_counter_id = int(info.doorbell_counter_id)
+        self._event_count = info.event_count
+        self._events_seen = 0
+        self._images: list[Image] = []
+        self._next = 0
+        self._closed = False
+        self._event = ffi.new("exon_image_event_t *")
+        self._doorbell = ffi.cast(
+            "int32_t *", client.counters_values + self.doorbell_counter_id * _DOORBELL_RECORD_LENGTH
+        )
+        self._refresh()
+
+    # ---- images ----------------------------------------------------------------------
+
+    def _refresh(self) -> bool:
+        """Apply queued image events; True if the image set changed."""
+        count = self._event_count[0]
+        if count == self._events_seen or self._closed:
+            return False
+        self._events_seen = count
+        handle = self._client._handle
+        if handle is None:
+            return False
+        changed = False
+        event = self._event
+        while lib.exon_client_poll_image_event(handle, self.registration_id, event) == 1:
+            changed = True
+            if event.type == lib.EXON_IMAGE_EVENT_AVAILABLE:
+                self._add_image(event)
+            else:
+                self._remove_image(int(event.correlation_id))
+        return changed
+
+    def _add_image(self, event: Any) -> None:
+        path = ffi.string(event.log_file).decode()
+        try:
+            log = LogBuffer.open(path)
+        except errors.ExonError:
+            return  # the publication went away before we could map it
+        image = Image(
+            log,
+            self._client.counter_addr(event.subscriber_position_counter_id),
+            self._client.counters_values,
+            correlation_id=int(event.correlation_id),
+            owns_log=True,
+        )
+        image.source_identity = ffi.string(event.source_identity).decode()  # type: ignore[attr-defined]
+        self._images.append(image)
+
+    def _remove_image(self, correlation_id: int) -> None:
+        for image in list(self._images):
+            if image.correlation_id == correlation_id:
+                self._images.remove(image)
+                image.close()
+
+    @property
+    def images(self) -> list[Image]:
+        self._refresh()
+        return list(self._images)
+
+    @property
+    def image_count(self) -> int:
+        self._refresh()
+        return len(self._images)
+
+    @property
+    def is_connected(self) -> bool:
+        return self.image_count > 0
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def poll(self, handler: Callable[[bytes, FragmentHeader], object],
+             fragment_limit: int = 10) -> int:
+        """Deliver up to ``fragment_limit`` fragments' worth of whole messages from the
+        images, starting at a rotating image; returns the number of messages."""
+        if self._event_count[0] != self._events_seen:
+            self._refresh()
+        images = self._images
+        n = len(images)
+        if n == 0 or self._closed:
+            return 0
+        start = self._next % n
+        self._next = start + 1
+        total = 0
+        for i in range(n):
+            if total >= fragment_limit:
+                break
+            total += images[(start + i) % n].poll(handler, fragment_limit - total)
+        return total
+
+    def wait(self, timeout: float | None) -> bool:
+        """Sleep (GIL released, no spinning) until an image has data or the image set
+        changes, at most ``timeout`` seconds. True when there is something to poll."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._closed:
+            if self._refresh() or any(image.available for image in self._images):
+                return True
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            # a bounded slice so driver death / image events are noticed
+            slice_s = 0.1 if remaining is None else min(remaining, 0.1)
+            self._client.check()
+            seen = lib.exon_doorbell_read(self._doorbell)
+            if self._event_count[0] != self._events_seen:
+                continue
+            if self._images:
+                arr = ffi.new("exon_image_t *[]", [img.cdata for img in self._images])
+                rc = lib.exon_image_wait(arr, len(self._images), self._doorbell, _ns(slice_s))
+            else:
+                rc = lib.exon_doorbell_wait(self._doorbell, seen, _ns(slice_s))
+            if rc < 0 and rc != lib.EXON_E_TIMEOUT:
+                check(rc, "wait")
+        return False
+
+    # ---- life cycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remove the subscription from the driver and unmap its images. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for image in self._images:
+            image.close()
+        self._images.clear()
+        self._client._on_subscription_close(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<Subscription {self.channel!r} stream={self.stream_id} "
+                f"images={len(self._images)}>")
