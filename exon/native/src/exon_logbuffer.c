@@ -307,6 +307,13 @@ int64_t exon_log_clean_to(exon_log_t *log, int64_t *clean_position, int64_t posi
     int64_t cleaned = 0;
     int64_t clean = *clean_position;
     int32_t term_length = log->term_length;
+    /* Never clean more than one term behind `position`: bytes older than that share their
+     * partition with positions a publisher may be using now (stale frames there are
+     * refused by readers through their term id anyway). */
+    if (clean < position - term_length)
+    {
+        clean = position - term_length;
+    }
     while (position > clean)
     {
         int32_t index = exon_log_index_by_position(clean, log->position_bits_to_shift);

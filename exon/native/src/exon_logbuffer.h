@@ -84,9 +84,8 @@ int exon_log_close(exon_log_t *log);
 int exon_log_unlink(const char *path);
 
 /*
- * Zero the log from *clean_position up to `position` (exclusive), at most up to the end of
- * the term holding *clean_position per step, looping until done, and advance
- * *clean_position. The first 8 bytes of each cleaned chunk are zeroed last with release
+ * Zero the log from *clean_position (but never from further back than position -
+ * term_length) up to `position` (exclusive), term by term, and advance *clean_position. The first 8 bytes of each cleaned chunk are zeroed last with release
  * semantics. The driver calls this with position = min subscriber position - term_length
  * (Aeron's rule) before raising a publication limit; a publication must never reach a
  * term region that was not cleaned. Returns the number of bytes cleaned.

@@ -153,14 +153,22 @@ def test_clean_to_zeroes_behind_and_advances(path: str) -> None:
     with LogBuffer.create(path, term_length=TERM) as log:
         for i in range(3):
             log.term_buffer(i)[:] = b"\xff" * TERM
-        assert log.clean_to(TERM + 4096) == TERM + 4096
-        assert log.clean_position == TERM + 4096
+        assert log.clean_to(TERM // 2) == TERM // 2
+        assert log.clean_position == TERM // 2
+        assert bytes(log.term_buffer(0)[: TERM // 2]) == bytes(TERM // 2)
+        assert log.term_buffer(0)[TERM // 2] == 0xFF
+        assert log.clean_to(100) == 0  # never backwards
+        assert log.clean_to(TERM + 4096) == TERM // 2 + 4096
         assert bytes(log.term_buffer(0)) == bytes(TERM)
         assert bytes(log.term_buffer(1)[:4096]) == bytes(4096)
         assert log.term_buffer(1)[4096] == 0xFF
-        assert log.clean_to(100) == 0  # never backwards
-        assert log.clean_to(3 * TERM + 64) == 2 * TERM - 4096 + 64
-        assert bytes(log.term_buffer(0)[:64]) == bytes(64)  # wrapped to partition 0
+        # far ahead: only the last term before the target is cleaned (older bytes share
+        # their partition with positions a publisher may be writing)
+        assert log.clean_to(5 * TERM + 64) == TERM
+        assert log.clean_position == 5 * TERM + 64
+        assert bytes(log.term_buffer(1)[64:]) == bytes(TERM - 64)  # positions 4T+64..5T
+        assert bytes(log.term_buffer(2)[:64]) == bytes(64)  # positions 5T..5T+64
+        assert log.term_buffer(2)[64] == 0xFF
 
 
 def test_doorbell_table(path: str) -> None:
