@@ -145,9 +145,10 @@ def test_concurrent_transmitter_receivers_never_see_torn_messages() -> None:
         rx = receivers[i]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
+            finished = stop.is_set()  # read before receiving: no message can follow it
             got = rx.receive()
             if got is None:
-                if stop.is_set() and rx.receive() is None:
+                if finished:
                     return
                 continue
             _, m = got
