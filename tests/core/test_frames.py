@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exon.core import frames as F
-from exon.errors import FrameDecodeError, ProtocolError
+from exon.errors import FrameDecodeError
 
 tags = st.integers(0, F.TAG_MAX)
 u64 = st.integers(0, F.U64_MAX)
@@ -79,8 +79,8 @@ def test_mutated_frames_decode_or_raise_frame_decode_error(frame: F.Frame, data:
     for candidate in (bytes(raw), bytes(raw[:cut])):
         try:
             F.decode_frame(candidate)
-        except FrameDecodeError as exc:
-            assert isinstance(exc, ProtocolError)
+        except FrameDecodeError:  # a ProtocolError; anything else fails the test
+            pass
 
 
 @pytest.mark.parametrize(
