@@ -22,8 +22,9 @@ metadata = st.builds(
     node_id=text,
     reply_address=text,
     nonce=st.binary(max_size=32),
-    custom=st.dictionaries(st.text(max_size=8), st.integers() | st.binary(max_size=8),
-                           max_size=3),
+    custom=st.dictionaries(
+        st.text(max_size=8), st.integers(-(2**63), 2**64 - 1) | st.binary(max_size=8), max_size=3
+    ),
 )
 
 
