@@ -40,65 +40,78 @@ def native_ipc_throughput(size: int, seconds: float) -> float:
     """Messages/s of exon's C publisher/subscriber loop over an embedded driver's IPC log."""
     from exon.transport.aeron import Aeron, MediaDriver
 
-    with tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp:
-        with MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver, \
-                Aeron.connect(dir=driver.dir) as aeron:
-            pub, sub = _ipc_pair(aeron, "aeron:ipc", 1001)
-            image = sub.images[0]
-            result = ffi.new("exon_bench_result_t *")
-            rc = lib.exon_bench_ipc_throughput(
-                pub.cdata, image.cdata, size, int(seconds * 1e9), 0, result
-            )
-            if rc < 0:
-                raise RuntimeError(f"native benchmark failed: {rc}")
-            return float(result.messages_per_second)
+    with (
+        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
+        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
+        Aeron.connect(dir=driver.dir) as aeron,
+    ):
+        pub, sub = _ipc_pair(aeron, "aeron:ipc", 1001)
+        image = sub.images[0]
+        result = ffi.new("exon_bench_result_t *")
+        rc = lib.exon_bench_ipc_throughput(
+            pub.cdata, image.cdata, size, int(seconds * 1e9), 0, result
+        )
+        if rc < 0:
+            raise RuntimeError(f"native benchmark failed: {rc}")
+        return float(result.messages_per_second)
 
 
 def python_ipc_throughput(size: int, messages: int) -> float:
     """Messages/s from a Python publisher process to this process's Python poll loop."""
     from exon.transport.aeron import Aeron, MediaDriver
 
-    with tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp:
-        with MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver, \
-                Aeron.connect(dir=driver.dir) as aeron:
-            sub = aeron.add_subscription("aeron:ipc", 1002)
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "exon.bench.exon_worker", "offer", driver.dir,
-                 "aeron:ipc", "1002", str(messages), str(size)],
-                stdin=subprocess.PIPE,
-            )
-            try:
-                count = 0
-                start = 0.0
+    with (
+        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
+        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
+        Aeron.connect(dir=driver.dir) as aeron,
+    ):
+        sub = aeron.add_subscription("aeron:ipc", 1002)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exon.bench.exon_worker",
+                "offer",
+                driver.dir,
+                "aeron:ipc",
+                "1002",
+                str(messages),
+                str(size),
+            ],
+            stdin=subprocess.PIPE,
+        )
+        try:
+            count = 0
+            start = 0.0
 
-                def handler(data: Any, header: Any) -> None:
-                    nonlocal count
-                    count += 1
+            def handler(data: Any, header: Any) -> None:
+                nonlocal count
+                count += 1
 
-                poll = sub.poll
-                deadline = time.monotonic() + 300
-                while count == 0:
+            poll = sub.poll
+            deadline = time.monotonic() + 300
+            while count == 0:
+                if time.monotonic() > deadline or worker.poll() is not None:
+                    raise RuntimeError("the publisher process sent nothing")
+                sub.wait(0.01)
+                poll(handler, 1)
+            start = time.perf_counter()
+            first = count
+            while count < messages:
+                if poll(handler, 256) == 0:
                     if time.monotonic() > deadline or worker.poll() is not None:
-                        raise RuntimeError("the publisher process sent nothing")
-                    sub.wait(0.01)
-                    poll(handler, 1)
-                start = time.perf_counter()
-                first = count
-                while count < messages:
-                    if poll(handler, 256) == 0:
-                        if time.monotonic() > deadline or worker.poll() is not None:
-                            raise RuntimeError(f"stream stopped after {count} messages")
-                        sub.wait(0.001)
-                elapsed = time.perf_counter() - start
-                return (count - first) / elapsed
-            finally:
-                if worker.stdin:
-                    worker.stdin.close()
-                try:
-                    worker.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
-                    worker.wait()
+                        raise RuntimeError(f"stream stopped after {count} messages")
+                    sub.wait(0.001)
+            elapsed = time.perf_counter() - start
+            return (count - first) / elapsed
+        finally:
+            if worker.stdin:
+                worker.stdin.close()
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
 
 
 def run_transport_bench(
@@ -121,18 +134,31 @@ def run_transport_bench(
             else:
                 peer_note = reason
         exon = native_ipc_throughput(size, seconds)
-        emit(f"native-ipc-throughput-{size}B", exon=exon, peer=peer,
-             peer_name="aeron-java EmbeddedIpcThroughput", unit="msgs/s",
-             higher_is_better=True, size=size, channel=channel, peer_note=peer_note)
+        emit(
+            f"native-ipc-throughput-{size}B",
+            exon=exon,
+            peer=peer,
+            peer_name="aeron-java EmbeddedIpcThroughput",
+            unit="msgs/s",
+            higher_is_better=True,
+            size=size,
+            channel=channel,
+            peer_note=peer_note,
+        )
     if "zmq" in peers:
         size = 64
         reason = peer_runs.zmq_unavailable_reason()
         peer = None if reason else peer_runs.zmq_push_pull(size, messages).rate
         exon = python_ipc_throughput(size, messages)
-        emit(f"python-ipc-throughput-{size}B", exon=exon, peer=peer,
-             peer_name="pyzmq PUSH/PULL ipc://", unit="msgs/s", higher_is_better=True,
-             size=size, channel=channel, messages=messages, peer_note=reason)
-
-
-def peer_runs -> Any:
-    return peers
+        emit(
+            f"python-ipc-throughput-{size}B",
+            exon=exon,
+            peer=peer,
+            peer_name="pyzmq PUSH/PULL ipc://",
+            unit="msgs/s",
+            higher_is_better=True,
+            size=size,
+            channel=channel,
+            messages=messages,
+            peer_note=reason,
+        )
