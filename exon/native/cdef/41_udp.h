@@ -1,0 +1,32 @@
+/* cdef: UDP channel (exon_udp_channel.h). */
+#define EXON_UDP_BATCH_MAX ...
+#define EXON_UDP_ADDR_TEXT_MAX ...
+typedef struct exon_udp_addr_stct { uint8_t storage[128]; uint32_t length; ...; } exon_udp_addr_t;
+typedef struct exon_udp_channel_stct
+{
+    int fd;
+    int32_t family;
+    exon_udp_addr_t local;
+    int32_t so_rcvbuf;
+    int32_t so_sndbuf;
+    ...;
+} exon_udp_channel_t;
+typedef struct exon_udp_msg_stct
+{
+    uint8_t *buffer;
+    int32_t capacity;
+    int32_t length;
+    bool truncated;
+    exon_udp_addr_t addr;
+    ...;
+} exon_udp_msg_t;
+int exon_udp_addr_resolve(exon_udp_addr_t *addr, const char *host, int32_t port);
+int exon_udp_addr_format(const exon_udp_addr_t *addr, char *buf, size_t buf_length);
+int32_t exon_udp_addr_port(const exon_udp_addr_t *addr);
+bool exon_udp_addr_equal(const exon_udp_addr_t *a, const exon_udp_addr_t *b);
+int exon_udp_channel_open(exon_udp_channel_t *channel, const exon_udp_addr_t *bind_addr, int32_t so_rcvbuf, int32_t so_sndbuf);
+int32_t exon_udp_channel_local_port(const exon_udp_channel_t *channel);
+void exon_udp_channel_close(exon_udp_channel_t *channel);
+int exon_udp_channel_send(exon_udp_channel_t *channel, const uint8_t *data, int32_t length, const exon_udp_addr_t *to);
+int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count);
+int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count);

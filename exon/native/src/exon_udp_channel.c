@@ -1,0 +1,320 @@
+/* exon_udp_channel.c: non-blocking UDP sockets with recvmmsg/sendmmsg batches. */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "exon_udp_channel.h"
+
+_Static_assert(sizeof(struct sockaddr_storage) <= EXON_UDP_ADDR_STORAGE, "sockaddr_storage fits");
+
+int exon_udp_addr_resolve(exon_udp_addr_t *addr, const char *host, int32_t port)
+{
+    if (NULL == addr || NULL == host || port < 0 || port > 65535)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "udp address: bad host or port %d", port);
+    }
+    memset(addr, 0, sizeof(*addr));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)addr->storage;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr->storage;
+    if (1 == inet_pton(AF_INET, host, &v4->sin_addr))
+    {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        addr->length = sizeof(*v4);
+        return 0;
+    }
+    char text[EXON_UDP_ADDR_TEXT_MAX];
+    const char *percent = strchr(host, '%');
+    size_t address_length = percent ? (size_t)(percent - host) : strlen(host);
+    if (address_length < sizeof(text))
+    {
+        memcpy(text, host, address_length);
+        text[address_length] = '\0';
+        if (1 == inet_pton(AF_INET6, text, &v6->sin6_addr))
+        {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons((uint16_t)port);
+            if (percent)
+            {
+                struct addrinfo hints = { .ai_family = AF_INET6, .ai_flags = AI_NUMERICHOST };
+                struct addrinfo *res = NULL;
+                if (0 == getaddrinfo(host, NULL, &hints, &res) && res)
+                {
+                    v6->sin6_scope_id = ((struct sockaddr_in6 *)res->ai_addr)->sin6_scope_id;
+                }
+                if (res)
+                {
+                    freeaddrinfo(res);
+                }
+            }
+            addr->length = sizeof(*v6);
+            return 0;
+        }
+    }
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM };
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (0 != rc || NULL == res)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "cannot resolve host '%s': %s", host, gai_strerror(rc));
+    }
+    struct addrinfo *pick = res;
+    for (struct addrinfo *it = res; it; it = it->ai_next)
+    {
+        if (it->ai_family == AF_INET)
+        {
+            pick = it;
+            break;
+        }
+    }
+    memcpy(addr->storage, pick->ai_addr, pick->ai_addrlen);
+    addr->length = (uint32_t)pick->ai_addrlen;
+    if (pick->ai_family == AF_INET)
+    {
+        v4->sin_port = htons((uint16_t)port);
+    }
+    else
+    {
+        v6->sin6_port = htons((uint16_t)port);
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
+int32_t exon_udp_addr_port(const exon_udp_addr_t *addr)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)addr->storage;
+    if (sa->sa_family == AF_INET)
+    {
+        return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    }
+    if (sa->sa_family == AF_INET6)
+    {
+        return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    }
+    return -1;
+}
+
+int exon_udp_addr_format(const exon_udp_addr_t *addr, char *buf, size_t buf_length)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)addr->storage;
+    char host[INET6_ADDRSTRLEN];
+    if (sa->sa_family == AF_INET)
+    {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
+        return snprintf(buf, buf_length, "%s:%d", host, exon_udp_addr_port(addr));
+    }
+    if (sa->sa_family == AF_INET6)
+    {
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof(host));
+        return snprintf(buf, buf_length, "[%s]:%d", host, exon_udp_addr_port(addr));
+    }
+    return exon_set_error(EXON_E_ARGUMENT, "udp address: unknown family %d", sa->sa_family);
+}
+
+bool exon_udp_addr_equal(const exon_udp_addr_t *a, const exon_udp_addr_t *b)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)a->storage;
+    const struct sockaddr *sb = (const struct sockaddr *)b->storage;
+    if (sa->sa_family != sb->sa_family)
+    {
+        return false;
+    }
+    if (sa->sa_family == AF_INET)
+    {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)sa, *y = (const struct sockaddr_in *)sb;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (sa->sa_family == AF_INET6)
+    {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)sa, *y = (const struct sockaddr_in6 *)sb;
+        return x->sin6_port == y->sin6_port && 0 == memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+    }
+    return false;
+}
+
+static int read_buffer_size(int fd, int option, int32_t *out)
+{
+    int value = 0;
+    socklen_t length = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, option, &value, &length) < 0)
+    {
+        return -errno;
+    }
+    *out = value;
+    return 0;
+}
+
+int exon_udp_channel_open(
+    exon_udp_channel_t *channel, const exon_udp_addr_t *bind_addr, int32_t so_rcvbuf, int32_t so_sndbuf)
+{
+    if (NULL == channel || NULL == bind_addr)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "udp channel: NULL argument");
+    }
+    memset(channel, 0, sizeof(*channel));
+    channel->fd = -1;
+    const struct sockaddr *sa = (const struct sockaddr *)bind_addr->storage;
+    if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "udp channel: bind address has no family");
+    }
+    int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+    {
+        return exon_set_error(-errno, "udp channel: socket(): %s", strerror(errno));
+    }
+    int one = 1;
+    if (sa->sa_family == AF_INET6)
+    {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    }
+    if (so_rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &so_rcvbuf, sizeof(so_rcvbuf)) < 0)
+    {
+        int err = errno;
+        close(fd);
+        return exon_set_error(-err, "udp channel: SO_RCVBUF %d: %s", so_rcvbuf, strerror(err));
+    }
+    if (so_sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &so_sndbuf, sizeof(so_sndbuf)) < 0)
+    {
+        int err = errno;
+        close(fd);
+        return exon_set_error(-err, "udp channel: SO_SNDBUF %d: %s", so_sndbuf, strerror(err));
+    }
+    if (bind(fd, sa, bind_addr->length) < 0)
+    {
+        int err = errno;
+        char text[EXON_UDP_ADDR_TEXT_MAX];
+        exon_udp_addr_format(bind_addr, text, sizeof(text));
+        close(fd);
+        return exon_set_error(-err, "udp channel: bind %s: %s", text, strerror(err));
+    }
+    socklen_t length = sizeof(channel->local.storage);
+    if (getsockname(fd, (struct sockaddr *)channel->local.storage, &length) < 0)
+    {
+        int err = errno;
+        close(fd);
+        return exon_set_error(-err, "udp channel: getsockname: %s", strerror(err));
+    }
+    channel->local.length = length;
+    channel->family = sa->sa_family;
+    read_buffer_size(fd, SO_RCVBUF, &channel->so_rcvbuf);
+    read_buffer_size(fd, SO_SNDBUF, &channel->so_sndbuf);
+    channel->fd = fd;
+    return 0;
+}
+
+int32_t exon_udp_channel_local_port(const exon_udp_channel_t *channel)
+{
+    return exon_udp_addr_port(&channel->local);
+}
+
+void exon_udp_channel_close(exon_udp_channel_t *channel)
+{
+    if (NULL != channel && channel->fd >= 0)
+    {
+        close(channel->fd);
+        channel->fd = -1;
+    }
+}
+
+static bool would_block(int err)
+{
+    return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
+}
+
+int exon_udp_channel_send(
+    exon_udp_channel_t *channel, const uint8_t *data, int32_t length, const exon_udp_addr_t *to)
+{
+    ssize_t n = sendto(channel->fd, data, (size_t)length, 0, (const struct sockaddr *)to->storage, to->length);
+    if (n < 0)
+    {
+        int err = errno;
+        if (would_block(err))
+        {
+            return 0;
+        }
+        return exon_set_error(-err, "udp channel: sendto: %s", strerror(err));
+    }
+    return (int)n;
+}
+
+int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
+{
+    struct mmsghdr headers[EXON_UDP_BATCH_MAX];
+    struct iovec iovs[EXON_UDP_BATCH_MAX];
+    if (count > EXON_UDP_BATCH_MAX)
+    {
+        count = EXON_UDP_BATCH_MAX;
+    }
+    if (count <= 0)
+    {
+        return 0;
+    }
+    memset(headers, 0, sizeof(headers[0]) * (size_t)count);
+    for (int32_t i = 0; i < count; i++)
+    {
+        iovs[i].iov_base = msgs[i].buffer;
+        iovs[i].iov_len = (size_t)msgs[i].capacity;
+        headers[i].msg_hdr.msg_iov = &iovs[i];
+        headers[i].msg_hdr.msg_iovlen = 1;
+        headers[i].msg_hdr.msg_name = msgs[i].addr.storage;
+        headers[i].msg_hdr.msg_namelen = sizeof(msgs[i].addr.storage);
+    }
+    int n = recvmmsg(channel->fd, headers, (unsigned)count, MSG_DONTWAIT, NULL);
+    if (n < 0)
+    {
+        int err = errno;
+        if (would_block(err))
+        {
+            return 0;
+        }
+        return exon_set_error(-err, "udp channel: recvmmsg: %s", strerror(err));
+    }
+    for (int i = 0; i < n; i++)
+    {
+        msgs[i].length = (int32_t)headers[i].msg_len;
+        msgs[i].truncated = 0 != (headers[i].msg_hdr.msg_flags & MSG_TRUNC);
+        msgs[i].addr.length = headers[i].msg_hdr.msg_namelen;
+    }
+    return n;
+}
+
+int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
+{
+    struct mmsghdr headers[EXON_UDP_BATCH_MAX];
+    struct iovec iovs[EXON_UDP_BATCH_MAX];
+    if (count > EXON_UDP_BATCH_MAX)
+    {
+        count = EXON_UDP_BATCH_MAX;
+    }
+    if (count <= 0)
+    {
+        return 0;
+    }
+    memset(headers, 0, sizeof(headers[0]) * (size_t)count);
+    for (int32_t i = 0; i < count; i++)
+    {
+        iovs[i].iov_base = msgs[i].buffer;
+        iovs[i].iov_len = (size_t)msgs[i].length;
+        headers[i].msg_hdr.msg_iov = &iovs[i];
+        headers[i].msg_hdr.msg_iovlen = 1;
+        headers[i].msg_hdr.msg_name = msgs[i].addr.storage;
+        headers[i].msg_hdr.msg_namelen = msgs[i].addr.length;
+    }
+    int n = sendmmsg(channel->fd, headers, (unsigned)count, MSG_DONTWAIT);
+    if (n < 0)
+    {
+        int err = errno;
+        if (would_block(err))
+        {
+            return 0;
+        }
+        return exon_set_error(-err, "udp channel: sendmmsg: %s", strerror(err));
+    }
+    return n;
+}
