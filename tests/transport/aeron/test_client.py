@@ -1,0 +1,94 @@
+"""The client: connect errors name the file, keepalives, ids, close semantics."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from exon import errors
+from exon.transport.aeron import Aeron, MediaDriver
+
+from .driver_fixtures import SMALL, unique_dir, wait_until
+
+
+def test_wrong_dir_is_a_cnc_error_naming_the_file() -> None:
+    missing = unique_dir("missing")
+    with pytest.raises(errors.CncError, match=f"{missing}/cnc.dat"):
+        Aeron.connect(missing, timeout=0.2)
+
+
+def test_dir_without_cnc_is_a_cnc_error(driver_dir: str) -> None:
+    os.makedirs(driver_dir)
+    with pytest.raises(errors.CncError, match=f"{driver_dir}/cnc.dat"):
+        Aeron.connect(driver_dir, timeout=0.2)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"garbage" * 10, struct.pack("<qi", 0x1234, 1) + bytes(2000)],
+    ids=["empty", "garbage", "wrong-magic"],
+)
+def test_corrupt_cnc_is_refused_naming_the_file(driver_dir: str, content: bytes) -> None:
+    os.makedirs(driver_dir)
+    path = os.path.join(driver_dir, "cnc.dat")
+    with open(path, "wb") as f:
+        f.write(content)
+    with pytest.raises(errors.CncError, match=r"cnc\.dat"):
+        Aeron.connect(driver_dir, timeout=0.2)
+
+
+def test_truncated_cnc_is_refused(driver_dir: str) -> None:
+    with MediaDriver.launch(dir=driver_dir, **SMALL):
+        pass
+    path = os.path.join(driver_dir, "cnc.dat")
+    os.truncate(path, os.path.getsize(path) // 2)
+    with pytest.raises(errors.CncError, match=r"cnc\.dat"):
+        Aeron.connect(driver_dir, timeout=0.2)
+
+
+def test_stale_driver_is_a_driver_timeout(driver_dir: str) -> None:
+    with MediaDriver.launch(dir=driver_dir, **SMALL):
+        pass
+    with pytest.raises(errors.DriverTimeout, match=driver_dir):
+        Aeron.connect(driver_dir, timeout=0.5)
+
+
+def test_clients_have_distinct_ids_and_send_keepalives(driver_dir: str) -> None:
+    with (
+        MediaDriver.launch(dir=driver_dir, **SMALL),
+        Aeron.connect(driver_dir, keepalive_interval=0.05) as a,
+        Aeron.connect(driver_dir) as b,
+    ):
+        assert a.client_id != b.client_id
+        assert wait_until(lambda: a.keepalives_sent >= 2, 3.0)
+        assert 0 <= a.driver_heartbeat_age_ms < 1000
+        labels = a.allocated_counters().values()
+        assert sum(1 for label in labels if label.startswith("client-heartbeat")) == 2
+        a.check()
+
+
+def test_closed_client_and_objects(aeron: Aeron) -> None:
+    pub = aeron.add_publication("aeron:ipc", 50)
+    sub = aeron.add_subscription("aeron:ipc", 50)
+    assert wait_until(lambda: sub.image_count == 1, 2.0)
+    aeron.close()
+    assert pub.is_closed
+    assert sub.is_closed
+    assert pub.offer(b"x") < 0
+    with pytest.raises(errors.ClosedError):
+        aeron.add_publication("aeron:ipc", 50)
+    aeron.close()  # idempotent
+
+
+def test_client_close_releases_driver_resources(driver: MediaDriver) -> None:
+    with Aeron.connect(driver.dir) as watcher:
+        other = Aeron.connect(driver.dir)
+        sub = watcher.add_subscription("aeron:ipc", 51)
+        other.add_publication("aeron:ipc", 51)
+        assert wait_until(lambda: sub.image_count == 1, 2.0)
+        other.close()
+        assert wait_until(lambda: sub.image_count == 0, 3.0)
+        labels = watcher.allocated_counters().values()
+        assert not any(label.startswith("pub-lmt") for label in labels)
