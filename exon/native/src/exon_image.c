@@ -149,14 +149,17 @@ int exon_image_poll(
     int corrupt = 0;
     bool stop = false;
 
-    while (!stop && fragments < fragment_limit && messages < max_messages)
+    /* fragment_limit stops a poll only between messages: a message begun in this call is
+     * completed if its frames are committed, so 0 means "nothing more available now". */
+    while (!stop && (fragments < fragment_limit || img->assembly_fragments > 0) && messages < max_messages)
     {
         const uint8_t *term = img->terms[exon_log_index_by_position(position, bits)];
         int32_t term_id = exon_log_term_id_by_position(position, bits, img->initial_term_id);
         int32_t offset = exon_log_term_offset_by_position(position, term_length);
         int32_t term_start = offset;
 
-        while (fragments < fragment_limit && messages < max_messages && offset < term_length)
+        while ((fragments < fragment_limit || img->assembly_fragments > 0) && messages < max_messages &&
+            offset < term_length)
         {
             int32_t frame_length = committed_frame(term, offset, term_length, term_id, &corrupt);
             if (frame_length == 0)

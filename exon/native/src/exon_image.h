@@ -72,8 +72,10 @@ int exon_image_init(
 void exon_image_close(exon_image_t *img);
 
 /*
- * Poll whole messages: consume at most `fragment_limit` DATA frames, return at most
- * `max_messages` messages in out[], copying each message's bytes into copy_buf (from
+ * Poll whole messages: consume up to `fragment_limit` DATA frames (a fragmented message
+ * begun within the limit is read to its end when committed, so a poll that returns 0 left
+ * nothing whole behind), return at most `max_messages` messages in out[], copying each
+ * message's bytes into copy_buf (from
  * offset 0; *copy_used = bytes used). Padding is skipped. Stops early at an uncommitted
  * frame, at the limits, or when the next message does not fit into copy_buf. Returns the
  * number of messages (>= 0), or EXON_E_FULL with *copy_used = the length needed when the

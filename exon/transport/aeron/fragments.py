@@ -9,7 +9,9 @@ functions over the same random logs, and as executable documentation of the rule
 - frames are 32-byte aligned; PAD frames (type 0) are skipped and do not count against the
   fragment limit;
 - BEGIN/END flags delimit fragmented messages; a middle or END frame without a BEGIN
-  (joined mid-message) is dropped.
+  (joined mid-message) is dropped;
+- the fragment limit stops a poll only between messages: a message begun within the limit
+  is read to its END if its frames are committed.
 """
 
 from __future__ import annotations
@@ -128,14 +130,14 @@ def read_messages(
     bits = term_length.bit_length() - 1
     messages: list[Message] = []
     fragments = 0
-    while fragments < fragment_limit:
+    while fragments < fragment_limit or assembler.in_progress:
         index = (position >> bits) % L.LOG_PARTITION_COUNT
         base = index * term_length
         term_id = ((position >> bits) + initial_term_id + 2**31) % 2**32 - 2**31
         offset = position & (term_length - 1)
         start = offset
         stopped = False
-        while fragments < fragment_limit and offset < term_length:
+        while (fragments < fragment_limit or assembler.in_progress) and offset < term_length:
             (frame_length,) = _I32.unpack_from(log, base + offset)
             if frame_length <= 0:
                 stopped = True

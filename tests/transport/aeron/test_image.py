@@ -113,13 +113,25 @@ def test_poll_handler_headers_and_fragment_limit(log: LogBuffer) -> None:
 
     assert img.poll(handler, 1) == 1
     assert got == [(b"a", 64, 3, 4, 1, 11, -2, 0xC0)]
-    assert img.poll(handler, 2) == 0  # two fragments of the big one, not complete yet
-    assert img.position == 64 + 2 * 1408
-    assert img.poll(handler, 10) == 2
+    assert img.poll(handler, 1) == 1  # the limit never cuts a committed message in two
     assert got[1][0] == big
     assert got[1][4] == 3
+    assert img.poll(handler, 10) == 1
     assert got[2][0] == b"c"
     assert img.position == pub.position
+
+
+def test_poll_stops_inside_a_message_whose_rest_is_not_committed(log: LogBuffer) -> None:
+    pub = Publication.standalone(log)
+    img = Image.standalone(log)
+    pub.offer(b"b" * 3000)  # 3 frames at 0, 1408, 2816
+    term = log.term_buffer(0)
+    (length,) = struct.unpack_from("<i", term, 2816)
+    struct.pack_into("<i", term, 2816, -length)  # the END frame looks in flight
+    assert img.poll_messages() == []
+    assert img.position == 2816
+    struct.pack_into("<i", term, 2816, length)
+    assert img.poll_messages() == [b"b" * 3000]
 
 
 def test_scan_stops_at_uncommitted_frame(log: LogBuffer) -> None:
