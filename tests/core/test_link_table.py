@@ -138,3 +138,10 @@ def test_core_handles_every_state_frame_pair(state: LinkState, event: LinkInput)
     assert after in allowed, (state, event, after)
     a.frames_to_send()
     a.handle_timer(now=1000.0)  # nothing blows up afterwards either
+
+
+def test_the_wire_spec_embeds_the_current_table() -> None:
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "_exon_section.md"
+    assert table_markdown() in doc.read_text()
