@@ -19,6 +19,10 @@ __all__ = ["FragmentHeader", "Image"]
 
 _INITIAL_COPY_CAPACITY = 64 * 1024
 _DEFAULT_BATCH = 256
+# exon_fragment_t seen as int32s: record stride, index of `offset` (`length` follows it)
+_STRIDE = ffi.sizeof("exon_fragment_t") // 4
+_OFFSET = ffi.offsetof("exon_fragment_t", "offset") // 4
+assert ffi.offsetof("exon_fragment_t", "length") == ffi.offsetof("exon_fragment_t", "offset") + 4
 
 
 class FragmentHeader:
@@ -92,9 +96,8 @@ class Image:
         check(lib.exon_image_init(img, log.cdata, subscriber_position, self._counters))
         self._img = img
         self._used = ffi.new("int32_t *")
-        self._frags = ffi.new("exon_fragment_t[]", _DEFAULT_BATCH)
         self._nfrags = _DEFAULT_BATCH
-        self._header = FragmentHeader(self._frags)
+        self._ensure_batch(_DEFAULT_BATCH)
         self._set_copy_capacity(_INITIAL_COPY_CAPACITY)
 
     @classmethod
@@ -110,10 +113,14 @@ class Image:
         self._view = ffi.buffer(self._copy, capacity)
 
     def _ensure_batch(self, n: int) -> None:
-        if n > self._nfrags:
+        if n > self._nfrags or not hasattr(self, "_ints"):
+            n = max(n, self._nfrags)
             self._frags = ffi.new("exon_fragment_t[]", n)
             self._nfrags = n
             self._header = FragmentHeader(self._frags)
+            # int32 view of the batch: reading offset/length through it is much cheaper
+            # than cdata attribute access on the hot path.
+            self._ints = memoryview(ffi.buffer(self._frags)).cast("i")
 
     def _pull(self, limit: int) -> int:
         """One C call: up to ``limit`` fragments into the batch; returns the message count."""
@@ -144,14 +151,14 @@ class Image:
             return 0
         n = self._pull(fragment_limit)
         if n:
-            frags = self._frags
-            view = self._view
+            ints = self._ints
+            data = self._view[0 : self._used[0]]  # one copy of the batch into a bytes
             header = self._header
             for i in range(n):
-                f = frags[i]
-                off = f.offset
+                k = i * _STRIDE + _OFFSET
+                off = ints[k]
                 header._i = i
-                handler(view[off : off + f.length], header)
+                handler(data[off : off + ints[k + 1]], header)
         return n
 
     def poll_messages(self, limit: int = _DEFAULT_BATCH) -> list[bytes]:
@@ -161,13 +168,13 @@ class Image:
         n = self._pull(limit)
         if not n:
             return []
-        frags = self._frags
-        view = self._view
+        ints = self._ints
+        data = self._view[0 : self._used[0]]
         out = []
-        for i in range(n):
-            f = frags[i]
-            off = f.offset
-            out.append(view[off : off + f.length])
+        append = out.append
+        for k in range(_OFFSET, n * _STRIDE, _STRIDE):
+            off = ints[k]
+            append(data[off : off + ints[k + 1]])
         return out
 
     def poll_count(self, fragment_limit: int = 4096) -> tuple[int, int]:
