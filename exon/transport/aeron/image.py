@@ -146,7 +146,8 @@ class Image:
         self, handler: Callable[[bytes, FragmentHeader], object], fragment_limit: int = 10
     ) -> int:
         """Deliver up to ``fragment_limit`` frames' worth of whole messages to
-        ``handler(data, header)``; returns the number of messages delivered."""
+        ``handler(data, header)``; returns the number of messages delivered. The limit
+        never cuts a committed message in two, so 0 means nothing whole is waiting."""
         if self._closed:
             return 0
         n = self._pull(fragment_limit)
