@@ -241,7 +241,7 @@ typedef struct exon_socket_frame_header_stct
     uint32_t remaining_length; /* 4: bytes after this field */
     uint32_t source_tag;       /* 8 */
     uint32_t destination_tag;  /* 12 */
-    uint32_t incarnation;      /* 16: the receiver's incarnation of the link (0 on LINK) */
+    uint32_t incarnation;      /* 16: the sender's incarnation of the link (ERROR echoes the answered frame's) */
 }
 __attribute__((packed)) exon_socket_frame_header_t;
 
