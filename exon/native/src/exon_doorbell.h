@@ -21,8 +21,10 @@
 
 /* First timeout of a reader going to sleep: closes the writer commit / waiters-load race. */
 #define EXON_DOORBELL_FIRST_WAIT_NS 50000LL
-/* Later timeouts while nothing arrives (bounded by the caller's timeout). */
-#define EXON_DOORBELL_NEXT_WAIT_NS 10000000LL
+/* Later timeouts while nothing arrives grow from NEXT to MAX (x4 each time), bounded by
+ * the caller's timeout; they only cover a ring missed while a doorbell table changes. */
+#define EXON_DOORBELL_NEXT_WAIT_NS 1000000LL
+#define EXON_DOORBELL_MAX_WAIT_NS 100000000LL
 
 static inline int32_t *exon_doorbell_word(uint8_t *counters_values, int32_t counter_id)
 {

@@ -471,6 +471,10 @@ int exon_image_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int
         {
             return EXON_E_TIMEOUT;
         }
-        next_wait = EXON_DOORBELL_NEXT_WAIT_NS;
+        next_wait = next_wait < EXON_DOORBELL_NEXT_WAIT_NS ? EXON_DOORBELL_NEXT_WAIT_NS : next_wait * 4;
+        if (next_wait > EXON_DOORBELL_MAX_WAIT_NS)
+        {
+            next_wait = EXON_DOORBELL_MAX_WAIT_NS;
+        }
     }
 }

@@ -226,3 +226,54 @@ def test_doorbell_wait_and_ring_directly() -> None:
     assert lib.exon_doorbell_wait(word, 0, 1000) == lib.EXON_E_TIMEOUT
     assert lib.exon_doorbell_ring(word) == 0
     assert word[0] == 1
+
+
+WAITER = """
+import mmap, sys, time
+from exon.native import ffi, lib
+from exon.transport.aeron.image import Image
+from exon.transport.aeron.logbuffer import LogBuffer
+log = LogBuffer.open(sys.argv[1])
+with open(sys.argv[2], "r+b") as f:
+    counters = mmap.mmap(f.fileno(), 4096)
+base = ffi.cast("uint8_t *", ffi.from_buffer(counters))
+img = Image.standalone(log)
+print("ready", flush=True)
+t0 = time.monotonic()
+ok = img.wait(lib.exon_doorbell_word(base, 1), 10.0)
+print(ok, img.poll_messages(), round(time.monotonic() - t0, 3), flush=True)
+"""
+
+
+def test_a_writer_wakes_a_reader_in_another_process(log: LogBuffer, tmp_path) -> None:
+    import mmap
+    import os
+    import subprocess
+    import sys
+
+    counters_path = tmp_path / "counters"
+    counters_path.write_bytes(bytes(4096))
+    with open(counters_path, "r+b") as f:
+        counters = mmap.mmap(f.fileno(), 4096)
+    base = ffi.cast("uint8_t *", ffi.from_buffer(counters))
+    log.add_doorbell(1)
+    pub = Publication(log, ffi.new("int64_t[1]", [TERM // 2]), base)
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    child = subprocess.Popen([sys.executable, "-c", WAITER, log.path, str(counters_path)],
+                             stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        end = time.monotonic() + 10
+        while log.waiters == 0:  # the child is asleep on the doorbell
+            assert time.monotonic() < end
+            time.sleep(0.005)
+        time.sleep(0.1)  # past the 50 us first wait: now in a long futex wait
+        pub.offer(b"ding")
+        out, _ = child.communicate(timeout=10)
+        assert out.startswith("True [b'ding']"), out
+        assert lib.exon_doorbell_word(base, 1)[0] >= 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
+        del base
