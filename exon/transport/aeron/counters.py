@@ -1,0 +1,237 @@
+"""Counters in the CnC file, read from Python; twin of ``exon/native/src/exon_counters.h``.
+
+A counter is a 512-byte metadata record (state, type id, free-for-reuse deadline, 112-byte
+key, label) and a 128-byte value record (int64 value, registration id, owner id) in
+``cnc.dat``. The driver conductor allocates and frees them (C); anyone may read them.
+:class:`CountersReader` gives immutable snapshots for ``exon stat`` and tests.
+
+System counters always occupy ids ``0 .. len(SystemCounter) - 1`` in the order of
+:class:`SystemCounter` (Aeron's order for the first 25, then exon's own).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from exon.native import check, ffi, lib
+
+METADATA_LENGTH: Final = 512
+VALUE_LENGTH: Final = 128
+MAX_KEY_LENGTH: Final = 112
+MAX_LABEL_LENGTH: Final = 380
+
+STATE_UNUSED: Final = 0
+STATE_ALLOCATED: Final = 1
+STATE_RECLAIMED: Final = -1
+
+
+class CounterType(enum.IntEnum):
+    """Counter type ids (Aeron's numbers; DOORBELL is exon's)."""
+
+    SYSTEM = 0
+    PUBLISHER_LIMIT = 1  # pub-lmt
+    SENDER_POSITION = 2  # snd-pos
+    RECEIVER_HWM = 3  # rcv-hwm
+    SUBSCRIBER_POSITION = 4  # sub-pos
+    RECEIVER_POSITION = 5  # rcv-pos
+    SEND_CHANNEL_STATUS = 6
+    RECEIVE_CHANNEL_STATUS = 7
+    SENDER_LIMIT = 9  # snd-lmt
+    CLIENT_HEARTBEAT = 11
+    PUBLISHER_POSITION = 12  # pub-pos
+    SENDER_BPE = 13  # snd-bpe
+    DOORBELL = 100
+
+    @property
+    def short_name(self) -> str:
+        return _SHORT_NAMES[self]
+
+
+_SHORT_NAMES: Final = {
+    CounterType.SYSTEM: "system",
+    CounterType.PUBLISHER_LIMIT: "pub-lmt",
+    CounterType.SENDER_POSITION: "snd-pos",
+    CounterType.RECEIVER_HWM: "rcv-hwm",
+    CounterType.SUBSCRIBER_POSITION: "sub-pos",
+    CounterType.RECEIVER_POSITION: "rcv-pos",
+    CounterType.SEND_CHANNEL_STATUS: "snd-channel",
+    CounterType.RECEIVE_CHANNEL_STATUS: "rcv-channel",
+    CounterType.SENDER_LIMIT: "snd-lmt",
+    CounterType.CLIENT_HEARTBEAT: "client-heartbeat",
+    CounterType.PUBLISHER_POSITION: "pub-pos",
+    CounterType.SENDER_BPE: "snd-bpe",
+    CounterType.DOORBELL: "doorbell",
+}
+
+PUB_POS: Final = CounterType.PUBLISHER_POSITION
+PUB_LMT: Final = CounterType.PUBLISHER_LIMIT
+SUB_POS: Final = CounterType.SUBSCRIBER_POSITION
+SND_POS: Final = CounterType.SENDER_POSITION
+SND_LMT: Final = CounterType.SENDER_LIMIT
+RCV_HWM: Final = CounterType.RECEIVER_HWM
+RCV_POS: Final = CounterType.RECEIVER_POSITION
+
+
+class SystemCounter(enum.IntEnum):
+    """The driver's system counters; the value is the counter id (fixed)."""
+
+    BYTES_SENT = 0
+    BYTES_RECEIVED = 1
+    RECEIVER_PROXY_FAILS = 2
+    SENDER_PROXY_FAILS = 3
+    CONDUCTOR_PROXY_FAILS = 4
+    NAK_MESSAGES_SENT = 5
+    NAK_MESSAGES_RECEIVED = 6
+    STATUS_MESSAGES_SENT = 7
+    STATUS_MESSAGES_RECEIVED = 8
+    HEARTBEATS_SENT = 9
+    HEARTBEATS_RECEIVED = 10
+    RETRANSMITS_SENT = 11
+    FLOW_CONTROL_UNDER_RUNS = 12
+    FLOW_CONTROL_OVER_RUNS = 13
+    INVALID_PACKETS = 14
+    ERRORS = 15
+    SHORT_SENDS = 16
+    FREE_FAILS = 17
+    SENDER_FLOW_CONTROL_LIMITS = 18
+    UNBLOCKED_PUBLICATIONS = 19
+    UNBLOCKED_COMMANDS = 20
+    POSSIBLE_TTL_ASYMMETRY = 21
+    CONTROLLABLE_IDLE_STRATEGY = 22
+    LOSS_GAP_FILLS = 23
+    CLIENT_TIMEOUTS = 24
+    BACK_PRESSURE_EVENTS = 25
+    DOORBELL_WAKES = 26
+
+    @property
+    def label(self) -> str:
+        return ffi.string(lib.exon_system_counter_label(int(self))).decode()
+
+
+def type_name(type_id: int) -> str:
+    """Short name of a counter type id (``pub-pos``...), or ``type-<n>`` if unknown."""
+    try:
+        return CounterType(type_id).short_name
+    except ValueError:
+        return f"type-{type_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Counter:
+    """A snapshot of one allocated counter."""
+
+    id: int
+    """The counter id (index in the metadata and values buffers)."""
+    type_id: int
+    """Type id: a :class:`CounterType` value, or a user type."""
+    label: str
+    """Human-readable label (up to 380 bytes of UTF-8)."""
+    value: int
+    """The int64 value when the snapshot was taken."""
+    registration_id: int
+    """Registration id of the object the counter belongs to (0 for system counters)."""
+    owner_id: int
+    """Client id of the owner (0: the driver)."""
+
+    @property
+    def type_name(self) -> str:
+        return type_name(self.type_id)
+
+
+class CountersReader:
+    """Reads counters from a counters region (usually a :class:`~.cnc.CncFile`'s).
+
+    ``metadata`` and ``values`` are ``uint8_t *`` cdata; ``keepalive`` is any object that
+    keeps their memory mapped while the reader lives. Safe to use from any thread.
+    """
+
+    def __init__(
+        self,
+        metadata: Any,
+        metadata_length: int,
+        values: Any,
+        values_length: int,
+        *,
+        keepalive: object = None,
+    ) -> None:
+        self._keepalive = keepalive
+        self._counters = ffi.new("exon_counters_t *")
+        check(
+            lib.exon_counters_init(
+                self._counters, metadata, metadata_length, values, values_length, 0
+            ),
+            "counters",
+        )
+        self._label_buf = ffi.new("char[]", MAX_LABEL_LENGTH)
+
+    @property
+    def handle(self) -> Any:
+        """The ``exon_counters_t *`` (for C calls)."""
+        return self._counters
+
+    @property
+    def max_counters(self) -> int:
+        return int(self._counters.max_counters)
+
+    def ids(self) -> Iterator[int]:
+        """Ids of the allocated counters, ascending."""
+        counter_id = lib.exon_counters_next_allocated(self._counters, 0)
+        while counter_id >= 0:
+            yield int(counter_id)
+            counter_id = lib.exon_counters_next_allocated(self._counters, counter_id + 1)
+
+    def value(self, counter_id: int) -> int:
+        self._check_id(counter_id)
+        return int(lib.exon_counter_get(self._counters, counter_id))
+
+    def state(self, counter_id: int) -> int:
+        """STATE_UNUSED, STATE_ALLOCATED or STATE_RECLAIMED."""
+        self._check_id(counter_id)
+        return int(lib.exon_counters_state(self._counters, counter_id))
+
+    def label(self, counter_id: int) -> str:
+        n = check(
+            lib.exon_counters_label(self._counters, counter_id, self._label_buf, MAX_LABEL_LENGTH),
+            "counter label",
+        )
+        return bytes(ffi.buffer(self._label_buf, n)).decode("utf-8", "replace")
+
+    def key(self, counter_id: int) -> bytes:
+        buf = ffi.new("uint8_t[]", MAX_KEY_LENGTH)
+        n = check(lib.exon_counters_key(self._counters, counter_id, buf, MAX_KEY_LENGTH), "key")
+        return bytes(ffi.buffer(buf, n))
+
+    def counter(self, counter_id: int) -> Counter:
+        """Snapshot of one counter (allocated or not)."""
+        self._check_id(counter_id)
+        c = self._counters
+        return Counter(
+            id=counter_id,
+            type_id=int(lib.exon_counters_type_id(c, counter_id)),
+            label=self.label(counter_id),
+            value=int(lib.exon_counter_get(c, counter_id)),
+            registration_id=int(lib.exon_counters_registration_id(c, counter_id)),
+            owner_id=int(lib.exon_counters_owner_id(c, counter_id)),
+        )
+
+    def snapshot(self) -> list[Counter]:
+        """Every allocated counter, ascending by id."""
+        return [self.counter(counter_id) for counter_id in self.ids()]
+
+    def find(
+        self, *, type_id: int | None = None, registration_id: int | None = None
+    ) -> list[Counter]:
+        """Allocated counters matching every given field."""
+        return [
+            c
+            for c in self.snapshot()
+            if (type_id is None or c.type_id == type_id)
+            and (registration_id is None or c.registration_id == registration_id)
+        ]
+
+    def _check_id(self, counter_id: int) -> None:
+        if not 0 <= counter_id < self.max_counters:
+            raise IndexError(f"counter id {counter_id} out of range 0..{self.max_counters - 1}")
