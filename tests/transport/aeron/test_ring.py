@@ -324,3 +324,39 @@ def test_max_message_fits_at_any_position(capacity: int) -> None:
         assert r.write(1, b"s" * (i % 5)) == 0
         assert r.write(2, big) == 0
         assert r.read_all() == [(1, b"s" * (i % 5)), (2, big)]
+
+
+DYING_WRITER = r"""
+import mmap, os, sys
+from exon.native import ffi, lib
+with open(sys.argv[1], "r+b") as f:
+    mem = mmap.mmap(f.fileno(), 0)
+ring = ffi.new("exon_ring_t *")
+assert lib.exon_ring_init(ring, ffi.from_buffer(mem), len(mem)) == 0
+assert lib.exon_ring_try_claim(ring, 9, 40) > 0
+os._exit(0)  # dies holding the claim: its record keeps a negative length
+"""
+
+
+def test_writer_process_dying_mid_claim_is_unblocked(tmp_path: Path) -> None:
+    path = tmp_path / "ring.dat"
+    path.write_bytes(bytes(1024 + TRAILER))
+    with path.open("r+b") as f:
+        mem = mmap.mmap(f.fileno(), 0)
+    r = Ring(1024, memory=mem)
+    proc = subprocess.run(
+        [sys.executable, "-c", DYING_WRITER, str(path)],
+        cwd=Path(__file__).resolve().parents[3],
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0
+    length = ffi.cast("int32_t *", r.base)[0]
+    assert length == -(40 + 8)  # in progress, forever
+    assert r.write(1, b"survivor") == 0
+    assert r.read() == []
+    assert lib.exon_ring_check_unblock(r.ring, 1_000, 5_000) == 0
+    assert lib.exon_ring_check_unblock(r.ring, 7_000, 5_000) == 1
+    assert r.read() == [(1, b"survivor")]
+    del r
+    mem.close()
