@@ -75,5 +75,9 @@ if __name__ == "__main__":
     for stale in HERE.glob("_exon*.so"):
         if stale.name != target.name:
             stale.unlink()  # an older build under another suffix would shadow or confuse
-    shutil.copy2(built, target)
+    # Replace atomically: a running process has the old .so mapped, and overwriting it in
+    # place (copy2 truncates) crashes that process with SIGBUS.
+    staging = target.with_name(target.name + f".{os.getpid()}.tmp")
+    shutil.copy2(built, staging)
+    os.replace(staging, target)
     print(target)
