@@ -30,7 +30,7 @@ def test_embedded_round_trip(aeron: Aeron) -> None:
     pub = aeron.add_publication("aeron:ipc", 10)
     assert isinstance(pub, Publication)
     assert wait_until(lambda: pub.is_connected, 2.0)
-    assert sub.image_count == 1
+    assert wait_until(lambda: sub.image_count == 1, 2.0)  # the image event is asynchronous
     messages = [b"m%d" % i for i in range(500)]
     got: list[bytes] = []
     offer_all(pub, messages, drain=lambda: sub.poll(lambda d, h: got.append(bytes(d)), 64))
