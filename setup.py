@@ -1,4 +1,14 @@
-# The C core in exon/native/ is compiled by cffi (API mode, out of line) at install time.
+# The C core in exon/native/ is compiled by cffi (API mode, out of line) at install time,
+# beside a small GIL-holding door for the non-blocking hot calls (exon/native/fast/).
+import os
+import sys
+
 from setuptools import setup
 
-setup(cffi_modules=["exon/native/build.py:ffibuilder"])
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "exon", "native"))
+from build import fast_extension  # noqa: E402
+
+setup(
+    cffi_modules=["exon/native/build.py:ffibuilder"],
+    ext_modules=[fast_extension()],
+)

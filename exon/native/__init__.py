@@ -22,7 +22,15 @@ except ImportError as exc:  # pragma: no cover - only when the package was not b
         "(or run `python exon/native/build.py`)"
     ) from exc
 
-__all__ = ["check", "error_for", "ffi", "lib", "last_error"]
+try:
+    from exon.native import _fast
+except ImportError:  # pragma: no cover - a build without the fast door: cffi paths only
+    _fast = None
+else:
+    # The fast door calls the cffi module's own functions through these addresses.
+    _fast.bind(int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_publication_offer"))))
+
+__all__ = ["check", "error_for", "fast_offer", "ffi", "lib", "last_error"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -66,6 +74,16 @@ def check(rc: int, what: str = "") -> int:
     if rc >= 0:
         return rc
     raise error_for(rc, what)
+
+
+def fast_offer(publication: Any, on_error: Any) -> Any:
+    """A callable ``offer(data, reserved_value=0)`` for an ``exon_publication_t *`` that
+    holds the GIL through the (never blocking) append, or None without the fast door.
+
+    ``on_error(rc)`` is called (and must raise) for a code below Aeron's outcomes."""
+    if _fast is None:
+        return None
+    return _fast.Offer(int(ffi.cast("uintptr_t", publication)), on_error, publication)
 
 
 def errno_name(rc: int) -> str:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import sys
 
 from cffi import FFI
+from setuptools import Extension
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
@@ -64,10 +66,41 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
 
 ffibuilder = make_ffibuilder()
 
+
+def fast_extension() -> Extension:
+    """``exon.native._fast``: the GIL-holding door for non-blocking hot calls (offer).
+
+    It calls C functions of the cffi module through pointers it is handed at import, so it
+    compiles no exon logic of its own (see fast/exon_fast.c)."""
+    return Extension(
+        "exon.native._fast",
+        sources=[_relative(HERE / "fast" / "exon_fast.c")],
+        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                            "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
+    )
+
+
+def _build_fast_in_place() -> pathlib.Path:
+    from setuptools import Distribution
+    from setuptools.command.build_ext import build_ext
+
+    ext = fast_extension()
+    ext.sources = [str(HERE / "fast" / "exon_fast.c")]
+    dist = Distribution({"ext_modules": [ext]})
+    cmd = build_ext(dist)
+    cmd.build_temp = "build/fast-temp"
+    cmd.build_lib = "build/fast-lib"
+    cmd.ensure_finalized()
+    cmd.run()
+    built = pathlib.Path(cmd.get_ext_fullpath(ext.name))
+    target = HERE / built.name
+    staging = target.with_name(target.name + f".{os.getpid()}.tmp")
+    shutil.copy2(built, staging)
+    os.replace(staging, target)  # atomically: running processes may have the old one mapped
+    return target
+
 if __name__ == "__main__":
     # In-place development build: python exon/native/build.py
-    import shutil
-
     os.chdir(HERE.parent.parent)
     ffibuilder = make_ffibuilder(absolute_paths=True)
     built = pathlib.Path(ffibuilder.compile(tmpdir="build/cffi", verbose="-v" in sys.argv))
@@ -81,3 +114,4 @@ if __name__ == "__main__":
     shutil.copy2(built, staging)
     os.replace(staging, target)
     print(target)
+    print(_build_fast_in_place())

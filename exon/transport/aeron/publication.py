@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from exon import errors
-from exon.native import check, error_for, ffi, lib
+from exon.native import check, error_for, fast_offer, ffi, lib
 from exon.transport.aeron.logbuffer import LogBuffer
 
 __all__ = [
@@ -153,6 +153,12 @@ class _PublicationBase:
 
     @staticmethod
     def _make_offer(pub: Any) -> Callable[..., int]:
+        def on_error(rc: int) -> int:
+            raise error_for(rc, "offer")
+
+        fast = fast_offer(pub, on_error)  # the GIL-holding door: ~4x cheaper than cffi's call
+        if fast is not None:
+            return fast  # type: ignore[no-any-return]
         c_offer = lib.exon_publication_offer
         from_buffer = ffi.from_buffer
 
