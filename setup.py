@@ -6,7 +6,7 @@ import sys
 from setuptools import setup
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "exon", "native"))
-from build import fast_extension  # noqa: E402
+from build import fast_extension
 
 setup(
     cffi_modules=["exon/native/build.py:ffibuilder"],

@@ -30,7 +30,7 @@ else:
     # The fast door calls the cffi module's own functions through these addresses.
     _fast.bind(int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_publication_offer"))))
 
-__all__ = ["check", "error_for", "fast_offer", "ffi", "lib", "last_error"]
+__all__ = ["check", "error_for", "fast_offer", "ffi", "last_error", "lib"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
