@@ -24,19 +24,52 @@ from exon.errors import (
 
 __version__ = "0.1.0"
 
+# The middleware and sockets load the native core: import them on first use, so that
+# ``import exon`` (and ``exon --help``) stays light.
+_LAZY = {
+    "Node": "exon.middleware.node",
+    "Socket": "exon.sockets.socket",
+    "Message": "exon.sockets.messages",
+    "Cookie": "exon.sockets.messages",
+    "CookieLost": "exon.sockets.messages",
+    "Peer": "exon.sockets.messages",
+    "default_node": "exon.middleware.default_node",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'exon' has no attribute {name!r}")
+    import importlib
+
+    if name == "Socket":
+        importlib.import_module("exon.sockets")  # registers every socket type
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "BackPressured",
     "BrokenLink",
     "BrokenLinkError",
     "ClosedError",
     "ConfigurationError",
+    "Cookie",
+    "CookieLost",
     "ExonError",
     "LinkRefused",
+    "Message",
     "MessageTooLarge",
+    "Node",
+    "Peer",
     "ProtocolError",
+    "Socket",
     "SocketNotFound",
     "SocketNotLinked",
     "StateError",
     "Timeout",
     "__version__",
+    "default_node",
 ]

@@ -1,0 +1,529 @@
+"""The Node: one SocketCore bound to the Aeron transport, and its threads.
+
+A node owns a media driver (embedded, or an external one with ``driver_dir=``), one Aeron
+client, the :class:`~exon.middleware.node_transport.NodeTransport` (its subscriptions and
+one exclusive publication per peer node), the socket registry and a dispatcher thread.
+
+Threading (one lock, ``Node._lock``, guards the core and every socket's state):
+
+* A sending thread sends itself: ``core.send`` under the lock, then ``offer`` on the peer's
+  publication, still under the lock. There is no send queue.
+* Leader/follower polling: a thread that must wait (``receive`` with nothing queued, ``send``
+  without credit, ``link``...) takes the *poll role* if it is free, pulls a native batch from
+  the transport (lock released), runs the core on it (lock held), hands what it got to the
+  sockets' queues and checks its own condition. While it holds the role and there is
+  nothing to read it sleeps in the transport's futex wait (GIL released). Threads that find
+  the role taken wait on their socket's condition; the leader notifies them.
+* The dispatcher thread takes the poll role only when no client thread has polled for
+  :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
+  receives) and hands it back at once when a client wants it (the client rings the
+  subscription's doorbell to wake it).
+* Publications towards new peer nodes are created outside the lock (a driver round trip);
+  frames for such a peer wait in a per-peer backlog meanwhile, in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from exon import errors
+from exon.core import (
+    CookieLost,
+    CookieReturned,
+    CreditAvailable,
+    ErrorReceived,
+    LinkClosed,
+    LinkEstablished,
+    LinkRefused,
+    LinkSettings,
+    MessageReceived,
+    PeerId,
+    SocketCore,
+)
+from exon.middleware.node_transport import NodeTransport
+from exon.transport.aeron import (
+    ADMIN_ACTION,
+    BACK_PRESSURED,
+    Aeron,
+    MediaDriver,
+)
+
+if TYPE_CHECKING:
+    from exon.sockets.socket import Socket
+
+__all__ = ["DISPATCH_GRACE", "Node"]
+
+DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher polls
+_DISPATCH_SLICE = 0.05  #: longest futex sleep of the dispatcher
+_WAIT_SLICE = 0.05  #: longest condition wait of a follower before it re-checks
+_POLL_LIMIT = 256
+
+#: settings of an embedded driver unless the caller overrides them
+EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
+    "ipc_term_buffer_length": 8 * 1024 * 1024,
+    "threading_mode": "SHARED",
+    "publication_linger_timeout_ns": 0,
+    "client_liveness_timeout_ns": 2_000_000_000,
+}
+
+_DISPATCHER = -1
+
+
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+class Node:
+    """An exon node: ``Node(endpoint="127.0.0.1:0")``; see :mod:`exon.middleware.node`.
+
+    ``endpoint`` is ``"HOST:PORT"`` (port 0: pick a free one); :attr:`address` is the
+    address peers link to. ``driver_dir``: use the external (or another node's) media
+    driver of that directory instead of launching an embedded one. ``driver_options``:
+    :class:`~exon.transport.aeron.DriverSettings` fields for the embedded driver.
+    ``settings``: the core's :class:`~exon.core.LinkSettings` (credits, retry, ...).
+    """
+
+    def __init__(
+        self,
+        endpoint: str = "127.0.0.1:0",
+        *,
+        driver_dir: str | None = None,
+        settings: LinkSettings | None = None,
+        driver_options: dict[str, Any] | None = None,
+        udp: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        from exon.sockets.messages import split_address
+
+        host, port = split_address(endpoint, what="endpoint")
+        self._rng = random.Random(seed)
+        self._driver: MediaDriver | None = None
+        self._aeron: Aeron | None = None
+        self._transport: NodeTransport | None = None
+        self._owned_dir: str | None = None
+        self._closed = False
+        try:
+            if driver_dir is None:
+                base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
+                directory = os.path.join(base, f"exon-node-{os.getpid()}-{uuid.uuid4().hex[:10]}")
+                options = {**EMBEDDED_DRIVER_DEFAULTS, **(driver_options or {})}
+                options.setdefault("dir_delete_on_shutdown", True)
+                self._driver = MediaDriver.launch(dir=directory, **options)
+                self._owned_dir = directory
+                driver_dir = directory
+            self._aeron = Aeron.connect(driver_dir)
+            self._transport = NodeTransport(self._aeron, host=host, port=port, rng=self._rng,
+                                            udp=udp)
+        except BaseException:
+            self._release_transport()
+            raise
+        self.driver_dir = driver_dir
+        self.address: str = self._transport.address
+        self.node_id = uuid.UUID(int=self._rng.getrandbits(128)).hex
+        self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
+                                settings=settings, rng=self._rng)
+        self._lock = threading.Lock()
+        self._dispatch_cond = threading.Condition(self._lock)
+        self._sockets: dict[int, Socket] = {}
+        self._next_tag = 1 << 31
+        self._role: int | None = None  # thread ident holding the poll role
+        self._role_waiters: list[threading.Condition] = []
+        self._last_client_poll = 0.0
+        self._backlog: dict[str, deque[bytes]] = {}
+        self._to_connect: set[str] = set()
+        self._connecting = threading.Lock()
+        self._lost: set[str] = set()
+        self._touched: set[Socket] = set()
+        self._peer_cache: dict[PeerId, Any] = {}
+        self.frames_dropped = 0  #: frames for unreachable peer nodes
+        self._dispatcher = threading.Thread(target=self._dispatch_loop,
+                                            name=f"exon-node-{self.address}", daemon=True)
+        self._dispatcher.start()
+
+    # ==== public ============================================================================
+
+    @property
+    def udp_enabled(self) -> bool:
+        return self._transport is not None and self._transport.udp_enabled
+
+    def socket(self, type: str, tag: int | None = None, **options: Any) -> Socket:
+        """A new socket of ``type`` ("req", "rep", "push", "pull") on this node."""
+        from exon.sockets.socket import Socket
+
+        return Socket(type=type, tag=tag, node=self, **options)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def statistics(self) -> Any:
+        with self._lock:
+            return self._core.statistics()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every socket gracefully (bounded by ``timeout``), then the transport and
+        the embedded driver. Idempotent."""
+        if self._closed:
+            return
+        deadline = _monotonic() + timeout
+        for sock in list(self._sockets.values()):
+            with contextlib.suppress(errors.ExonError):
+                sock.close(timeout=max(0.0, deadline - _monotonic()))
+        with self._lock:
+            self._closed = True
+            self._dispatch_cond.notify_all()
+            for sock in list(self._sockets.values()):
+                sock._cond.notify_all()
+        if self._transport is not None:
+            self._transport.wake()
+        if self._dispatcher is not threading.current_thread():
+            self._dispatcher.join(timeout=2.0)
+        # wait for a client thread still holding the poll role to let it go
+        end = _monotonic() + 2.0
+        while self._role is not None and _monotonic() < end:
+            if self._transport is not None:
+                self._transport.wake()
+            time.sleep(0.001)
+        self._release_transport()
+
+    def _release_transport(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._aeron is not None:
+            with contextlib.suppress(errors.ExonError):
+                self._aeron.close()
+            self._aeron = None
+        if self._driver is not None:
+            with contextlib.suppress(errors.ExonError):
+                self._driver.close()
+            self._driver = None
+        if self._owned_dir is not None:
+            shutil.rmtree(self._owned_dir, ignore_errors=True)
+            self._owned_dir = None
+
+    def __enter__(self) -> Node:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<exon.Node {self.address}{' closed' if self._closed else ''}>"
+
+    # ==== sockets (called by exon.sockets) ==================================================
+
+    def _open_socket(self, sock: Socket, socket_type: str, tag: int | None,
+                     core_options: dict[str, Any]) -> int:
+        with self._lock:
+            if self._closed:
+                raise errors.ClosedError("the node is closed")
+            if tag is None:
+                while self._core.has_socket(self._next_tag) or self._next_tag in self._sockets:
+                    self._next_tag += 1
+                tag = self._next_tag
+                self._next_tag += 1
+            elif tag in self._sockets:
+                raise errors.ConfigurationError(f"a socket with tag {tag} is already open")
+            self._core.open_socket(tag, socket_type, **core_options)
+            self._sockets[tag] = sock
+            return tag
+
+    def _forget_socket(self, tag: int) -> None:
+        self._sockets.pop(tag, None)
+
+    def _peer(self, peer_id: PeerId) -> Any:
+        peer = self._peer_cache.get(peer_id)
+        if peer is None:
+            from exon.sockets.messages import Peer, split_address
+
+            try:
+                host, port = split_address(peer_id.address)
+                peer = Peer(host, port, peer_id.tag)
+            except errors.ConfigurationError:
+                peer = None
+            if len(self._peer_cache) > 4096:
+                self._peer_cache.clear()
+            self._peer_cache[peer_id] = peer
+        return peer
+
+    # ==== the engine (lock held unless said otherwise) ======================================
+
+    def _pump_locked(self) -> None:
+        """Hand the core's events to the sockets and its frames to the transport, until
+        both are empty; then notify the sockets that got something."""
+        core = self._core
+        for _ in range(64):
+            events = core.events()
+            if events:
+                self._dispatch_events(events)
+            frames = core.frames_to_send()
+            if frames:
+                self._send_frames(frames)
+            if self._lost:
+                lost, self._lost = self._lost, set()
+                now = _monotonic()
+                for address in lost:
+                    self._drop_peer(address)
+                    core.peer_gone(address, now=now)
+                continue
+            if not events and not frames:
+                break
+        touched = self._touched
+        if touched:
+            self._touched = set()
+            for sock in touched:
+                sock._cond.notify_all()
+
+    def _dispatch_events(self, events: list[Any]) -> None:
+        sockets = self._sockets
+        touched = self._touched
+        for ev in events:
+            sock = sockets.get(ev.tag)
+            if sock is None:
+                continue
+            cls = type(ev)
+            if cls is MessageReceived:
+                sock._on_message(ev)
+            elif cls is CookieReturned:
+                sock._on_cookie(ev.cookie, lost=False)
+            elif cls is CookieLost:
+                sock._on_cookie(ev.cookie, lost=True)
+            elif cls is CreditAvailable:
+                pass
+            elif cls is LinkEstablished:
+                sock._on_established(ev)
+            elif cls is LinkRefused:
+                sock._on_refused(ev)
+            elif cls is LinkClosed:
+                sock._on_closed(ev)
+            elif cls is ErrorReceived:
+                sock._on_error(ev)
+            touched.add(sock)
+
+    def _send_frames(self, frames: list[tuple[str, bytes]]) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        pubs = transport.publications
+        backlog = self._backlog
+        offer = transport.offer
+        for address, data in frames:
+            pub = pubs.get(address)
+            if pub is None or address in backlog:
+                if address in self._lost:
+                    self.frames_dropped += 1
+                    continue
+                backlog.setdefault(address, deque()).append(data)
+                if pub is None:
+                    self._to_connect.add(address)
+                continue
+            rc = offer(pub, data)
+            if rc < 0:
+                if rc in (BACK_PRESSURED, ADMIN_ACTION):
+                    backlog.setdefault(address, deque()).append(data)
+                else:  # NOT_CONNECTED, CLOSED, MAX_POSITION_EXCEEDED: the peer is gone
+                    self.frames_dropped += 1
+                    self._lost.add(address)
+
+    def _retry_backlog(self) -> None:
+        transport = self._transport
+        if transport is None or not self._backlog:
+            return
+        for address in list(self._backlog):
+            pub = transport.publications.get(address)
+            if pub is None:
+                continue
+            queue = self._backlog[address]
+            while queue:
+                rc = pub.offer(queue[0])
+                if rc < 0:
+                    if rc not in (BACK_PRESSURED, ADMIN_ACTION):
+                        self._lost.add(address)
+                    break
+                queue.popleft()
+            if not queue:
+                del self._backlog[address]
+
+    def _drop_peer(self, address: str) -> None:
+        dropped = self._backlog.pop(address, None)
+        if dropped:
+            self.frames_dropped += len(dropped)
+        self._to_connect.discard(address)
+        if self._transport is not None:
+            self._transport.drop_publication(address)
+
+    def _connect_pending(self) -> None:
+        """Create publications for new peer nodes (lock NOT held). One thread at a time."""
+        if not self._to_connect or not self._connecting.acquire(blocking=False):
+            return
+        try:
+            for _ in range(64):
+                with self._lock:
+                    transport = self._transport
+                    if transport is None or self._closed:
+                        return
+                    todo = [a for a in self._to_connect if a not in transport.publications]
+                    self._to_connect.clear()
+                if not todo:
+                    return
+                for address in todo:
+                    pub = transport.connect(address)
+                    with self._lock:
+                        if pub is None:
+                            self._lost.add(address)
+                        elif self._transport is None:
+                            pub.close()
+                        else:
+                            transport.publications[address] = pub
+                            self._retry_backlog()
+                        self._pump_locked()
+        finally:
+            self._connecting.release()
+
+    def _process(self, batches: list[tuple[str, list[bytes]]], gone: list[str]) -> int:
+        """Feed a polled batch to the core, fire due timers, pump. Lock held."""
+        core = self._core
+        now = _monotonic()
+        n = 0
+        receive = core.receive_frame
+        for address, msgs in batches:
+            n += len(msgs)
+            for data in msgs:
+                receive(address, data, now=now)
+        for address in gone:
+            self._drop_peer(address)
+            core.peer_gone(address, now=now)
+        due = core.next_timer()
+        if due is not None and due <= now:
+            core.handle_timer(now=now)
+        if self._backlog:
+            self._retry_backlog()
+        self._pump_locked()
+        return n
+
+    def _poll_once(self) -> int:
+        """Poll the transport once (lock held on entry and exit, released while polling)."""
+        transport = self._transport
+        if transport is None:
+            return 0
+        self._lock.release()
+        try:
+            self._connect_pending()
+            batches, gone = transport.poll(_POLL_LIMIT)
+        finally:
+            self._lock.acquire()
+        if not batches and not gone:
+            now = _monotonic()
+            due = self._core.next_timer()
+            if due is not None and due <= now:
+                self._core.handle_timer(now=now)
+                self._pump_locked()
+            return 0
+        return self._process(batches, gone)
+
+    def _sleep_locked(self, timeout: float) -> None:
+        """Futex-sleep on the transport (lock released), bounded by the next core timer."""
+        transport = self._transport
+        if transport is None or timeout <= 0:
+            return
+        due = self._core.next_timer()
+        if due is not None:
+            timeout = min(timeout, max(0.0, due - _monotonic()))
+        if self._backlog or self._to_connect:
+            timeout = min(timeout, 0.001)
+        self._lock.release()
+        try:
+            transport.wait(timeout)
+        finally:
+            self._lock.acquire()
+
+    def _await(self, cond: threading.Condition, ready: Callable[[], bool],
+               deadline: float | None) -> bool:
+        """Wait (lock held) until ``ready()``; True, or False at ``deadline``. Polls the
+        transport itself when the poll role is free (leader/follower)."""
+        me = threading.get_ident()
+        while True:
+            if ready():
+                return True
+            if self._closed:
+                raise errors.ClosedError("the node is closed")
+            now = _monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            if self._role is None:
+                self._role = me
+                try:
+                    while True:
+                        if self._poll_once() == 0:
+                            if ready() or self._closed:
+                                break
+                            now = _monotonic()
+                            if deadline is not None and now >= deadline:
+                                break
+                            if self._role_waiters:
+                                break  # let another thread lead; we wait as a follower
+                            left = _WAIT_SLICE if deadline is None else deadline - now
+                            self._sleep_locked(min(left, _WAIT_SLICE))
+                        elif ready() or self._closed:
+                            break
+                finally:
+                    self._role = None
+                    self._last_client_poll = _monotonic()
+                    if self._role_waiters:
+                        self._role_waiters[0].notify_all()
+                if ready():
+                    return True
+                if self._role_waiters and not ready():
+                    # give the follower a turn before polling again
+                    cond.wait(0.0005)
+                continue
+            # follower
+            if self._role == _DISPATCHER and self._transport is not None:
+                self._transport.wake()
+            self._role_waiters.append(cond)
+            try:
+                left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
+                cond.wait(max(0.0, left))
+            finally:
+                self._role_waiters.remove(cond)
+
+    def _run_and_flush(self) -> None:
+        """After a client operation (lock NOT held): connect new peers if needed."""
+        if self._to_connect:
+            self._connect_pending()
+
+    # ==== the dispatcher thread ==============================================================
+
+    def _dispatch_loop(self) -> None:
+        lock = self._lock
+        with lock:
+            while not self._closed:
+                now = _monotonic()
+                if (self._role is not None or self._role_waiters
+                        or now - self._last_client_poll < DISPATCH_GRACE):
+                    self._dispatch_cond.wait(DISPATCH_GRACE * 2)
+                    continue
+                self._role = _DISPATCHER
+                try:
+                    while not self._closed and not self._role_waiters:
+                        try:
+                            n = self._poll_once()
+                        except errors.ExonError:
+                            n = 0  # a transport hiccup: keep serving
+                        if n == 0 and not self._role_waiters and not self._closed:
+                            self._sleep_locked(_DISPATCH_SLICE)
+                finally:
+                    self._role = None
+                    if self._role_waiters:
+                        self._role_waiters[0].notify_all()
+                self._last_client_poll = _monotonic()

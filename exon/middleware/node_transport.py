@@ -1,0 +1,306 @@
+"""The Node's transport adapter: the core's opaque addresses on Aeron channels.
+
+A node's address is ``"HOST:PORT"``. The node receives on:
+
+* IPC, ``aeron:ipc`` with a stream id of its own, for nodes of the same media driver. It
+  registers under ``<driver dir>/exon-nodes/<HOST>_<PORT>`` (a one-line file:
+  ``"<ipc stream id> <pid>"``) so that those nodes find it;
+* UDP, ``aeron:udp?endpoint=HOST:PORT`` on :data:`UDP_STREAM_ID`, for everyone else (when
+  the driver supports UDP; a node runs IPC-only otherwise, see :attr:`udp_enabled`).
+
+It sends to each peer node on one *exclusive* publication of its own, so every sender is a
+distinct image (session) at the receiver. The first message on such a publication is a
+node-protocol HELLO (protocol 0x02, type 0x01) carrying the sender's reply address; the
+receiver maps the image to that address and hands every later frame of the image to the
+core with it. When the image goes away (the peer node closed or died), the address is
+reported by :meth:`NodeTransport.poll` as gone.
+
+Threading: :meth:`poll` and :meth:`wait` are for one thread at a time (the Node's poll
+role); :meth:`offer` for one thread at a time (the Node's lock); :meth:`connect` may run
+beside both (it only creates publications); :meth:`wake` from any thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket as pysocket
+import struct
+import time
+from typing import Any
+
+from exon import errors
+from exon.native import ffi, lib
+from exon.transport.aeron import (
+    ADMIN_ACTION,
+    BACK_PRESSURED,
+    Aeron,
+    ExclusivePublication,
+    Image,
+    Subscription,
+)
+
+__all__ = ["HELLO", "UDP_STREAM_ID", "NodeTransport", "encode_hello", "registry_path"]
+
+UDP_STREAM_ID = 0x4558_4F4E  # "EXON"
+NODE_PROTOCOL = 0x02
+HELLO = 0x01
+_HELLO_HEADER = struct.Struct("<HBBI")  # version, protocol, type, remaining length
+_VERSION = 1
+_CONNECT_TIMEOUT = 1.0
+_OFFER_SPINS = 200
+
+
+def encode_hello(reply_address: str) -> bytes:
+    body = reply_address.encode()
+    return _HELLO_HEADER.pack(_VERSION, NODE_PROTOCOL, HELLO, len(body)) + body
+
+
+def decode_hello(data: bytes) -> str | None:
+    if len(data) < _HELLO_HEADER.size:
+        return None
+    _version, protocol, kind, length = _HELLO_HEADER.unpack_from(data)
+    if protocol != NODE_PROTOCOL or kind != HELLO or length != len(data) - _HELLO_HEADER.size:
+        return None
+    try:
+        return bytes(data[_HELLO_HEADER.size :]).decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def registry_dir(driver_dir: str) -> str:
+    return os.path.join(driver_dir, "exon-nodes")
+
+
+def registry_path(driver_dir: str, address: str) -> str:
+    name = address.replace("[", "").replace("]", "").replace("/", "_")
+    host, _, port = name.rpartition(":")
+    return os.path.join(registry_dir(driver_dir), f"{host}_{port}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def join_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def free_port(host: str) -> int:
+    """A UDP port that is free on ``host`` right now."""
+    family = pysocket.AF_INET6 if ":" in host else pysocket.AF_INET
+    with pysocket.socket(family, pysocket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class NodeTransport:
+    """Subscriptions of one node and its exclusive publications towards peer nodes."""
+
+    def __init__(self, aeron: Aeron, *, host: str, port: int, rng: random.Random | None = None,
+                 udp: bool = True) -> None:
+        self.aeron = aeron
+        self._rng = rng or random.Random()
+        self.host = host
+        explicit = port != 0
+        self.port = port if explicit else free_port(host)
+        self.stream_id = self._rng.randrange(0x10000, 0x3FFF_FFFF)
+        self._registry: str | None = None
+        self._register(explicit)
+        self.address = join_address(host, self.port)
+        self.subscriptions: list[Subscription] = []
+        try:
+            self.subscriptions.append(aeron.add_subscription("aeron:ipc", self.stream_id))
+            self.udp_enabled = False
+            if udp:
+                try:
+                    self.subscriptions.append(aeron.add_subscription(
+                        f"aeron:udp?endpoint={self.address}", UDP_STREAM_ID))
+                    self.udp_enabled = True
+                except errors.ExonError:
+                    self.udp_enabled = False  # this driver has no UDP: IPC only
+        except BaseException:
+            self.close()
+            raise
+        self._doorbell = lib.exon_doorbell_word(aeron.counters_values,
+                                                self.subscriptions[0].doorbell_counter_id)
+        self._images: list[Image] = []
+        self._image_array: Any = None
+        self._image_address: dict[int, str] = {}  # id(image) -> reply address
+        self.publications: dict[str, ExclusivePublication] = {}
+        self.hello_dropped = 0
+
+    # ---- registry ------------------------------------------------------------------
+
+    def _register(self, explicit: bool) -> None:
+        directory = registry_dir(self.aeron.dir)
+        os.makedirs(directory, exist_ok=True)
+        for _attempt in range(20):
+            address = join_address(self.host, self.port)
+            path = registry_path(self.aeron.dir, address)
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._stale(path):
+                    if explicit:
+                        raise errors.ConfigurationError(
+                            f"address {address} is taken by a live node of driver "
+                            f"{self.aeron.dir}") from None
+                    self.port = free_port(self.host)
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{self.stream_id} {os.getpid()}\n")
+            self._registry = path
+            return
+        raise errors.ConfigurationError(f"could not register a node address on {self.host}")
+
+    @staticmethod
+    def _stale(path: str) -> bool:
+        try:
+            with open(path) as f:
+                _stream, pid = f.read().split()
+            return not _pid_alive(int(pid))
+        except (OSError, ValueError):
+            return False  # being written right now: treat as taken
+
+    def _lookup_ipc(self, address: str) -> int | None:
+        path = registry_path(self.aeron.dir, address)
+        try:
+            with open(path) as f:
+                stream, pid = f.read().split()
+        except (OSError, ValueError):
+            return None
+        if not _pid_alive(int(pid)):
+            return None
+        return int(stream)
+
+    def channel_for(self, address: str) -> tuple[str, int]:
+        """IPC for nodes registered with our driver, UDP for the rest."""
+        stream = self._lookup_ipc(address)
+        if stream is not None:
+            return "aeron:ipc", stream
+        return f"aeron:udp?endpoint={address}", UDP_STREAM_ID
+
+    # ---- sending -------------------------------------------------------------------
+
+    def connect(self, address: str,
+                timeout: float = _CONNECT_TIMEOUT) -> ExclusivePublication | None:
+        """Create the publication towards ``address`` and say HELLO; None if unreachable."""
+        try:
+            channel, stream = self.channel_for(address)
+            pub = self.aeron.add_exclusive_publication(channel, stream, timeout=timeout)
+        except errors.ExonError:
+            return None
+        deadline = time.monotonic() + timeout
+        while not pub.is_connected:
+            if time.monotonic() >= deadline:
+                pub.close()
+                return None
+            time.sleep(0.0005)
+        hello = encode_hello(self.address)
+        while pub.offer(hello) < 0:
+            if time.monotonic() >= deadline:
+                pub.close()
+                return None
+            time.sleep(0.0002)
+        return pub
+
+    @staticmethod
+    def offer(pub: ExclusivePublication, data: bytes) -> int:
+        """Offer with a short bounded retry on back pressure; the final Aeron outcome."""
+        rc = pub.offer(data)
+        spins = 0
+        while rc in (BACK_PRESSURED, ADMIN_ACTION) and spins < _OFFER_SPINS:
+            spins += 1
+            if spins > 20:
+                time.sleep(0)
+            rc = pub.offer(data)
+        return rc
+
+    def drop_publication(self, address: str) -> None:
+        pub = self.publications.pop(address, None)
+        if pub is not None:
+            with contextlib.suppress(errors.ExonError):
+                pub.close()
+
+    # ---- receiving -----------------------------------------------------------------
+
+    def _refresh_images(self, gone: list[str]) -> None:
+        images: list[Image] = []
+        for sub in self.subscriptions:
+            images.extend(sub.images)
+        if images == self._images:
+            return
+        live = {id(img) for img in images}
+        for img in self._images:
+            if id(img) not in live:
+                address = self._image_address.pop(id(img), None)
+                if address is not None and address not in self._image_address.values():
+                    gone.append(address)
+        self._images = images
+        self._image_array = (ffi.new("exon_image_t *[]", [img.cdata for img in images])
+                             if images else None)
+
+    def poll(self, limit: int = 256) -> tuple[list[tuple[str, list[bytes]]], list[str]]:
+        """One batch: ([(reply address, [frame, ...]), ...], [addresses gone])."""
+        gone: list[str] = []
+        self._refresh_images(gone)
+        out: list[tuple[str, list[bytes]]] = []
+        addresses = self._image_address
+        for img in self._images:
+            msgs = img.poll_messages(limit)
+            if not msgs:
+                continue
+            address = addresses.get(id(img))
+            if address is None:
+                first = msgs[0]
+                address = decode_hello(first)
+                if address is None:
+                    self.hello_dropped += len(msgs)  # a frame before HELLO: not from a node
+                    continue
+                addresses[id(img)] = address
+                msgs = msgs[1:]
+                if not msgs:
+                    continue
+            out.append((address, msgs))
+        return out, gone
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep (GIL released) until data, an image change, :meth:`wake` or ``timeout``."""
+        if len(self.subscriptions) > 1:
+            timeout = min(timeout, 0.002)  # the UDP subscription rings another doorbell
+        arr = self._image_array
+        if arr is None:
+            seen = lib.exon_doorbell_read(self._doorbell)
+            rc = lib.exon_doorbell_wait(self._doorbell, seen, max(0, int(timeout * 1e9)))
+            return rc == 0
+        rc = lib.exon_image_wait(arr, len(self._images), self._doorbell,
+                                 max(0, int(timeout * 1e9)))
+        return rc >= 0
+
+    def wake(self) -> None:
+        """Interrupt a :meth:`wait` in another thread."""
+        lib.exon_doorbell_ring(self._doorbell)
+
+    # ---- life cycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        for address in list(self.publications):
+            self.drop_publication(address)
+        for sub in getattr(self, "subscriptions", []):
+            with contextlib.suppress(errors.ExonError):
+                sub.close()
+        if self._registry is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._registry)
+            self._registry = None

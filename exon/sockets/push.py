@@ -1,0 +1,44 @@
+"""PUSH: sends round-robin over its linked PULLs, skipping those without credit.
+
+``send`` blocks until some linked PULL has credit (``send_nowait`` raises
+:class:`exon.BackPressured` instead). A PUSH receives nothing but its cookies:
+``receive()`` returns Cookie/CookieLost items and raises :class:`exon.StateError` when no
+cookie is pending or outstanding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exon import errors
+from exon.sockets.socket import Socket, _deadline
+
+__all__ = ["PushSocket"]
+
+
+class PushSocket(Socket):
+    type = "push"
+    can_receive = False
+
+    def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """Send ``data`` to the next linked PULL with credit; blocks up to ``timeout``."""
+        payload = data if type(data) is bytes else bytes(data)
+        deadline = None if timeout is None else _deadline(timeout)
+        with self._lock:
+            self._send_locked(payload, cookie, None, deadline, False)
+
+    def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """Send now or raise :class:`exon.BackPressured` (no linked PULL has credit)."""
+        payload = data if type(data) is bytes else bytes(data)
+        with self._lock:
+            self._send_locked(payload, cookie, None, None, True)
+
+    def _may_take_message(self) -> bool:
+        return False
+
+    def _check_receive_locked(self) -> None:
+        core = self._core
+        if not any(core.pending_cookies(self.tag, p) for p in core.links(self.tag)):
+            raise errors.StateError(
+                "a push socket cannot receive messages; receive() only returns the cookies "
+                "of sends made with cookie=..., and none is pending")

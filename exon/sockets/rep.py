@@ -1,0 +1,67 @@
+"""REP: fair-queues requests over its links and sends each reply to its requester.
+
+``receive`` then ``send``, strictly alternating (:class:`exon.StateError` otherwise, saying
+which call is expected). The reply goes to the peer of the last request with the request's
+envelope (see :mod:`exon.sockets.req`) in front. If that requester's link is gone, the
+reply is dropped and counted in :attr:`replies_dropped`, as ZeroMQ does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exon import errors
+from exon.core import MessageReceived, PeerId
+from exon.sockets.messages import Message
+from exon.sockets.req import ENVELOPE
+from exon.sockets.socket import Socket, _deadline
+
+__all__ = ["RepSocket"]
+
+
+class RepSocket(Socket):
+    type = "rep"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._replying: tuple[PeerId, bytes] | None = None
+        self.replies_dropped = 0
+        self.malformed_dropped = 0
+
+    def _may_take_message(self) -> bool:
+        return self._replying is None
+
+    def _check_receive_locked(self) -> None:
+        if self._replying is not None:
+            raise errors.StateError(
+                f"the request from {self._replying[0]} is not answered yet: call send() with "
+                "the reply before the next receive()")
+
+    def _accept_locked(self, ev: MessageReceived) -> Message | None:
+        payload = ev.payload
+        if len(payload) < ENVELOPE.size:
+            self.malformed_dropped += 1
+            return None
+        self._replying = (ev.peer, payload[: ENVELOPE.size])
+        return Message(payload[ENVELOPE.size:], self.node._peer(ev.peer))
+
+    def _reply(self, data: bytes, cookie: Any, timeout: float | None, nowait: bool) -> None:
+        payload = data if type(data) is bytes else bytes(data)
+        deadline = None if nowait else _deadline(timeout)
+        with self._lock:
+            self._check_open()
+            if self._replying is None:
+                raise errors.StateError("no request to answer: call receive() before send()")
+            peer, envelope = self._replying
+            try:
+                self._send_locked(envelope + payload, cookie, peer, deadline, nowait)
+            except (errors.SocketNotLinked, errors.BrokenLink):
+                self.replies_dropped += 1  # the requester is gone
+            self._replying = None
+
+    def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """Send the reply to the requester of the last received request."""
+        self._reply(data, cookie, timeout, False)
+
+    def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        self._reply(data, cookie, None, True)

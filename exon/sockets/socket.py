@@ -1,0 +1,466 @@
+"""The base Socket: linking, fair-queued receiving, cookies, credit-blocking sends.
+
+``exon.Socket(type="push", tag=None, node=None)`` returns the subclass for ``type``
+(:class:`~exon.sockets.push.PushSocket`, ...); ``node=None`` means the process-wide
+default node. Every method is thread-safe; every blocking call takes ``timeout`` (seconds,
+None = no limit) and raises :class:`exon.Timeout`.
+
+What ``receive()`` returns, in order of priority:
+
+1. a :class:`~exon.sockets.messages.Cookie` or :class:`~exon.sockets.messages.CookieLost`
+   when one is pending -- but after ``cookie_ratio`` cookies in a row, a waiting message
+   goes first;
+2. a :class:`~exon.sockets.messages.Message`, fair-queued over the links (round-robin over
+   the peers that have something queued).
+
+Credit goes back to the sender when ``receive()`` hands a message to the application.
+
+Errors while waiting: :class:`exon.BrokenLink` when a link of the socket broke (the peer
+node died, or an error closed it) and the call can no longer complete; cookies of the
+messages not yet confirmed on that link come back as ``CookieLost``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from exon import errors
+from exon.core import (
+    Decision,
+    LinkClosed,
+    LinkEstablished,
+    LinkPolicy,
+    LinkRefused,
+    LinkState,
+    MessageReceived,
+    PeerId,
+)
+from exon.core.events import ErrorReceived
+from exon.core.frames import ErrorCode
+from exon.sockets.messages import Cookie, CookieLost, Message, Peer
+
+if TYPE_CHECKING:
+    from exon.middleware.node import Node
+
+__all__ = ["Socket"]
+
+_monotonic = time.monotonic
+
+
+def _deadline(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if timeout < 0:
+        raise errors.ConfigurationError("timeout must be >= 0 or None")
+    return _monotonic() + timeout
+
+
+class Socket:
+    """Base of every socket type. Construct through ``exon.Socket(type=...)`` or
+    ``node.socket(type)``."""
+
+    type: ClassVar[str] = ""
+    _types: ClassVar[dict[str, type[Socket]]] = {}
+    can_send: ClassVar[bool] = True
+    can_receive: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.type:
+            Socket._types[cls.type] = cls
+
+    def __new__(cls, type: str | None = None, tag: int | None = None,
+                node: Node | None = None, **options: Any) -> Socket:
+        if cls is Socket:
+            if type is None:
+                raise errors.ConfigurationError("exon.Socket needs type= (req, rep, push, pull)")
+            sub = Socket._types.get(type.lower())
+            if sub is None:
+                raise errors.ConfigurationError(
+                    f"unknown socket type {type!r} (known: {', '.join(sorted(Socket._types))})")
+            cls = sub
+        return object.__new__(cls)
+
+    def __init__(
+        self,
+        type: str | None = None,
+        tag: int | None = None,
+        node: Node | None = None,
+        *,
+        credits: int | None = None,
+        max_message_size: int | None = None,
+        max_links: int | None = None,
+        policy: LinkPolicy | None = None,
+        cookie_ratio: int = 8,
+    ) -> None:
+        if type is not None and type.lower() != self.type:
+            raise errors.ConfigurationError(f"{self.__class__.__name__} is a {self.type} socket")
+        if cookie_ratio < 1:
+            raise errors.ConfigurationError("cookie_ratio must be >= 1")
+        if node is None:
+            from exon.middleware.default_node import default_node
+
+            node = default_node()
+        self.node = node
+        self._lock = node._lock
+        self._core = node._core
+        self._cond = threading.Condition(node._lock)
+        self._inq: dict[PeerId, deque[MessageReceived]] = {}
+        self._ready: deque[PeerId] = deque()
+        self._queued = 0
+        self._cookies: deque[Cookie | CookieLost] = deque()
+        self.cookie_ratio = cookie_ratio
+        self._cookie_run = 0
+        self._refusals: dict[PeerId, LinkRefused | ErrorReceived] = {}
+        self._broken_epoch = 0
+        self._broken: dict[PeerId, str] = {}
+        self._closed = False
+        options: dict[str, Any] = {"policy": policy}
+        if credits is not None:
+            options["initial_credits"] = credits
+        if max_message_size is not None:
+            options["max_message_size"] = max_message_size
+        if max_links is not None:
+            options["max_links"] = max_links
+        self.tag: int = node._open_socket(self, self.type, tag, options)
+
+    # ==== linking ===========================================================================
+
+    @staticmethod
+    def _peer_id(peer: str | Peer) -> PeerId:
+        p = Peer.parse(peer)
+        return PeerId(p.address, p.tag)
+
+    def link(self, peer: str | Peer, timeout: float | None = 5.0) -> None:
+        """Link with ``peer`` ("HOST:PORT/TAG"); returns once established.
+
+        Raises :class:`exon.LinkRefused` on a permanent refusal (``.reason`` names it),
+        :class:`exon.SocketNotFound` when the peer node has no such socket by the deadline,
+        :class:`exon.Timeout` otherwise. Temporary refusals are retried by the core with a
+        randomised, growing delay until the deadline.
+        """
+        pid = self._peer_id(peer)
+        deadline = _deadline(timeout)
+        node = self.node
+        with self._lock:
+            self._check_open()
+            core = self._core
+            state = core.link_state(self.tag, pid)
+            if state is LinkState.ESTABLISHED:
+                return
+            self._refusals.pop(pid, None)
+            if state in (LinkState.IDLE, LinkState.RETRY_WAIT):
+                core.link(self.tag, pid, now=_monotonic())
+                node._pump_locked()
+
+            def ready() -> bool:
+                if self._closed:
+                    return True
+                if core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
+                    return True
+                refusal = self._refusals.get(pid)
+                return isinstance(refusal, LinkRefused) and refusal.retry_at is None
+
+            ok = node._await(self._cond, ready, deadline)
+            self._check_open()
+            if core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
+                return
+            refusal = self._refusals.pop(pid, None)
+            if ok and isinstance(refusal, LinkRefused):
+                raise errors.LinkRefused(
+                    f"{pid} refused the link: {refusal.decision.name} ({refusal.reason})",
+                    reason=refusal.decision.name, permanent=refusal.permanent)
+            # timed out: stop retrying
+            if core.link_state(self.tag, pid) is not LinkState.IDLE:
+                core.unlink(self.tag, pid, now=_monotonic())
+                node._pump_locked()
+            if isinstance(refusal, LinkRefused) and refusal.decision is Decision.SOCKET_NOT_FOUND:
+                raise errors.SocketNotFound(f"no socket {pid.tag} on node {pid.address} "
+                                            f"({refusal.reason})")
+            detail = (f" (last refusal: {refusal.reason})"
+                      if isinstance(refusal, LinkRefused) else "")
+            raise errors.Timeout(f"linking with {pid} did not complete in {timeout}s{detail}")
+
+    def unlink(self, peer: str | Peer, timeout: float | None = 5.0) -> None:
+        """Unlink from ``peer``; returns once the link closed. Nothing sent before is lost:
+        the link closes when both directions were delivered (or the core's unlink timeout
+        expired, in which case unconfirmed cookies come back as CookieLost)."""
+        pid = self._peer_id(peer)
+        deadline = _deadline(timeout)
+        with self._lock:
+            self._check_open()
+            core = self._core
+            if core.link_state(self.tag, pid) is LinkState.IDLE:
+                return
+            core.unlink(self.tag, pid, now=_monotonic())
+            self.node._pump_locked()
+            if not self.node._await(
+                    self._cond, lambda: core.link_state(self.tag, pid) is LinkState.IDLE,
+                    deadline):
+                raise errors.Timeout(f"unlinking from {pid} did not complete in {timeout}s")
+
+    @property
+    def peers(self) -> list[Peer]:
+        """Peers with an established link."""
+        with self._lock:
+            if self._closed:
+                return []
+            return [self.node._peer(p) for p in self._core.established(self.tag)]
+
+    def wait_for_links(self, count: int = 1, timeout: float | None = 5.0) -> None:
+        """Block until at least ``count`` links are established (e.g. a REP or PULL waiting
+        for its peers)."""
+        deadline = _deadline(timeout)
+        with self._lock:
+            self._check_open()
+            if not self.node._await(self._cond,
+                                    lambda: len(self._core.established(self.tag)) >= count,
+                                    deadline):
+                raise errors.Timeout(f"{count} link(s) not established in {timeout}s")
+
+    # ==== events (called by the node, lock held) ============================================
+
+    def _on_message(self, ev: MessageReceived) -> None:
+        q = self._inq.get(ev.peer)
+        if q is None:
+            q = self._inq[ev.peer] = deque()
+        if not q:
+            self._ready.append(ev.peer)
+        q.append(ev)
+        self._queued += 1
+
+    def _on_cookie(self, value: Any, *, lost: bool) -> None:
+        self._cookies.append(CookieLost(value) if lost else Cookie(value))
+
+    def _on_established(self, ev: LinkEstablished) -> None:
+        self._broken.pop(ev.peer, None)
+
+    def _on_refused(self, ev: LinkRefused) -> None:
+        self._refusals[ev.peer] = ev
+
+    def _on_closed(self, ev: LinkClosed) -> None:
+        if ev.error:
+            self._broken_epoch += 1
+            self._broken[ev.peer] = ev.reason
+
+    def _on_error(self, ev: ErrorReceived) -> None:
+        if ev.code == ErrorCode.SOCKET_NOT_FOUND and ev.peer not in self._refusals:
+            self._refusals[ev.peer] = ev
+
+    # ==== receiving ==========================================================================
+
+    def _take_message_locked(self) -> MessageReceived | None:
+        """Pop the next message, fair-queued over peers, and credit it back."""
+        ready = self._ready
+        while ready:
+            peer = ready.popleft()
+            q = self._inq[peer]
+            if not q:
+                continue
+            ev = q.popleft()
+            self._queued -= 1
+            if q:
+                ready.append(peer)
+            else:
+                del self._inq[peer]
+            self._core.deliver(ev, now=_monotonic())
+            return ev
+        return None
+
+    def _accept_locked(self, ev: MessageReceived) -> Message | None:
+        """Turn a taken message into what the application gets (None: drop it)."""
+        return Message(ev.payload, self.node._peer(ev.peer))
+
+    def _may_take_message(self) -> bool:
+        """Hook: False while the socket's state forbids taking a message (REP replying)."""
+        return True
+
+    def _take_locked(self) -> Cookie | CookieLost | Message | None:
+        cookies = self._cookies
+        if cookies and (self._cookie_run < self.cookie_ratio or not self._queued
+                        or not self._may_take_message()):
+            self._cookie_run += 1
+            return cookies.popleft()
+        while self._queued and self._may_take_message():
+            ev = self._take_message_locked()
+            if ev is None:
+                break
+            msg = self._accept_locked(ev)
+            if msg is not None:
+                self._cookie_run = 0
+                self.node._pump_locked()
+                return msg
+            self.node._pump_locked()
+        if cookies:
+            self._cookie_run += 1
+            return cookies.popleft()
+        return None
+
+    def _can_take_locked(self) -> bool:
+        return bool(self._cookies) or (bool(self._queued) and self._may_take_message())
+
+    def _check_receive_locked(self) -> None:
+        """Raise StateError when this socket cannot receive now (subclasses)."""
+
+    def _receive_blocked_error(self, epoch: int) -> errors.ExonError | None:
+        """Raise-worthy condition while blocked in receive (subclasses refine)."""
+        if self._broken_epoch != epoch and not self._core.established(self.tag):
+            reasons = ", ".join(f"{p}: {r}" for p, r in self._broken.items())
+            return errors.BrokenLink(f"socket {self.tag}: every link broke ({reasons})")
+        return None
+
+    def receive(self, timeout: float | None = None) -> Message | Cookie | CookieLost:
+        """The next cookie or message; blocks up to ``timeout`` seconds."""
+        with self._lock:
+            self._check_open()
+            item = self._take_locked()
+            if item is not None:
+                return item
+            self._check_receive_locked()
+            deadline = _deadline(timeout)
+            epoch = self._broken_epoch
+            failure: list[errors.ExonError] = []
+
+            def ready() -> bool:
+                if self._closed or self._can_take_locked():
+                    return True
+                err = self._receive_blocked_error(epoch)
+                if err is not None:
+                    failure.append(err)
+                    return True
+                return False
+
+            while True:
+                if not self.node._await(self._cond, ready, deadline):
+                    self._on_receive_timeout()
+                    raise errors.Timeout(f"nothing received in {timeout}s")
+                self._check_open()
+                item = self._take_locked()
+                if item is not None:
+                    return item
+                if failure:
+                    self._on_receive_failure()
+                    raise failure[0]
+
+    def receive_nowait(self) -> Message | Cookie | CookieLost:
+        """The next cookie or message; raises :class:`exon.Timeout` when none is waiting."""
+        with self._lock:
+            self._check_open()
+            item = self._take_locked()
+            if item is not None:
+                return item
+            self._check_receive_locked()
+            # nothing queued: look at the transport once if nobody else is polling
+            if self.node._role is None:
+                self.node._role = threading.get_ident()
+                try:
+                    self.node._poll_once()
+                finally:
+                    self.node._role = None
+                item = self._take_locked()
+                if item is not None:
+                    return item
+            raise errors.Timeout("nothing to receive")
+
+    def _on_receive_timeout(self) -> None:
+        """Hook: REQ abandons its request."""
+
+    def _on_receive_failure(self) -> None:
+        """Hook: REQ resets after a broken link."""
+
+    # ==== sending ============================================================================
+
+    def _send_locked(self, payload: bytes, cookie: Any, destination: PeerId | None,
+                     deadline: float | None, nowait: bool) -> PeerId:
+        core = self._core
+        tag = self.tag
+        node = self.node
+        epoch = self._broken_epoch
+        while True:
+            self._check_open()
+            try:
+                dest = core.send(tag, payload, cookie=cookie, destination=destination,
+                                 now=_monotonic())
+            except errors.BackPressured:
+                if nowait:
+                    raise
+            except errors.SocketNotLinked:
+                if destination is not None and destination in self._broken:
+                    raise errors.BrokenLink(
+                        f"the link with {destination} broke: {self._broken[destination]}"
+                    ) from None
+                raise
+            else:
+                node._pump_locked()
+                return dest
+
+            def ready() -> bool:
+                if self._closed:
+                    return True
+                if destination is not None:
+                    if core.link_state(tag, destination) is not LinkState.ESTABLISHED:
+                        return True
+                    return core.credits(tag, destination) > 0
+                if self._broken_epoch != epoch and not core.established(tag):
+                    return True
+                return any(core.credits(tag, p) > 0 for p in core.established(tag))
+
+            if not node._await(self._cond, ready, deadline):
+                raise errors.Timeout("no linked peer had credit before the timeout")
+            if destination is None and self._broken_epoch != epoch and not core.established(tag):
+                reasons = ", ".join(f"{p}: {r}" for p, r in self._broken.items())
+                raise errors.BrokenLink(f"socket {tag}: every link broke ({reasons})")
+
+    def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        raise errors.StateError(f"a {self.type} socket cannot send")
+
+    def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        raise errors.StateError(f"a {self.type} socket cannot send")
+
+    # ==== closing ============================================================================
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.ClosedError(f"socket {self.tag} is closed")
+        if self.node._closed:
+            raise errors.ClosedError("the node is closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Unlink everything and close. Everything sent before is delivered (the peers'
+        applications receive it) within ``timeout``; after it, links are dropped and
+        unconfirmed cookies are lost. Idempotent."""
+        deadline = _deadline(timeout)
+        node = self.node
+        with self._lock:
+            if self._closed:
+                return
+            core = self._core
+            if core.has_socket(self.tag) and not node._closed:
+                core.close_socket(self.tag, now=_monotonic())
+                node._pump_locked()
+                try:
+                    node._await(self._cond, lambda: not core.has_socket(self.tag), deadline)
+                except errors.ClosedError:
+                    pass
+            if core.has_socket(self.tag):
+                core.close_socket(self.tag, now=_monotonic(), force=True)
+                node._pump_locked()
+            self._closed = True
+            node._forget_socket(self.tag)
+            self._cond.notify_all()
+
+    def __enter__(self) -> Socket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<exon.Socket {self.type} {self.node.address}/{self.tag}>"

@@ -1,0 +1,187 @@
+"""REQ/REP over real nodes sharing one media driver (IPC)."""
+
+from __future__ import annotations
+
+import pytest
+
+import exon
+
+
+def test_api_example_cookie_then_reply(make_node) -> None:
+    a, b = make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    req = b.socket("req", tag=2)
+    req.link(f"{a.address}/1", timeout=5)
+    req.send(b"ping", cookie={"id": 7}, timeout=5)
+    msg = rep.receive(timeout=5)
+    assert msg == exon.Message(b"ping", exon.Peer.parse(f"{b.address}/2"))
+    rep.send(b"pong")
+    assert req.receive(timeout=5) == exon.Cookie({"id": 7})
+    reply = req.receive(timeout=5)
+    assert isinstance(reply, exon.Message)
+    assert reply.payload == b"pong"
+    assert reply.peer == exon.Peer.parse(f"{a.address}/1")
+    req.unlink(f"{a.address}/1", timeout=5)
+    req.close()
+
+
+def test_req_round_robin_over_reps(make_node) -> None:
+    a, b = make_node(), make_node()
+    reps = [a.socket("rep", tag=10 + i) for i in range(3)]
+    req = b.socket("req")
+    for i in range(3):
+        req.link(f"{a.address}/{10 + i}", timeout=5)
+    order = []
+    for n in range(6):
+        req.send(b"q%d" % n, timeout=5)
+        # exactly one REP got it; find which
+        for i, rep in enumerate(reps):
+            try:
+                m = rep.receive(timeout=0.05 if i else 1.0)
+            except exon.Timeout:
+                continue
+            order.append(i)
+            rep.send(m.payload.upper())
+            break
+        assert req.receive(timeout=5).payload == b"Q%d" % n
+    assert sorted(order[:3]) == [0, 1, 2]
+    assert order[3:] == order[:3]
+
+
+def test_rep_answers_two_reqs_each_its_own(make_node) -> None:
+    a, b, c = make_node(), make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    r1, r2 = b.socket("req"), c.socket("req")
+    r1.link(f"{a.address}/1")
+    r2.link(f"{a.address}/1")
+    r1.send(b"from-1")
+    r2.send(b"from-2")
+    for _ in range(2):
+        m = rep.receive(timeout=5)
+        rep.send(b"answer-" + m.payload)
+    assert r1.receive(timeout=5).payload == b"answer-from-1"
+    assert r2.receive(timeout=5).payload == b"answer-from-2"
+
+
+def test_rep_fair_queues_requesters(make_node) -> None:
+    a = make_node()
+    rep = a.socket("rep", tag=1)
+    reqs = [make_node().socket("req") for _ in range(3)]
+    for r in reqs:
+        r.link(f"{a.address}/1")
+    for r in reqs:
+        r.send(b"x")
+    seen = []
+    for _ in range(3):
+        m = rep.receive(timeout=5)
+        seen.append(m.peer)
+        rep.send(b"y")
+    assert len(set(seen)) == 3
+    for r in reqs:
+        assert r.receive(timeout=5).payload == b"y"
+
+
+def test_req_ignores_stale_reply_after_timeout(make_node) -> None:
+    a, b = make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    req = b.socket("req")
+    req.link(f"{a.address}/1")
+    req.send(b"first")
+    with pytest.raises(exon.Timeout):
+        req.receive(timeout=0.2)  # abandons the request: the REQ is not wedged
+    assert rep.receive(timeout=5).payload == b"first"
+    rep.send(b"late")
+    req.send(b"second")
+    assert rep.receive(timeout=5).payload == b"second"
+    rep.send(b"fresh")
+    assert req.receive(timeout=5).payload == b"fresh"
+    assert req.stale_dropped == 1
+
+
+def test_req_takes_reply_only_from_the_peer_asked(make_node) -> None:
+    a, b = make_node(), make_node()
+    rep1, rep2 = a.socket("rep", tag=1), a.socket("rep", tag=2)
+    req = b.socket("req")
+    req.link(f"{a.address}/1")
+    req.send(b"one")
+    assert rep1.receive(timeout=5).payload == b"one"
+    with pytest.raises(exon.Timeout):
+        req.receive(timeout=0.1)  # abandon; rep1 will answer late
+    req.link(f"{a.address}/2")
+    rep1.send(b"stale")
+    req.send(b"two")
+    for rep in (rep1, rep2, rep1):
+        try:
+            m = rep.receive(timeout=0.5)
+        except exon.Timeout:
+            continue
+        assert m.payload == b"two"
+        rep.send(b"good")
+        break
+    assert req.receive(timeout=5).payload == b"good"
+    assert req.stale_dropped == 1
+
+
+def test_wrong_order_raises_state_error_saying_what_is_expected(make_node) -> None:
+    a, b = make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    req = b.socket("req")
+    with pytest.raises(exon.StateError, match="send"):
+        req.receive(timeout=1)
+    with pytest.raises(exon.StateError, match="receive"):
+        rep.send(b"nothing asked")
+    req.link(f"{a.address}/1")
+    req.send(b"a")
+    with pytest.raises(exon.StateError, match="receive"):
+        req.send(b"b")
+    rep.receive(timeout=5)
+    with pytest.raises(exon.StateError, match="send"):
+        rep.receive(timeout=1)
+    rep.send(b"ok")
+    assert req.receive(timeout=5).payload == b"ok"
+
+
+def test_incompatible_types_refused_permanently(make_node) -> None:
+    a, b = make_node(), make_node()
+    a.socket("push", tag=1)
+    req = b.socket("req")
+    with pytest.raises(exon.LinkRefused) as info:
+        req.link(f"{a.address}/1", timeout=5)
+    assert info.value.reason == "INCOMPATIBLE"
+    assert info.value.permanent
+    assert req.peers == []
+
+
+def test_link_to_missing_socket_raises_socket_not_found(make_node) -> None:
+    a, b = make_node(), make_node()
+    req = b.socket("req")
+    with pytest.raises(exon.SocketNotFound):
+        req.link(f"{a.address}/99", timeout=0.5)
+
+
+def test_link_limit_then_retry_succeeds_when_a_slot_frees(make_node) -> None:
+    import threading
+
+    a, b, c = make_node(), make_node(), make_node()
+    rep = a.socket("rep", tag=1, max_links=1)
+    r1, r2 = b.socket("req"), c.socket("req")
+    r1.link(f"{a.address}/1")
+    result: list[object] = []
+
+    def second() -> None:
+        try:
+            r2.link(f"{a.address}/1", timeout=8)
+            result.append("linked")
+        except Exception as exc:
+            result.append(exc)
+
+    t = threading.Thread(target=second)
+    t.start()
+    t.join(0.4)
+    assert not result  # refused for now (LINK_LIMIT), retrying
+    r1.unlink(f"{a.address}/1", timeout=5)
+    t.join(10)
+    assert result == ["linked"]
+    r2.send(b"hi")
+    assert rep.receive(timeout=5).payload == b"hi"
+    assert a.statistics().refusals_sent >= 1
