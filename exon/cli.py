@@ -82,5 +82,48 @@ def bench_transport(
     )
 
 
+# ---- the middleware: nodes and one-shot clients ------------------------------------------
+
+
+@main.command("node")
+@click.option("--endpoint", default="127.0.0.1:0", show_default=True, help="HOST:PORT")
+@click.option("--echo", "echo", multiple=True, type=int, help="host an echo REP on this tag")
+@click.option("--sink", "sink", multiple=True, type=int, help="host a counting PULL on this tag")
+@click.option("--driver-dir", default=None, help="use the media driver of this directory")
+def node_command(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
+                 driver_dir: str | None) -> None:
+    """Run an exon node until SIGINT/SIGTERM; prints its address first."""
+    from exon.middleware.tools import run_node
+
+    sys.exit(run_node(endpoint, echo, sink, driver_dir))
+
+
+@main.command("request")
+@click.argument("peer")
+@click.argument("data")
+@click.option("--timeout", default=5.0, show_default=True, help="seconds for each step")
+@click.option("--driver-dir", default=None, help="use the media driver of this directory")
+def request_command(peer: str, data: str, timeout: float, driver_dir: str | None) -> None:
+    """Send DATA to the REP at PEER (HOST:PORT/TAG) and print the reply."""
+    from exon.middleware.tools import request_once
+
+    sys.exit(request_once(peer, data.encode(), timeout=timeout, driver_dir=driver_dir))
+
+
+@main.command("push")
+@click.argument("peer")
+@click.argument("data")
+@click.option("--count", default=1, show_default=True, help="how many times to send DATA")
+@click.option("--timeout", default=5.0, show_default=True, help="seconds for each step")
+@click.option("--driver-dir", default=None, help="use the media driver of this directory")
+def push_command(peer: str, data: str, count: int, timeout: float,
+                 driver_dir: str | None) -> None:
+    """Send DATA to the PULL at PEER (HOST:PORT/TAG); returns once it was delivered."""
+    from exon.middleware.tools import push_once
+
+    sys.exit(push_once(peer, data.encode(), count=count, timeout=timeout,
+                       driver_dir=driver_dir))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -68,22 +68,50 @@ def exon_cli(*args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
 
 
-def read_line(proc: subprocess.Popen[str], timeout: float = 20.0) -> str:
-    """One stdout line of ``proc``, bounded in time."""
-    import selectors
+def run_cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "exon.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
 
-    sel = selectors.DefaultSelector()
-    assert proc.stdout is not None
-    sel.register(proc.stdout, selectors.EVENT_READ)
+
+def read_line(proc: subprocess.Popen[str], timeout: float = 20.0) -> str:
+    """One stdout line of ``proc``, bounded in time (a reader thread per process)."""
+    import queue
+    import threading
+
+    lines: queue.Queue[str | None] | None = getattr(proc, "_lines", None)
+    if lines is None:
+        lines = queue.Queue()
+        proc._lines = lines  # type: ignore[attr-defined]
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+    try:
+        line = lines.get(timeout=timeout)
+    except queue.Empty:
+        line = None
+    if line is None:
+        err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        raise AssertionError(f"no line from the subprocess in {timeout}s; stderr: {err[-2000:]}")
+    return line.strip()
+
+
+def rest_of_output(proc: subprocess.Popen[str], timeout: float = 20.0) -> str:
+    """Every remaining stdout line until ``proc`` exits (after :func:`read_line`)."""
+    out = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if sel.select(timeout=max(0.0, deadline - time.monotonic())):
-            line = proc.stdout.readline()
-            if line:
-                return line.strip()
+        try:
+            out.append(read_line(proc, max(0.01, deadline - time.monotonic())))
+        except AssertionError:
             break
-    err = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
-    raise AssertionError(f"no line from the subprocess in {timeout}s; stderr: {err[-2000:]}")
+    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    return "\n".join(out)
 
 
 def kill(proc: subprocess.Popen[str], sig: int | None = None) -> None:

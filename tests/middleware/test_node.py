@@ -1,0 +1,112 @@
+"""The Node over real processes: a SIGKILLed peer node, the CLI, registry and HELLO."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import exon
+from exon.middleware.node_transport import decode_hello, encode_hello, registry_path
+from tests.sockets.helpers import (
+    exon_cli,
+    kill,
+    python_process,
+    read_line,
+    rest_of_output,
+    run_cli,
+)
+
+REP_THAT_NEVER_ANSWERS = """
+import sys, time
+import exon
+node = exon.Node("127.0.0.1:0", driver_dir=sys.argv[1])
+rep = node.socket("rep", tag=5)
+print(node.address, flush=True)
+time.sleep(60)
+"""
+
+
+def test_peer_node_killed_mid_request_breaks_the_link(make_node, driver) -> None:
+    proc = python_process(REP_THAT_NEVER_ANSWERS, driver.dir)
+    try:
+        address = read_line(proc)
+        node = make_node()
+        req = node.socket("req")
+        req.link(f"{address}/5", timeout=5)
+        req.send(b"are you there", cookie="c1", timeout=5)
+        kill(proc, signal.SIGKILL)
+        started = time.monotonic()
+        item = req.receive(timeout=10)  # the cookie first: never confirmed
+        assert item == exon.CookieLost("c1")
+        with pytest.raises(exon.BrokenLink):
+            req.receive(timeout=10)
+        assert time.monotonic() - started < 10
+        assert req.peers == []
+        # the REQ is not wedged: the next call is send() again (no REP: it times out)
+        with pytest.raises(exon.Timeout):
+            req.send(b"again", timeout=0.2)
+    finally:
+        kill(proc)
+
+
+def test_cli_node_echo_and_request(driver) -> None:
+    node = exon_cli("node", "--endpoint", "127.0.0.1:0", "--echo", "7", "--sink", "8",
+                    "--driver-dir", driver.dir)
+    try:
+        address = read_line(node)
+        assert read_line(node) == f"echo {address}/7"
+        assert read_line(node) == f"sink {address}/8"
+        out = run_cli("request", f"{address}/7", "hello", "--driver-dir", driver.dir)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "hello"
+        out = run_cli("push", f"{address}/8", "x", "--count", "5", "--driver-dir",
+                     driver.dir)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "sent 5"
+        node.send_signal(signal.SIGTERM)
+        rest = rest_of_output(node, timeout=20)
+        assert node.returncode == 0
+        assert "sink 8 received 5" in rest
+    finally:
+        kill(node)
+
+
+def test_cli_request_to_missing_socket_fails_cleanly(driver) -> None:
+    with exon.Node(driver_dir=driver.dir) as node:
+        out = run_cli("request", f"{node.address}/42", "x", "--timeout", "0.5",
+                     "--driver-dir", driver.dir)
+    assert out.returncode == 1
+    assert "SocketNotFound" in out.stderr
+
+
+def test_registry_entry_lives_with_the_node(driver) -> None:
+    node = exon.Node("127.0.0.1:0", driver_dir=driver.dir)
+    path = registry_path(driver.dir, node.address)
+    assert os.path.exists(path)
+    with pytest.raises(exon.ConfigurationError):
+        exon.Node(node.address, driver_dir=driver.dir)  # the address is taken
+    node.close()
+    assert not os.path.exists(path)
+
+
+def test_hello_round_trip_and_garbage() -> None:
+    assert decode_hello(encode_hello("127.0.0.1:4000")) == "127.0.0.1:4000"
+    assert decode_hello(b"\x01\x00") is None
+    assert decode_hello(b"\x01\x00\x01\x03\x00\x00\x00\x00abc") is None  # sockets protocol
+
+
+def test_bad_endpoints_and_peers_are_configuration_errors(make_node) -> None:
+    with pytest.raises(exon.ConfigurationError):
+        exon.Node("no-port")
+    node = make_node()
+    req = node.socket("req")
+    for bad in ("127.0.0.1:5", "127.0.0.1:x/1", "127.0.0.1:5/-1", "127.0.0.1:5/4294967296"):
+        with pytest.raises(exon.ConfigurationError):
+            req.link(bad, timeout=0.1)
+    with pytest.raises(exon.ConfigurationError):
+        exon.Socket(type="dealer", node=node)
+    with pytest.raises(exon.ConfigurationError):
+        node.socket("rep", tag=req.tag)  # tag taken
