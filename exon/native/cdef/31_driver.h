@@ -28,6 +28,17 @@ typedef struct exon_driver_context_stct {
     int64_t publication_unblock_timeout_ns;
     int64_t timer_interval_ns;
     int64_t driver_timeout_ms;
+    int64_t publication_connection_timeout_ns;
+    int64_t image_liveness_timeout_ns;
+    int64_t status_message_timeout_ns;
+    int32_t publication_term_window_length;
+    int32_t initial_window_length;
+    int32_t socket_rcvbuf_length;
+    int32_t socket_sndbuf_length;
+    double receive_loss_rate;
+    int64_t receive_loss_seed;
+    double send_loss_rate;
+    int64_t send_loss_seed;
     ...;
 } exon_driver_context_t;
 

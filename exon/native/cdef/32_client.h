@@ -21,6 +21,7 @@ typedef struct exon_client_subscription_stct {
     int32_t doorbell_counter_id;
     int32_t stream_id;
     int64_t *event_count;
+    char bound_endpoint[64];
     ...;
 } exon_client_subscription_t;
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -57,6 +58,7 @@ void exon_idle_strategy_init(
     idle->min_park_ns = min_park_ns < 1 ? 1 : min_park_ns;
     idle->max_park_ns = max_park_ns < idle->min_park_ns ? idle->min_park_ns : max_park_ns;
     idle->doorbell_fd = -1;
+    idle->extra_fd = -1;
     idle->sleeping_flag = NULL;
     exon_idle_strategy_reset(idle);
 }
@@ -90,10 +92,13 @@ static void exon_idle_park(exon_idle_strategy_t *idle, int64_t park_ns)
     }
     if (idle->doorbell_fd >= 0)
     {
-        struct pollfd pfd = { .fd = idle->doorbell_fd, .events = POLLIN, .revents = 0 };
+        struct pollfd pfd[2] = {
+            { .fd = idle->doorbell_fd, .events = POLLIN, .revents = 0 },
+            { .fd = idle->extra_fd, .events = POLLIN, .revents = 0 },
+        };
         struct timespec ts = { .tv_sec = park_ns / 1000000000LL, .tv_nsec = park_ns % 1000000000LL };
-        int rc = ppoll(&pfd, 1, &ts, NULL);
-        if (rc > 0)
+        int rc = ppoll(pfd, idle->extra_fd >= 0 ? 2 : 1, &ts, NULL);
+        if (rc > 0 && (pfd[0].revents & POLLIN))
         {
             idle->wakeups_by_doorbell++;
             exon_idle_drain_doorbell(idle->doorbell_fd);
@@ -234,7 +239,9 @@ int exon_agent_runner_init(
     snprintf(runner->name, sizeof(runner->name), "%s", name);
     runner->idle = *idle;
     runner->doorbell_fd = -1;
+    runner->epoll_fd = -1;
     runner->idle.doorbell_fd = -1;
+    runner->idle.extra_fd = -1;
     runner->idle.sleeping_flag = sleeping_flag;
 
     if (exon_agent_doorbell_name(runner->doorbell_name, sizeof(runner->doorbell_name), instance_id, thread_index) < 0)
@@ -257,6 +264,16 @@ int exon_agent_runner_init(
     }
     runner->doorbell_fd = fd;
     runner->idle.doorbell_fd = fd;
+    runner->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (runner->epoll_fd < 0)
+    {
+        int err = errno;
+        close(fd);
+        runner->doorbell_fd = -1;
+        runner->idle.doorbell_fd = -1;
+        return exon_set_error(-err, "agent %s: epoll_create1: %s", name, strerror(err));
+    }
+    runner->idle.extra_fd = runner->epoll_fd;
     exon_idle_strategy_reset(&runner->idle);
     return 0;
 }
@@ -345,6 +362,12 @@ int exon_agent_runner_close(exon_agent_runner_t *runner)
         close(runner->doorbell_fd);
         runner->doorbell_fd = -1;
         runner->idle.doorbell_fd = -1;
+    }
+    if (runner->epoll_fd >= 0)
+    {
+        close(runner->epoll_fd);
+        runner->epoll_fd = -1;
+        runner->idle.extra_fd = -1;
     }
     return 0;
 }

@@ -16,7 +16,8 @@
  * datagram socket "\0exon-<driver_instance_id hex>-<thread index>". While parked the runner
  * sets its `sleeping` flag in the CnC header; a client that finds the flag set after writing
  * a command rings the doorbell (exon_agent_doorbell_ring) so the agent wakes at once instead
- * of at the end of its park. Parks are bounded (max_park_ns), so a missed ring only delays.
+ * of at the end of its park. The runner also owns an epoll set (runner->epoll_fd): agents
+ * add their UDP sockets to it, and a park ends as soon as one of them is readable. Parks are bounded (max_park_ns), so a missed ring only delays.
  *
  * Thread-safety: a runner is started and stopped by one owner thread; do_work runs only on
  * the runner's thread. exon_agent_doorbell_ring may be called from any thread/process.
@@ -61,6 +62,7 @@ typedef struct exon_idle_strategy_stct
     int64_t yields;
     int64_t park_ns;
     int doorbell_fd;            /* -1: park with nanosleep */
+    int extra_fd;               /* -1, or an fd (the runner's epoll set) that also ends a park */
     int32_t *sleeping_flag;     /* NULL: no flag (in the CnC header otherwise) */
     int64_t parks;              /* statistics: number of parks */
     int64_t wakeups_by_doorbell;/* statistics: parks cut short by a ring */
@@ -93,6 +95,7 @@ typedef struct exon_agent_runner_stct
     bool started;
     volatile int32_t running;
     int doorbell_fd;
+    int epoll_fd;               /* agents add their sockets here (EPOLLIN); a park ends on any */
     int64_t duty_cycles;
     char doorbell_name[64];
 }

@@ -852,6 +852,13 @@ int exon_client_add_subscription(
         out->doorbell_counter_id = r->doorbell_counter_id;
         out->stream_id = stream_id;
         out->event_count = &s->event_count;
+        int32_t bound_length = r->bound_endpoint_length;
+        if (bound_length > 0 && bound_length < (int32_t)sizeof(out->bound_endpoint) &&
+            p->payload_length >= (int32_t)sizeof(*r) + bound_length)
+        {
+            memcpy(out->bound_endpoint, p->payload + sizeof(*r), (size_t)bound_length);
+            out->bound_endpoint[bound_length] = '\0';
+        }
         rc = 0;
     }
     else

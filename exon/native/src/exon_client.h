@@ -58,6 +58,8 @@ typedef struct exon_client_subscription_stct
     /* bumped (release) each time an image event is queued for this subscription: readers
      * compare it with the value they saw last and drain the queue when it changed */
     int64_t *event_count;
+    /* UDP: the "host:port" the driver bound (port 0 resolved); "" for IPC */
+    char bound_endpoint[64];
 }
 exon_client_subscription_t;
 

@@ -36,6 +36,17 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->publication_unblock_timeout_ns = 15LL * 1000000000LL;
     ctx->timer_interval_ns = 1000000000LL;
     ctx->driver_timeout_ms = 10000;
+    ctx->publication_connection_timeout_ns = 5LL * 1000000000LL;
+    ctx->image_liveness_timeout_ns = 10LL * 1000000000LL;
+    ctx->status_message_timeout_ns = 200LL * 1000000LL;
+    ctx->publication_term_window_length = 0;
+    ctx->initial_window_length = 128 * 1024;
+    ctx->socket_rcvbuf_length = 0;
+    ctx->socket_sndbuf_length = 0;
+    ctx->receive_loss_rate = 0.0;
+    ctx->receive_loss_seed = 0;
+    ctx->send_loss_rate = 0.0;
+    ctx->send_loss_seed = 0;
 }
 
 static int exon_driver_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -187,6 +198,19 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     cc.publication_linger_timeout_ns = ctx->publication_linger_timeout_ns;
     cc.publication_unblock_timeout_ns = ctx->publication_unblock_timeout_ns;
     cc.timer_interval_ns = ctx->timer_interval_ns;
+    cc.term_length = ctx->term_buffer_length;
+    cc.mtu_length = ctx->mtu_length;
+    cc.publication_window_length = ctx->publication_term_window_length;
+    cc.initial_window_length = ctx->initial_window_length;
+    cc.publication_connection_timeout_ns = ctx->publication_connection_timeout_ns;
+    cc.image_liveness_timeout_ns = ctx->image_liveness_timeout_ns;
+    cc.status_message_timeout_ns = ctx->status_message_timeout_ns;
+    cc.socket_rcvbuf_length = ctx->socket_rcvbuf_length;
+    cc.socket_sndbuf_length = ctx->socket_sndbuf_length;
+    cc.receive_loss_rate = ctx->receive_loss_rate;
+    cc.receive_loss_seed = ctx->receive_loss_seed;
+    cc.send_loss_rate = ctx->send_loss_rate;
+    cc.send_loss_seed = ctx->send_loss_seed;
     rc = exon_driver_conductor_init(&d->conductor, &d->cnc, &cc);
     if (rc < 0)
     {
@@ -233,6 +257,15 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
                 exon_agent_runner_add(&d->runners[0], &receiver_agent);
             }
             break;
+    }
+    if (rc >= 0)
+    {
+        /* the sender's and receiver's runners: their sockets end the runner's parks */
+        int sender_runner = ctx->threading_mode == EXON_THREADING_DEDICATED ? 1 :
+            (ctx->threading_mode == EXON_THREADING_SHARED_NETWORK ? 1 : 0);
+        int receiver_runner = ctx->threading_mode == EXON_THREADING_DEDICATED ? 2 : sender_runner;
+        d->conductor.sender_epoll_fd = d->runners[sender_runner].epoll_fd;
+        d->conductor.receiver_epoll_fd = d->runners[receiver_runner].epoll_fd;
     }
     for (int32_t i = 0; rc >= 0 && i < d->runner_count; i++)
     {

@@ -51,6 +51,17 @@ typedef struct exon_driver_context_stct
     int64_t publication_unblock_timeout_ns;
     int64_t timer_interval_ns;
     int64_t driver_timeout_ms;        /* written to the CnC: clients' heartbeat staleness limit */
+    int64_t publication_connection_timeout_ns; /* UDP: not connected after this without SMs */
+    int64_t image_liveness_timeout_ns;        /* UDP: image removed after this without packets */
+    int64_t status_message_timeout_ns;        /* UDP: SM at least this often */
+    int32_t publication_term_window_length;   /* UDP: 0 = term length / 2 */
+    int32_t initial_window_length;            /* UDP: receiver window cap (128 KiB) */
+    int32_t socket_rcvbuf_length;             /* 0 = OS default */
+    int32_t socket_sndbuf_length;
+    double receive_loss_rate;                 /* debug loss on receive (data only) */
+    int64_t receive_loss_seed;
+    double send_loss_rate;                    /* debug loss on send (data only) */
+    int64_t send_loss_seed;
 }
 exon_driver_context_t;
 

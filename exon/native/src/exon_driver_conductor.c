@@ -12,6 +12,14 @@
 #include "exon_layout.h"
 #include "exon_doorbell.h"
 #include "exon_driver_conductor.h"
+#include "exon_uri.h"
+#include "exon_udp_channel.h"
+#include "exon_network_publication.h"
+#include "exon_publication_image.h"
+#include <sys/epoll.h>
+
+#define EXON_DC_CHANNEL_IPC 0
+#define EXON_DC_CHANNEL_UDP (-1)
 
 #define EXON_DC_COMMAND_LIMIT 16
 
@@ -51,6 +59,37 @@ struct exon_dc_publication_link_stct
     int64_t registration_id;
     int64_t client_id;
     exon_dc_ipc_publication_t *publication;
+    exon_dc_net_publication_t *net;        /* UDP link (publication NULL) */
+};
+
+struct exon_dc_net_publication_stct
+{
+    int64_t registration_id;
+    int32_t stream_id;
+    int32_t session_id;
+    bool exclusive;
+    int32_t state;                          /* EXON_NETPUB_* */
+    int32_t refcount;
+    int32_t pub_lmt_id;
+    int32_t snd_pos_id;
+    int32_t snd_lmt_id;
+    int32_t window;
+    int64_t clean_position;
+    int64_t drain_deadline_ns;
+    int64_t linger_deadline_ns;
+    char key[EXON_UDP_ADDR_TEXT_MAX];       /* destination "host:port" */
+    exon_log_t log;
+    exon_network_publication_t np;
+};
+
+struct exon_dc_image_stct
+{
+    int64_t correlation_id;
+    exon_log_t log;
+    exon_publication_image_t img;
+    exon_dc_subscription_t *subs[EXON_IMAGE_MAX_SUBSCRIBERS];
+    int32_t sub_count;
+    char source[EXON_UDP_ADDR_TEXT_MAX];
 };
 
 struct exon_dc_subscription_stct
@@ -60,6 +99,8 @@ struct exon_dc_subscription_stct
     int32_t stream_id;
     int32_t doorbell_id;
     bool doorbell_owned;
+    bool udp;
+    exon_receive_endpoint_t *endpoint;
 };
 
 struct exon_dc_subscriber_position_stct
@@ -68,6 +109,14 @@ struct exon_dc_subscriber_position_stct
     exon_dc_subscription_t *subscription;
     int32_t counter_id;
 };
+
+static void exon_dc_release_net_publication(exon_driver_conductor_t *c, exon_dc_net_publication_t *pub, int64_t now_ns);
+static void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
+static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exon_publication_command_t *cmd,
+    const exon_uri_t *uri, bool exclusive, exon_dc_client_t *client, int64_t now_ns);
+static int exon_dc_setup_udp_subscription(
+    exon_driver_conductor_t *c, exon_dc_subscription_t *sub, const exon_uri_t *uri, char *why, size_t why_length);
+static void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
@@ -210,7 +259,8 @@ static void exon_dc_ring_subscription(exon_driver_conductor_t *c, exon_dc_subscr
  * Channel check for what the conductor supports now. Returns 0 for IPC, or an
  * EXON_DRIVER_ERR_* code (> 0) with `why` filled.
  */
-static int exon_dc_parse_channel(const char *channel, int32_t length, char *why, size_t why_length)
+static int exon_dc_parse_channel(
+    const char *channel, int32_t length, char *why, size_t why_length, exon_uri_t *uri)
 {
     if (length <= 0 || length > EXON_MAX_CHANNEL_LENGTH)
     {
@@ -239,8 +289,23 @@ static int exon_dc_parse_channel(const char *channel, int32_t length, char *why,
     }
     if (length >= 9 && 0 == memcmp(channel, "aeron:udp", 9))
     {
-        snprintf(why, why_length, "channel '%.*s': UDP is not supported by this driver yet", length, channel);
-        return EXON_DRIVER_ERR_NOT_SUPPORTED;
+        if (exon_uri_parse(channel, (size_t)length, uri) < 0)
+        {
+            snprintf(why, why_length, "invalid channel '%.*s': %s", length, channel, exon_last_error());
+            return EXON_DRIVER_ERR_INVALID_CHANNEL;
+        }
+        if (uri->media != EXON_URI_MEDIA_UDP)
+        {
+            snprintf(why, why_length, "invalid channel '%.*s': not udp", length, channel);
+            return EXON_DRIVER_ERR_INVALID_CHANNEL;
+        }
+        if (!uri->endpoint.present)
+        {
+            snprintf(why, why_length, "invalid channel '%.*s': endpoint is required (endpoint=HOST:PORT)",
+                length, channel);
+            return EXON_DRIVER_ERR_INVALID_CHANNEL;
+        }
+        return EXON_DC_CHANNEL_UDP;
     }
     snprintf(why, why_length, "invalid channel '%.*s' (want aeron:ipc or aeron:udp?endpoint=...)", length, channel);
     return EXON_DRIVER_ERR_INVALID_CHANNEL;
@@ -554,8 +619,14 @@ static void exon_dc_publication_release(exon_driver_conductor_t *c, exon_dc_ipc_
 static void exon_dc_remove_publication_link(exon_driver_conductor_t *c, exon_dc_publication_link_t *link, int64_t now_ns)
 {
     exon_dc_ipc_publication_t *pub = link->publication;
+    exon_dc_net_publication_t *net = link->net;
     exon_dc_array_remove(&c->publication_links, link);
     free(link);
+    if (NULL != net)
+    {
+        exon_dc_release_net_publication(c, net, now_ns);
+        return;
+    }
     exon_dc_publication_release(c, pub, now_ns);
 }
 
@@ -563,6 +634,10 @@ static void exon_dc_remove_publication_link(exon_driver_conductor_t *c, exon_dc_
 
 static void exon_dc_remove_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
 {
+    if (sub->udp)
+    {
+        exon_dc_remove_udp_subscription(c, sub);
+    }
     for (int32_t i = c->subscriber_positions.length - 1; i >= 0; i--)
     {
         exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
@@ -627,7 +702,8 @@ static void exon_dc_on_add_publication(
     }
     const char *channel = (const char *)buf + sizeof(*cmd);
     char why[512];
-    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why));
+    exon_uri_t uri;
+    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why), &uri);
     if (err > 0)
     {
         exon_dc_send_error(c, correlation_id, err, "%s", why);
@@ -637,6 +713,11 @@ static void exon_dc_on_add_publication(
     if (NULL == client)
     {
         exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+    if (err == EXON_DC_CHANNEL_UDP)
+    {
+        exon_dc_on_add_net_publication(c, cmd, &uri, exclusive, client, now_ns);
         return;
     }
 
@@ -697,7 +778,7 @@ static void exon_dc_on_add_publication(
         for (int32_t i = 0; i < c->subscriptions.length; i++)
         {
             exon_dc_subscription_t *sub = c->subscriptions.items[i];
-            if (sub->stream_id == pub->stream_id)
+            if (!sub->udp && sub->stream_id == pub->stream_id)
             {
                 exon_dc_link(c, pub, sub);
             }
@@ -741,7 +822,8 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
     }
     const char *channel = (const char *)buf + sizeof(*cmd);
     char why[512];
-    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why));
+    exon_uri_t uri;
+    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why), &uri);
     if (err > 0)
     {
         exon_dc_send_error(c, correlation_id, err, "%s", why);
@@ -795,13 +877,35 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
         return;
     }
 
-    exon_subscription_ready_t r = {
-        .correlation_id = correlation_id,
-        .channel_status_counter_id = -1,
-        .doorbell_counter_id = sub->doorbell_id,
-        .bound_endpoint_length = 0,
-    };
-    exon_dc_transmit(c, EXON_RSP_ON_SUBSCRIPTION_READY, &r, (int32_t)sizeof(r));
+    if (err == EXON_DC_CHANNEL_UDP && exon_dc_setup_udp_subscription(c, sub, &uri, why, sizeof(why)) < 0)
+    {
+        exon_dc_array_remove(&c->subscriptions, sub);
+        if (sub->doorbell_owned)
+        {
+            exon_counters_free(&c->counters, sub->doorbell_id, exon_epoch_ms());
+        }
+        free(sub);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_CHANNEL_ENDPOINT, "%s", why);
+        return;
+    }
+
+    exon_subscription_ready_t *r = (exon_subscription_ready_t *)c->msg;
+    r->correlation_id = correlation_id;
+    r->channel_status_counter_id = -1;
+    r->doorbell_counter_id = sub->doorbell_id;
+    r->bound_endpoint_length = 0;
+    if (sub->udp)
+    {
+        int32_t n = (int32_t)strlen(sub->endpoint->bound_text);
+        memcpy(c->msg + sizeof(*r), sub->endpoint->bound_text, (size_t)n);
+        r->bound_endpoint_length = n;
+    }
+    exon_dc_transmit(c, EXON_RSP_ON_SUBSCRIPTION_READY, c->msg, (int32_t)sizeof(*r) + r->bound_endpoint_length);
+    if (sub->udp)
+    {
+        exon_dc_link_images(c, sub);
+        return;
+    }
 
     for (int32_t i = 0; i < c->publications.length; i++)
     {
@@ -894,6 +998,717 @@ static void exon_dc_on_command(
                 "unknown command type 0x%x", type);
             break;
     }
+}
+
+/* ---- UDP: network publications, receive endpoints, images ---------------------------- */
+
+static void exon_dc_epoll_add(int epoll_fd, int fd)
+{
+    if (epoll_fd >= 0 && fd >= 0)
+    {
+        struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = fd } };
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+    }
+}
+
+static void exon_dc_epoll_del(int epoll_fd, int fd)
+{
+    if (epoll_fd >= 0 && fd >= 0)
+    {
+        epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+    }
+}
+
+static void exon_dc_free_net_publication(exon_driver_conductor_t *c, exon_dc_net_publication_t *pub)
+{
+    pthread_mutex_lock(&c->sender_lock);
+    exon_dc_array_remove(&c->net_publications, pub);
+    pthread_mutex_unlock(&c->sender_lock);
+    exon_dc_epoll_del(c->sender_epoll_fd, pub->np.channel.fd);
+    exon_udp_channel_close(&pub->np.channel);
+    int64_t now_ms = exon_epoch_ms();
+    exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+    exon_counters_free(&c->counters, pub->snd_pos_id, now_ms);
+    exon_counters_free(&c->counters, pub->snd_lmt_id, now_ms);
+    char path[EXON_LOG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", pub->log.path);
+    exon_log_close(&pub->log);
+    exon_log_unlink(path);
+    free(pub);
+}
+
+static void exon_dc_release_net_publication(exon_driver_conductor_t *c, exon_dc_net_publication_t *pub, int64_t now_ns)
+{
+    if (--pub->refcount > 0 || pub->state != EXON_NP_ACTIVE)
+    {
+        return;
+    }
+    int64_t eos = exon_log_producer_position(&pub->log);
+    pub->np.end_of_stream_position = eos;
+    exon_log_set_end_of_stream(&pub->log, eos);
+    pub->drain_deadline_ns = now_ns + c->config.publication_linger_timeout_ns + c->config.publication_connection_timeout_ns;
+    pub->state = EXON_NP_DRAINING;
+    EXON_STORE_REL(&pub->np.state, EXON_NP_DRAINING);
+}
+
+static int32_t exon_dc_alloc_counter(exon_driver_conductor_t *c, int32_t type, const char *what,
+    int64_t registration_id, int32_t session_id, int32_t stream_id, const char *channel)
+{
+    char label[256];
+    int n = snprintf(label, sizeof(label), "%s: %lld %d %d %s", what, (long long)registration_id, session_id,
+        stream_id, channel);
+    if (n >= (int)sizeof(label))
+    {
+        n = (int)sizeof(label) - 1;
+    }
+    return exon_counters_allocate(&c->counters, type, NULL, 0, label, n, registration_id,
+        EXON_COUNTER_OWNER_DRIVER, exon_epoch_ms());
+}
+
+static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exon_publication_command_t *cmd,
+    const exon_uri_t *uri, bool exclusive, exon_dc_client_t *client, int64_t now_ns)
+{
+    int64_t correlation_id = cmd->correlated.correlation_id;
+    exon_udp_addr_t dest;
+    if (uri->endpoint.port == 0)
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL,
+            "publication channel needs an endpoint port (endpoint=%s:0 given)", uri->endpoint.host);
+        return;
+    }
+    if (exon_udp_addr_resolve(&dest, uri->endpoint.host, uri->endpoint.port) < 0)
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL,
+            "cannot resolve endpoint '%s': %s", uri->endpoint.host, exon_last_error());
+        return;
+    }
+    char key[EXON_UDP_ADDR_TEXT_MAX];
+    exon_udp_addr_format(&dest, key, sizeof(key));
+
+    exon_dc_net_publication_t *pub = NULL;
+    if (!exclusive && !uri->has_session_id)
+    {
+        for (int32_t i = 0; i < c->net_publications.length; i++)
+        {
+            exon_dc_net_publication_t *candidate = c->net_publications.items[i];
+            if (!candidate->exclusive && candidate->state == EXON_NP_ACTIVE &&
+                candidate->stream_id == cmd->stream_id && 0 == strcmp(candidate->key, key))
+            {
+                pub = candidate;
+                pub->refcount++;
+                break;
+            }
+        }
+    }
+    if (NULL == pub)
+    {
+        int32_t term_length = uri->term_length > 0 ? uri->term_length : c->config.term_length;
+        int32_t mtu = uri->mtu > 0 ? uri->mtu : c->config.mtu_length;
+        pub = calloc(1, sizeof(*pub));
+        if (NULL == pub)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+            return;
+        }
+        pub->registration_id = correlation_id;
+        pub->stream_id = cmd->stream_id;
+        pub->session_id = uri->has_session_id ? uri->session_id : exon_dc_next_session_id(c, cmd->stream_id);
+        pub->exclusive = exclusive;
+        pub->state = EXON_NP_ACTIVE;
+        pub->refcount = 1;
+        pub->np.channel.fd = -1;
+        snprintf(pub->key, sizeof(pub->key), "%s", key);
+        int32_t window = c->config.publication_window_length;
+        pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
+
+        char path[EXON_LOG_PATH_MAX];
+        snprintf(path, sizeof(path), "%s/publications/%lld.logbuffer", c->config.dir, (long long)correlation_id);
+        exon_log_params_t params;
+        memset(&params, 0, sizeof(params));
+        params.term_length = term_length;
+        params.mtu = mtu;
+        params.page_size = c->config.file_page_size;
+        params.initial_term_id = (int32_t)(uint32_t)exon_dc_random(c);
+        params.session_id = pub->session_id;
+        params.stream_id = cmd->stream_id;
+        params.correlation_id = correlation_id;
+        params.publication_window_length = pub->window;
+        params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
+        params.is_connected = 0;
+        params.sparse = 1;
+        if (exon_log_create(&pub->log, path, &params) < 0)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "cannot create log for %s: %s",
+                key, exon_last_error());
+            free(pub);
+            return;
+        }
+        pub->log.meta->linger_timeout_ns = c->config.publication_linger_timeout_ns;
+        pub->log.meta->signal_eos = 1;
+        /* the sender sleeps on its agent doorbell: every commit may ring it */
+        exon_log_add_doorbell(pub->log.meta, EXON_DOORBELL_SENDER);
+        EXON_STORE_REL(&pub->log.meta->exon_waiters, 1);
+
+        exon_udp_addr_t bind_addr;
+        char bind_host[EXON_URI_HOST_MAX + 8];
+        if (uri->has_interface)
+        {
+            snprintf(bind_host, sizeof(bind_host), "%s", uri->interface_name);
+            char *cut = bind_host[0] == '[' ? strchr(bind_host, ']') : strpbrk(bind_host, ":/");
+            if (bind_host[0] == '[' && cut)
+            {
+                *cut = '\0';
+                memmove(bind_host, bind_host + 1, strlen(bind_host));
+            }
+            else if (cut)
+            {
+                *cut = '\0';
+            }
+        }
+        else
+        {
+            snprintf(bind_host, sizeof(bind_host), "%s", uri->endpoint.is_ipv6 ? "::" : "0.0.0.0");
+        }
+        int rc = exon_udp_addr_resolve(&bind_addr, bind_host, 0);
+        if (rc >= 0)
+        {
+            rc = exon_udp_channel_open(&pub->np.channel, &bind_addr, c->config.socket_rcvbuf_length,
+                c->config.socket_sndbuf_length);
+        }
+        pub->pub_lmt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_PUBLISHER_LIMIT, "pub-lmt", correlation_id,
+            pub->session_id, pub->stream_id, key);
+        pub->snd_pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_SENDER_POSITION, "snd-pos", correlation_id,
+            pub->session_id, pub->stream_id, key);
+        pub->snd_lmt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_SENDER_LIMIT, "snd-lmt", correlation_id,
+            pub->session_id, pub->stream_id, key);
+        if (rc < 0 || pub->pub_lmt_id < 0 || pub->snd_pos_id < 0 || pub->snd_lmt_id < 0)
+        {
+            char saved[512];
+            snprintf(saved, sizeof(saved), "%s", rc < 0 ? exon_last_error() : "no counters left");
+            int64_t now_ms = exon_epoch_ms();
+            if (pub->pub_lmt_id >= 0) exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+            if (pub->snd_pos_id >= 0) exon_counters_free(&c->counters, pub->snd_pos_id, now_ms);
+            if (pub->snd_lmt_id >= 0) exon_counters_free(&c->counters, pub->snd_lmt_id, now_ms);
+            exon_udp_channel_close(&pub->np.channel);
+            exon_log_close(&pub->log);
+            exon_log_unlink(path);
+            free(pub);
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_CHANNEL_ENDPOINT,
+                "cannot open the send channel for %s: %s", key, saved);
+            return;
+        }
+        exon_counter_set(&c->counters, pub->pub_lmt_id, 0);
+        exon_network_publication_init(&pub->np, &pub->log, &c->counters, &dest, pub->snd_pos_id, pub->snd_lmt_id,
+            c->config.publication_connection_timeout_ns, c->send_loss_enabled ? &c->send_loss : NULL, now_ns);
+        exon_dc_epoll_add(c->sender_epoll_fd, pub->np.channel.fd);
+        pthread_mutex_lock(&c->sender_lock);
+        int added = exon_dc_array_add(&c->net_publications, pub);
+        pthread_mutex_unlock(&c->sender_lock);
+        if (added < 0)
+        {
+            exon_dc_free_net_publication(c, pub);
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+            return;
+        }
+    }
+    exon_dc_publication_link_t *link = calloc(1, sizeof(*link));
+    if (NULL == link || exon_dc_array_add(&c->publication_links, link) < 0)
+    {
+        free(link);
+        exon_dc_release_net_publication(c, pub, now_ns);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+    link->registration_id = correlation_id;
+    link->client_id = client->client_id;
+    link->net = pub;
+
+    exon_publication_ready_t *r = (exon_publication_ready_t *)c->msg;
+    int32_t log_length = (int32_t)strlen(pub->log.path);
+    r->correlation_id = correlation_id;
+    r->registration_id = pub->registration_id;
+    r->session_id = pub->session_id;
+    r->stream_id = pub->stream_id;
+    r->position_limit_counter_id = pub->pub_lmt_id;
+    r->channel_status_counter_id = pub->snd_pos_id;
+    r->log_file_length = log_length;
+    memcpy(c->msg + sizeof(*r), pub->log.path, (size_t)log_length);
+    exon_dc_transmit(c,
+        exclusive ? EXON_RSP_ON_EXCLUSIVE_PUBLICATION_READY : EXON_RSP_ON_PUBLICATION_READY,
+        c->msg, (int32_t)sizeof(*r) + log_length);
+}
+
+static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t now_ns)
+{
+    int work = 0;
+    for (int32_t i = c->net_publications.length - 1; i >= 0; i--)
+    {
+        exon_dc_net_publication_t *pub = c->net_publications.items[i];
+        int64_t snd_pos = exon_counter_get(&c->counters, pub->snd_pos_id);
+        bool connected = 0 != EXON_LOAD_ACQ(&pub->log.meta->is_connected);
+        if (pub->state == EXON_NP_ACTIVE)
+        {
+            int64_t clean_to = snd_pos - pub->log.term_length;
+            if (clean_to > pub->clean_position)
+            {
+                exon_log_clean_to(&pub->log, &pub->clean_position, clean_to);
+            }
+            int64_t limit = exon_counter_get(&c->counters, pub->pub_lmt_id);
+            int64_t new_limit = connected ? snd_pos + pub->window : snd_pos;
+            if (new_limit != limit)
+            {
+                exon_counter_set(&c->counters, pub->pub_lmt_id, new_limit);
+                work++;
+            }
+        }
+        else if (pub->state == EXON_NP_DRAINING)
+        {
+            if (snd_pos >= pub->np.end_of_stream_position || !connected || now_ns >= pub->drain_deadline_ns)
+            {
+                pub->state = EXON_NP_LINGER;
+                EXON_STORE_REL(&pub->np.state, EXON_NP_LINGER);
+                pub->linger_deadline_ns = now_ns + c->config.publication_linger_timeout_ns;
+                work++;
+            }
+        }
+        else if (now_ns >= pub->linger_deadline_ns)
+        {
+            exon_dc_free_net_publication(c, pub);
+            work++;
+        }
+    }
+    return work;
+}
+
+static void exon_dc_send_unavailable_image(exon_driver_conductor_t *c, exon_dc_image_t *image, exon_dc_subscription_t *sub)
+{
+    exon_image_message_t *m = (exon_image_message_t *)c->msg;
+    m->correlation_id = image->correlation_id;
+    m->subscription_registration_id = sub->registration_id;
+    m->stream_id = image->img.stream_id;
+    m->channel_length = 9;
+    memcpy(c->msg + sizeof(*m), "aeron:udp", 9);
+    exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_IMAGE, c->msg, (int32_t)sizeof(*m) + 9);
+    exon_dc_ring_subscription(c, sub);
+}
+
+/* Link an image to a subscription: a sub-pos counter at the image's rebuild position. */
+static void exon_dc_image_link(exon_driver_conductor_t *c, exon_dc_image_t *image, exon_dc_subscription_t *sub)
+{
+    if (image->sub_count >= EXON_IMAGE_MAX_SUBSCRIBERS)
+    {
+        exon_driver_conductor_error(c, "image %lld: too many subscriptions", (long long)image->correlation_id);
+        return;
+    }
+    int64_t join = exon_counter_get(&c->counters, image->img.rcv_pos_id);
+    char label[200];
+    int n = snprintf(label, sizeof(label), "sub-pos: %lld %d %d aeron:udp %s @%lld", (long long)sub->registration_id,
+        image->img.session_id, image->img.stream_id, image->source, (long long)join);
+    int32_t counter_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_SUBSCRIBER_POSITION, NULL, 0, label,
+        n, sub->registration_id, sub->client_id, exon_epoch_ms());
+    if (counter_id < 0)
+    {
+        exon_driver_conductor_error(c, "no counter for sub-pos of subscription %lld", (long long)sub->registration_id);
+        return;
+    }
+    exon_counter_set(&c->counters, counter_id, join);
+    if (sub->doorbell_id >= 0)
+    {
+        exon_log_add_doorbell(image->log.meta, sub->doorbell_id);
+    }
+    pthread_mutex_lock(&c->receiver_lock);
+    image->subs[image->sub_count] = sub;
+    image->img.sub_pos_ids[image->sub_count] = counter_id;
+    image->sub_count++;
+    image->img.sub_pos_count = image->sub_count;
+    pthread_mutex_unlock(&c->receiver_lock);
+
+    exon_image_ready_t *m = (exon_image_ready_t *)c->msg;
+    int32_t log_length = (int32_t)strlen(image->log.path);
+    m->correlation_id = image->correlation_id;
+    m->subscription_registration_id = sub->registration_id;
+    m->session_id = image->img.session_id;
+    m->stream_id = image->img.stream_id;
+    m->subscriber_position_counter_id = counter_id;
+    m->log_file_length = log_length;
+    uint8_t *p = c->msg + sizeof(*m);
+    memcpy(p, image->log.path, (size_t)log_length);
+    p += log_length;
+    int32_t source_length = (int32_t)strlen(image->source);
+    memcpy(p, &source_length, sizeof(source_length));
+    p += sizeof(source_length);
+    memcpy(p, image->source, (size_t)source_length);
+    p += source_length;
+    exon_dc_transmit(c, EXON_RSP_ON_AVAILABLE_IMAGE, c->msg, (int32_t)(p - c->msg));
+    exon_dc_ring_subscription(c, sub);
+}
+
+static void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
+{
+    for (int32_t i = 0; i < c->images.length; i++)
+    {
+        exon_dc_image_t *image = c->images.items[i];
+        if (image->img.endpoint == sub->endpoint && image->img.stream_id == sub->stream_id &&
+            EXON_LOAD_ACQ(&image->img.state) == EXON_IMAGE_ACTIVE)
+        {
+            exon_dc_image_link(c, image, sub);
+        }
+    }
+}
+
+/* Remove an image: out of the receiver's hands, subscriptions told (when notify), freed. */
+static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *image, bool notify)
+{
+    exon_receive_endpoint_t *ep = image->img.endpoint;
+    pthread_mutex_lock(&c->receiver_lock);
+    for (int32_t i = 0; i < ep->image_count; i++)
+    {
+        if (ep->images[i] == &image->img)
+        {
+            ep->images[i] = ep->images[ep->image_count - 1];
+            ep->image_count--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->receiver_lock);
+    int64_t now_ms = exon_epoch_ms();
+    for (int32_t i = 0; i < image->sub_count; i++)
+    {
+        if (notify)
+        {
+            exon_dc_send_unavailable_image(c, image, image->subs[i]);
+        }
+        exon_counters_free(&c->counters, image->img.sub_pos_ids[i], now_ms);
+    }
+    exon_counters_free(&c->counters, image->img.rcv_hwm_id, now_ms);
+    exon_counters_free(&c->counters, image->img.rcv_pos_id, now_ms);
+    char path[EXON_LOG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", image->log.path);
+    exon_log_close(&image->log);
+    exon_log_unlink(path);
+    exon_dc_array_remove(&c->images, image);
+    free(image);
+}
+
+static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, const exon_pending_setup_t *setup,
+    int64_t now_ns)
+{
+    bool subscribed = false;
+    for (int32_t i = 0; i < c->subscriptions.length; i++)
+    {
+        exon_dc_subscription_t *sub = c->subscriptions.items[i];
+        if (sub->udp && sub->endpoint == ep && sub->stream_id == setup->stream_id)
+        {
+            subscribed = true;
+        }
+    }
+    if (!subscribed)
+    {
+        return;
+    }
+    exon_dc_image_t *image = calloc(1, sizeof(*image));
+    if (NULL == image)
+    {
+        return;
+    }
+    image->correlation_id = (int64_t)(exon_dc_random(c) & 0x3FFFFFFFFFFFFFFFULL);
+    exon_udp_addr_format(&setup->source, image->source, sizeof(image->source));
+    char path[EXON_LOG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s/images/%lld.logbuffer", c->config.dir, (long long)image->correlation_id);
+    exon_log_params_t params;
+    memset(&params, 0, sizeof(params));
+    params.term_length = setup->term_length;
+    params.mtu = setup->mtu;
+    params.page_size = c->config.file_page_size;
+    params.initial_term_id = setup->initial_term_id;
+    params.session_id = setup->session_id;
+    params.stream_id = setup->stream_id;
+    params.correlation_id = image->correlation_id;
+    params.type = EXON_LOG_TYPE_IMAGE;
+    params.is_connected = 1;
+    params.sparse = 1;
+    if (exon_log_create(&image->log, path, &params) < 0)
+    {
+        exon_driver_conductor_error(c, "cannot create image log %s: %s", path, exon_last_error());
+        free(image);
+        return;
+    }
+    char label[64];
+    snprintf(label, sizeof(label), "%s", image->source);
+    int32_t hwm_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_HWM, "rcv-hwm", image->correlation_id,
+        setup->session_id, setup->stream_id, label);
+    int32_t pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_POSITION, "rcv-pos", image->correlation_id,
+        setup->session_id, setup->stream_id, label);
+    if (hwm_id < 0 || pos_id < 0 || exon_dc_array_add(&c->images, image) < 0)
+    {
+        int64_t now_ms = exon_epoch_ms();
+        if (hwm_id >= 0) exon_counters_free(&c->counters, hwm_id, now_ms);
+        if (pos_id >= 0) exon_counters_free(&c->counters, pos_id, now_ms);
+        exon_log_close(&image->log);
+        exon_log_unlink(path);
+        free(image);
+        return;
+    }
+    int32_t window = exon_static_window_length(setup->term_length,
+        c->config.initial_window_length > 0 ? c->config.initial_window_length : EXON_INITIAL_WINDOW_DEFAULT);
+    exon_publication_image_init(&image->img, &image->log, &c->counters, ep, setup, hwm_id, pos_id, window,
+        c->config.image_liveness_timeout_ns,
+        c->config.status_message_timeout_ns > 0 ? c->config.status_message_timeout_ns : EXON_SM_TIMEOUT_DEFAULT_NS,
+        now_ns);
+    for (int32_t i = 0; i < c->subscriptions.length; i++)
+    {
+        exon_dc_subscription_t *sub = c->subscriptions.items[i];
+        if (sub->udp && sub->endpoint == ep && sub->stream_id == setup->stream_id)
+        {
+            exon_dc_image_link(c, image, sub);
+        }
+    }
+    pthread_mutex_lock(&c->receiver_lock);
+    if (ep->image_count < EXON_ENDPOINT_MAX_IMAGES)
+    {
+        ep->images[ep->image_count++] = &image->img;
+        pthread_mutex_unlock(&c->receiver_lock);
+    }
+    else
+    {
+        pthread_mutex_unlock(&c->receiver_lock);
+        EXON_STORE_REL(&image->img.state, EXON_IMAGE_INACTIVE);
+    }
+}
+
+static int exon_dc_setup_udp_subscription(
+    exon_driver_conductor_t *c, exon_dc_subscription_t *sub, const exon_uri_t *uri, char *why, size_t why_length)
+{
+    exon_udp_addr_t addr;
+    if (exon_udp_addr_resolve(&addr, uri->endpoint.host, uri->endpoint.port) < 0)
+    {
+        snprintf(why, why_length, "cannot resolve endpoint '%s': %s", uri->endpoint.host, exon_last_error());
+        return -1;
+    }
+    char key[EXON_UDP_ADDR_TEXT_MAX];
+    exon_udp_addr_format(&addr, key, sizeof(key));
+    exon_receive_endpoint_t *ep = NULL;
+    if (uri->endpoint.port != 0)
+    {
+        for (int32_t i = 0; i < c->endpoints.length; i++)
+        {
+            exon_receive_endpoint_t *candidate = c->endpoints.items[i];
+            if (0 == strcmp(candidate->bind_text, key))
+            {
+                ep = candidate;
+                break;
+            }
+        }
+    }
+    if (NULL == ep)
+    {
+        ep = calloc(1, sizeof(*ep));
+        if (NULL == ep)
+        {
+            snprintf(why, why_length, "out of memory");
+            return -1;
+        }
+        if (exon_receive_endpoint_open(ep, &addr, &c->counters, c->config.socket_rcvbuf_length,
+            c->config.receive_loss_rate, c->config.receive_loss_seed, c->receiver_id) < 0)
+        {
+            snprintf(why, why_length, "cannot bind endpoint %s: %s", key, exon_last_error());
+            free(ep);
+            return -1;
+        }
+        snprintf(ep->bind_text, sizeof(ep->bind_text), "%s", uri->endpoint.port != 0 ? key : ep->bound_text);
+        exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
+        pthread_mutex_lock(&c->receiver_lock);
+        int rc = exon_dc_array_add(&c->endpoints, ep);
+        pthread_mutex_unlock(&c->receiver_lock);
+        if (rc < 0)
+        {
+            exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
+            exon_receive_endpoint_close(ep);
+            free(ep);
+            snprintf(why, why_length, "out of memory");
+            return -1;
+        }
+    }
+    pthread_mutex_lock(&c->receiver_lock);
+    int32_t slot = -1;
+    for (int32_t i = 0; i < ep->stream_count; i++)
+    {
+        if (ep->stream_ids[i] == sub->stream_id)
+        {
+            slot = i;
+        }
+    }
+    if (slot < 0 && ep->stream_count < EXON_ENDPOINT_MAX_STREAMS)
+    {
+        slot = ep->stream_count++;
+        ep->stream_ids[slot] = sub->stream_id;
+        ep->stream_refs[slot] = 0;
+    }
+    if (slot >= 0)
+    {
+        ep->stream_refs[slot]++;
+    }
+    pthread_mutex_unlock(&c->receiver_lock);
+    ep->refcount++;
+    sub->udp = true;
+    sub->endpoint = ep;
+    return 0;
+}
+
+static void exon_dc_close_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+{
+    for (int32_t i = c->images.length - 1; i >= 0; i--)
+    {
+        exon_dc_image_t *image = c->images.items[i];
+        if (image->img.endpoint == ep)
+        {
+            exon_dc_remove_image(c, image, false);
+            i = c->images.length;
+        }
+    }
+    pthread_mutex_lock(&c->receiver_lock);
+    exon_dc_array_remove(&c->endpoints, ep);
+    pthread_mutex_unlock(&c->receiver_lock);
+    exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
+    exon_receive_endpoint_close(ep);
+    free(ep);
+}
+
+static void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
+{
+    exon_receive_endpoint_t *ep = sub->endpoint;
+    int64_t now_ms = exon_epoch_ms();
+    for (int32_t i = 0; i < c->images.length; i++)
+    {
+        exon_dc_image_t *image = c->images.items[i];
+        pthread_mutex_lock(&c->receiver_lock);
+        for (int32_t j = 0; j < image->sub_count; j++)
+        {
+            if (image->subs[j] == sub)
+            {
+                exon_counters_free(&c->counters, image->img.sub_pos_ids[j], now_ms);
+                image->sub_count--;
+                image->subs[j] = image->subs[image->sub_count];
+                image->img.sub_pos_ids[j] = image->img.sub_pos_ids[image->sub_count];
+                image->img.sub_pos_count = image->sub_count;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&c->receiver_lock);
+        if (sub->doorbell_id >= 0)
+        {
+            bool still = false;
+            for (int32_t j = 0; j < image->sub_count; j++)
+            {
+                still = still || image->subs[j]->doorbell_id == sub->doorbell_id;
+            }
+            if (!still)
+            {
+                exon_log_remove_doorbell(image->log.meta, sub->doorbell_id);
+            }
+        }
+    }
+    pthread_mutex_lock(&c->receiver_lock);
+    for (int32_t i = 0; i < ep->stream_count; i++)
+    {
+        if (ep->stream_ids[i] == sub->stream_id && --ep->stream_refs[i] <= 0)
+        {
+            ep->stream_count--;
+            ep->stream_ids[i] = ep->stream_ids[ep->stream_count];
+            ep->stream_refs[i] = ep->stream_refs[ep->stream_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->receiver_lock);
+    /* images of a stream nobody subscribes to any more go away */
+    for (int32_t i = c->images.length - 1; i >= 0; i--)
+    {
+        exon_dc_image_t *image = c->images.items[i];
+        if (image->img.endpoint == ep && image->sub_count == 0)
+        {
+            exon_dc_remove_image(c, image, false);
+            i = c->images.length;
+        }
+    }
+    sub->endpoint = NULL;
+    if (--ep->refcount <= 0)
+    {
+        exon_dc_close_endpoint(c, ep);
+    }
+}
+
+static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
+{
+    int work = exon_dc_update_net_publications(c, now_ns);
+    for (int32_t i = 0; i < c->endpoints.length; i++)
+    {
+        exon_receive_endpoint_t *ep = c->endpoints.items[i];
+        if (0 == EXON_LOAD_ACQ(&ep->pending_count))
+        {
+            continue;
+        }
+        exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
+        pthread_mutex_lock(&c->receiver_lock);
+        int32_t count = ep->pending_count;
+        memcpy(pending, ep->pending, sizeof(pending[0]) * (size_t)count);
+        ep->pending_count = 0;
+        pthread_mutex_unlock(&c->receiver_lock);
+        for (int32_t j = 0; j < count; j++)
+        {
+            exon_dc_create_image(c, ep, &pending[j], now_ns);
+            work++;
+        }
+    }
+    for (int32_t i = c->images.length - 1; i >= 0; i--)
+    {
+        exon_dc_image_t *image = c->images.items[i];
+        int32_t state = EXON_LOAD_ACQ(&image->img.state);
+        bool remove = state == EXON_IMAGE_INACTIVE;
+        if (state == EXON_IMAGE_EOS)
+        {
+            int64_t eos = image->img.eos_position;
+            bool all = true;
+            for (int32_t j = 0; j < image->sub_count; j++)
+            {
+                all = all && exon_counter_get(&c->counters, image->img.sub_pos_ids[j]) >= eos;
+            }
+            remove = all || now_ns - image->img.last_packet_ns > image->img.liveness_timeout_ns;
+            if (!image->img.eos_seen)
+            {
+                remove = true;
+            }
+        }
+        if (remove)
+        {
+            exon_dc_remove_image(c, image, true);
+            i = c->images.length;
+            work++;
+        }
+    }
+    return work;
+}
+
+struct exon_network_publication_stct *exon_driver_conductor_net_publication(exon_driver_conductor_t *c, int32_t i)
+{
+    return &((exon_dc_net_publication_t *)c->net_publications.items[i])->np;
+}
+
+static void exon_dc_close_udp(exon_driver_conductor_t *c)
+{
+    while (c->net_publications.length > 0)
+    {
+        exon_dc_free_net_publication(c, c->net_publications.items[0]);
+    }
+    while (c->endpoints.length > 0)
+    {
+        exon_dc_close_endpoint(c, c->endpoints.items[0]);
+    }
+    free(c->net_publications.items);
+    free(c->endpoints.items);
+    free(c->images.items);
+    memset(&c->net_publications, 0, sizeof(c->net_publications));
+    memset(&c->endpoints, 0, sizeof(c->endpoints));
+    memset(&c->images, 0, sizeof(c->images));
 }
 
 /* ---- duty cycle --------------------------------------------------------------------- */
@@ -1039,6 +1854,7 @@ int exon_driver_conductor_do_work(void *state, int64_t now_ns)
     }
 
     work += exon_dc_update_publications(c, now_ns);
+    work += exon_dc_update_udp(c, now_ns);
 
     if (now_ns >= c->next_timer_ns)
     {
@@ -1071,6 +1887,16 @@ int exon_driver_conductor_init(
         seed = (uint64_t)exon_nano_clock() ^ ((uint64_t)getpid() << 32);
     }
     c->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
+    c->sender_epoll_fd = -1;
+    c->receiver_epoll_fd = -1;
+    pthread_mutex_init(&c->sender_lock, NULL);
+    pthread_mutex_init(&c->receiver_lock, NULL);
+    c->receiver_id = (int64_t)(exon_dc_random(c) & 0x7FFFFFFFFFFFFFFFULL);
+    if ((rc = exon_loss_generator_init(&c->send_loss, config->send_loss_rate, config->send_loss_seed, true)) < 0)
+    {
+        return rc;
+    }
+    c->send_loss_enabled = config->send_loss_rate > 0.0;
 
     int64_t interval = config->timer_interval_ns;
     int64_t quarter = config->client_liveness_timeout_ns / 4;
@@ -1101,6 +1927,7 @@ int exon_driver_conductor_init(
 
 void exon_driver_conductor_close(exon_driver_conductor_t *c)
 {
+    exon_dc_close_udp(c);
     while (c->publications.length > 0)
     {
         exon_dc_ipc_publication_t *pub = c->publications.items[0];

@@ -19,9 +19,12 @@
  * subscriptions reading it) and rings a subscription's doorbell when one of its images
  * comes or goes, so a subscriber asleep in wait() notices.
  *
- * Channels: "aeron:ipc" (optionally "aeron:ipc?k=v|..." with keys ignored); "aeron:udp?..."
- * is refused with EXON_DRIVER_ERR_NOT_SUPPORTED until the UDP agents exist; anything else
- * with EXON_DRIVER_ERR_INVALID_CHANNEL.
+ * Channels: "aeron:ipc" (optionally "aeron:ipc?k=v|..." with keys ignored) and
+ * "aeron:udp?endpoint=HOST:PORT|..." (parsed by exon_uri; a malformed URI is refused with
+ * EXON_DRIVER_ERR_INVALID_CHANNEL naming the bad part). UDP publications are
+ * exon_network_publication_t driven by the sender agent; UDP subscriptions share receive
+ * endpoints (exon_publication_image.h) driven by the receiver agent; a SETUP queued by the
+ * receiver becomes an image log under <dir>/images/<id>.logbuffer and ON_AVAILABLE_IMAGE.
  *
  * Thread-safety: everything here runs on the conductor's agent thread only (init/close on
  * the driver's owner thread while no runner is running).
@@ -40,6 +43,8 @@
 #include "exon_counters.h"
 #include "exon_error_log.h"
 #include "exon_logbuffer.h"
+#include "exon_loss_generator.h"
+#include <pthread.h>
 
 typedef struct exon_driver_conductor_config_stct
 {
@@ -52,6 +57,20 @@ typedef struct exon_driver_conductor_config_stct
     int64_t publication_linger_timeout_ns;
     int64_t publication_unblock_timeout_ns;
     int64_t timer_interval_ns;              /* liveness checks: min(this, liveness / 4) */
+    /* UDP (issue 3) */
+    int32_t term_length;
+    int32_t mtu_length;
+    int32_t publication_window_length;      /* 0 = term length / 2 */
+    int32_t initial_window_length;
+    int32_t socket_rcvbuf_length;
+    int32_t socket_sndbuf_length;
+    int64_t publication_connection_timeout_ns;
+    int64_t image_liveness_timeout_ns;
+    int64_t status_message_timeout_ns;
+    double receive_loss_rate;
+    int64_t receive_loss_seed;
+    double send_loss_rate;
+    int64_t send_loss_seed;
 }
 exon_driver_conductor_config_t;
 
@@ -60,6 +79,8 @@ typedef struct exon_dc_ipc_publication_stct exon_dc_ipc_publication_t;
 typedef struct exon_dc_publication_link_stct exon_dc_publication_link_t;
 typedef struct exon_dc_subscription_stct exon_dc_subscription_t;
 typedef struct exon_dc_subscriber_position_stct exon_dc_subscriber_position_t;
+typedef struct exon_dc_net_publication_stct exon_dc_net_publication_t;
+typedef struct exon_dc_image_stct exon_dc_image_t;
 
 typedef struct exon_dc_array_stct
 {
@@ -83,6 +104,18 @@ typedef struct exon_driver_conductor_stct
     exon_dc_array_t publication_links;/* exon_dc_publication_link_t* */
     exon_dc_array_t subscriptions;    /* exon_dc_subscription_t* */
     exon_dc_array_t subscriber_positions; /* exon_dc_subscriber_position_t* */
+    /* UDP: the sender iterates net_publications under sender_lock, the receiver iterates
+     * endpoints (and their images) under receiver_lock; only the conductor changes them. */
+    pthread_mutex_t sender_lock;
+    pthread_mutex_t receiver_lock;
+    exon_dc_array_t net_publications; /* exon_dc_net_publication_t* */
+    exon_dc_array_t endpoints;        /* exon_receive_endpoint_t* */
+    exon_dc_array_t images;           /* exon_dc_image_t* */
+    int sender_epoll_fd;
+    int receiver_epoll_fd;
+    exon_loss_generator_t send_loss;
+    bool send_loss_enabled;
+    int64_t receiver_id;
     int64_t next_timer_ns;
     int64_t timer_interval_ns;
     int64_t last_heartbeat_ms;
@@ -106,6 +139,9 @@ void exon_driver_conductor_close(exon_driver_conductor_t *conductor);
 /* Record an error text in the driver's error log and bump the errors counter. */
 void exon_driver_conductor_error(exon_driver_conductor_t *conductor, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The i-th network publication's sender state (sender agent, under sender_lock). */
+struct exon_network_publication_stct *exon_driver_conductor_net_publication(exon_driver_conductor_t *c, int32_t i);
 
 /* Sender/receiver duty cycles (exon_sender.c / exon_receiver.c): hooks for the UDP agents. */
 int exon_sender_do_work(void *state, int64_t now_ns);

@@ -1,17 +1,44 @@
 /*
- * exon_receiver.c: the receiver agent's duty cycle.
+ * exon_receiver.c: the receiver agent's duty cycle. `state` is the exon_driver_t.
  *
- * Hook for the UDP engineer (issue 3): receive endpoints' recvmmsg, image insertion,
- * status messages, NAKs and image liveness go here. For now (IPC only) the receiver has
- * nothing to do and reports 0 work, so its runner idles (backoff -> park on its agent
- * doorbell). `state` is the exon_driver_t (see exon_driver.h).
+ * Under the receiver lock: for every receive endpoint, recvmmsg a batch and dispatch it
+ * (DATA into images, SETUP queued for the conductor, elicit SETUP for unknown sessions),
+ * then per image: gap scan + NAK, SM, cleaning, EOS, liveness. The runner parks when
+ * nothing was done; its epoll set holds every endpoint's socket.
  */
+#include <pthread.h>
+
 #include "exon_common.h"
-#include "exon_driver_conductor.h"
+#include "exon_driver.h"
+#include "exon_publication_image.h"
 
 int exon_receiver_do_work(void *state, int64_t now_ns)
 {
-    (void)state;
-    (void)now_ns;
-    return 0;
+    exon_driver_t *d = (exon_driver_t *)state;
+    exon_driver_conductor_t *c = &d->conductor;
+    int work = 0;
+    if (0 == EXON_LOAD_RLX(&c->endpoints.length))
+    {
+        return 0;
+    }
+    pthread_mutex_lock(&c->receiver_lock);
+    for (int32_t i = 0; i < c->endpoints.length; i++)
+    {
+        exon_receive_endpoint_t *ep = c->endpoints.items[i];
+        for (int round = 0; round < 4; round++)
+        {
+            int n = exon_receive_endpoint_poll(ep, now_ns);
+            work += n;
+            if (n < EXON_ENDPOINT_BATCH)
+            {
+                break;
+            }
+        }
+        for (int32_t j = 0; j < ep->image_count; j++)
+        {
+            work += exon_publication_image_do_work(ep->images[j], now_ns);
+        }
+    }
+    pthread_mutex_unlock(&c->receiver_lock);
+    return work;
 }

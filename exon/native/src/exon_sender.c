@@ -1,17 +1,35 @@
 /*
- * exon_sender.c: the sender agent's duty cycle.
+ * exon_sender.c: the sender agent's duty cycle. `state` is the exon_driver_t.
  *
- * Hook for the UDP engineer (issue 3): network publications' send/heartbeat/SETUP work,
- * NAK-driven retransmits and status message processing go here. For now (IPC only) the
- * sender has nothing to do and reports 0 work, so its runner idles (backoff -> park on its
- * agent doorbell). `state` is the exon_driver_t (see exon_driver.h).
+ * Under the sender lock: for every network publication, read its control socket
+ * (SM/NAK/RTTM) and send what is due (SETUP, DATA within the window, retransmits,
+ * heartbeats). Publications in CLOSED state are skipped (the conductor frees them).
+ * The runner parks when nothing was done; its epoll set holds every publication's socket,
+ * and a commit to a network publication's log rings the sender's agent doorbell.
  */
+#include <pthread.h>
+
 #include "exon_common.h"
-#include "exon_driver_conductor.h"
+#include "exon_driver.h"
+#include "exon_network_publication.h"
+
 
 int exon_sender_do_work(void *state, int64_t now_ns)
 {
-    (void)state;
-    (void)now_ns;
-    return 0;
+    exon_driver_t *d = (exon_driver_t *)state;
+    exon_driver_conductor_t *c = &d->conductor;
+    int work = 0;
+    if (0 == EXON_LOAD_RLX(&c->net_publications.length))
+    {
+        return 0;
+    }
+    pthread_mutex_lock(&c->sender_lock);
+    for (int32_t i = 0; i < c->net_publications.length; i++)
+    {
+        exon_network_publication_t *np = exon_driver_conductor_net_publication(c, i);
+        work += exon_network_publication_poll_control(np, now_ns);
+        work += exon_network_publication_send(np, now_ns);
+    }
+    pthread_mutex_unlock(&c->sender_lock);
+    return work;
 }

@@ -262,6 +262,8 @@ class Subscription:
         self.stream_id = stream_id
         self.registration_id = int(info.registration_id)
         self.doorbell_counter_id = int(info.doorbell_counter_id)
+        #: UDP: the "host:port" the driver bound (a port 0 endpoint resolved); "" for IPC
+        self.bound_endpoint: str = ffi.string(info.bound_endpoint).decode()
         self._event_count = info.event_count
         self._events_seen = 0
         self._images: list[Image] = []
@@ -315,6 +317,15 @@ class Subscription:
             if image.correlation_id == correlation_id:
                 self._images.remove(image)
                 image.close()
+
+    @property
+    def resolved_channel(self) -> str:
+        """The channel with ``endpoint`` replaced by the bound endpoint (UDP port 0 resolved)."""
+        if not self.bound_endpoint or "endpoint=" not in self.channel:
+            return self.channel
+        head, _, rest = self.channel.partition("endpoint=")
+        _, bar, tail = rest.partition("|")
+        return f"{head}endpoint={self.bound_endpoint}{bar}{tail}"
 
     @property
     def images(self) -> list[Image]:

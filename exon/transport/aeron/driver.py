@@ -64,6 +64,17 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.publication_unblock_timeout_ns = settings.publication_unblock_timeout_ns
     ctx.timer_interval_ns = settings.timer_interval_ns
     ctx.driver_timeout_ms = driver_timeout_ms
+    ctx.publication_connection_timeout_ns = settings.publication_connection_timeout_ns
+    ctx.image_liveness_timeout_ns = settings.image_liveness_timeout_ns
+    ctx.status_message_timeout_ns = settings.status_message_timeout_ns
+    ctx.publication_term_window_length = settings.publication_term_window_length
+    ctx.initial_window_length = settings.initial_window_length
+    ctx.socket_rcvbuf_length = settings.socket_rcvbuf_length
+    ctx.socket_sndbuf_length = settings.socket_sndbuf_length
+    ctx.receive_loss_rate = settings.receive_loss_rate
+    ctx.receive_loss_seed = settings.receive_loss_seed
+    ctx.send_loss_rate = settings.send_loss_rate
+    ctx.send_loss_seed = settings.send_loss_seed
     return ctx
 
 

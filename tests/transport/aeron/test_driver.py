@@ -112,9 +112,15 @@ def test_backoff_idle_strategy_phases() -> None:
     assert lib.exon_idle_strategy_type(b"bogus") == lib.EXON_E_ARGUMENT
 
 
-def test_udp_is_refused_for_now_and_bad_channels_are_uri_errors(aeron: Aeron) -> None:
-    with pytest.raises(errors.DriverError, match="not supported"):
-        aeron.add_publication("aeron:udp?endpoint=127.0.0.1:40123", 1)
+def test_bad_channels_are_uri_errors_naming_the_bad_part(aeron: Aeron) -> None:
+    with pytest.raises(errors.ChannelUriError, match="99999"):
+        aeron.add_publication("aeron:udp?endpoint=127.0.0.1:99999", 1)
+    with pytest.raises(errors.ChannelUriError, match="mtu"):
+        aeron.add_subscription("aeron:udp?endpoint=127.0.0.1:0|mtu=lots", 1)
+    with pytest.raises(errors.ChannelUriError, match="endpoint"):
+        aeron.add_subscription("aeron:udp?interface=127.0.0.1", 1)
+    with pytest.raises(errors.ChannelUriError, match="port"):
+        aeron.add_publication("aeron:udp?endpoint=127.0.0.1:0", 1)
     with pytest.raises(errors.ChannelUriError, match="invalid channel"):
         aeron.add_subscription("tcp://nope", 1)
     with pytest.raises(errors.ChannelUriError, match="malformed parameter"):

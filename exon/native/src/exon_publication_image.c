@@ -1,0 +1,521 @@
+/* exon_publication_image.c: receive endpoints and images (UDP receiver side). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exon_common.h"
+#include "exon_term_rebuilder.h"
+#include "exon_publication_image.h"
+
+#define EXON_NAK_DELAY_NS (10LL * 1000)
+#define EXON_NAK_RETRY_NS (1LL * 1000 * 1000)
+#define EXON_ELICIT_INTERVAL_NS (1LL * 1000 * 1000)
+
+int exon_receive_endpoint_open(
+    exon_receive_endpoint_t *ep,
+    const exon_udp_addr_t *addr,
+    exon_counters_t *counters,
+    int32_t so_rcvbuf,
+    double loss_rate,
+    int64_t loss_seed,
+    int64_t receiver_id)
+{
+    memset(ep, 0, sizeof(*ep));
+    ep->channel.fd = -1;
+    ep->counters = counters;
+    ep->receiver_id = receiver_id;
+    ep->last_elicit_ns = INT64_MIN / 2;
+    int rc = exon_loss_generator_init(&ep->loss, loss_rate, loss_seed, true);
+    if (rc < 0)
+    {
+        return rc;
+    }
+    ep->loss_enabled = loss_rate > 0.0;
+    ep->buffers = malloc((size_t)EXON_ENDPOINT_BATCH * EXON_ENDPOINT_BUFFER_LENGTH);
+    if (NULL == ep->buffers)
+    {
+        return exon_set_error(-ENOMEM, "receive endpoint: out of memory");
+    }
+    rc = exon_udp_channel_open(&ep->channel, addr, so_rcvbuf, 0);
+    if (rc < 0)
+    {
+        free(ep->buffers);
+        ep->buffers = NULL;
+        return rc;
+    }
+    exon_udp_addr_format(&ep->channel.local, ep->bound_text, sizeof(ep->bound_text));
+    return 0;
+}
+
+void exon_receive_endpoint_close(exon_receive_endpoint_t *ep)
+{
+    exon_udp_channel_close(&ep->channel);
+    free(ep->buffers);
+    ep->buffers = NULL;
+}
+
+bool exon_receive_endpoint_has_stream(const exon_receive_endpoint_t *ep, int32_t stream_id)
+{
+    for (int32_t i = 0; i < ep->stream_count; i++)
+    {
+        if (ep->stream_ids[i] == stream_id)
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
+static exon_publication_image_t *exon_ep_find_image(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id)
+{
+    for (int32_t i = 0; i < ep->image_count; i++)
+    {
+        exon_publication_image_t *img = ep->images[i];
+        if (img->session_id == session_id && img->stream_id == stream_id)
+        {
+            return img;
+        }
+    }
+    return NULL;
+}
+
+static void exon_ep_invalid(exon_receive_endpoint_t *ep)
+{
+    exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_INVALID_PACKETS, 1);
+}
+
+static void exon_ep_send(exon_receive_endpoint_t *ep, const void *data, int32_t length, const exon_udp_addr_t *to)
+{
+    int rc = exon_udp_channel_send(&ep->channel, data, length, to);
+    if (rc < length)
+    {
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_SHORT_SENDS, 1);
+    }
+    else
+    {
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_BYTES_SENT, length);
+    }
+}
+
+static void exon_ep_send_sm(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id, int32_t term_id,
+    int32_t term_offset, int32_t window, uint8_t flags, const exon_udp_addr_t *to)
+{
+    exon_sm_header_t sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.frame_header.frame_length = EXON_SM_LENGTH;
+    sm.frame_header.version = EXON_FRAME_VERSION;
+    sm.frame_header.flags = flags;
+    sm.frame_header.type = EXON_HDR_TYPE_SM;
+    sm.session_id = session_id;
+    sm.stream_id = stream_id;
+    sm.consumption_term_id = term_id;
+    sm.consumption_term_offset = term_offset;
+    sm.receiver_window = window;
+    sm.receiver_id = ep->receiver_id;
+    exon_ep_send(ep, &sm, EXON_SM_LENGTH, to);
+    exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_STATUS_MESSAGES_SENT, 1);
+}
+
+/* Frames of a DATA datagram: back to back, aligned, the same session/stream/term. */
+static bool exon_ep_valid_data(const uint8_t *buf, int32_t length)
+{
+    const exon_data_header_t *first = (const exon_data_header_t *)buf;
+    if (first->frame_header.frame_length == 0)
+    {
+        return length >= EXON_DATA_HEADER_LENGTH;
+    }
+    if ((length & (EXON_FRAME_ALIGNMENT - 1)) != 0)
+    {
+        return false;
+    }
+    int32_t offset = 0;
+    while (offset < length)
+    {
+        if (length - offset < EXON_DATA_HEADER_LENGTH)
+        {
+            return false;
+        }
+        const exon_data_header_t *h = (const exon_data_header_t *)(buf + offset);
+        int32_t frame_length = h->frame_header.frame_length;
+        if (h->frame_header.version != EXON_FRAME_VERSION || frame_length < EXON_DATA_HEADER_LENGTH ||
+            h->session_id != first->session_id || h->stream_id != first->stream_id ||
+            h->term_id != first->term_id || h->term_offset != first->term_offset + offset)
+        {
+            return false;
+        }
+        if (h->frame_header.type == EXON_HDR_TYPE_PAD)
+        {
+            offset += EXON_DATA_HEADER_LENGTH;
+            return offset == length;
+        }
+        if (h->frame_header.type != EXON_HDR_TYPE_DATA)
+        {
+            return false;
+        }
+        int32_t aligned = EXON_ALIGN(frame_length, EXON_FRAME_ALIGNMENT);
+        if (aligned > length - offset)
+        {
+            return false;
+        }
+        offset += aligned;
+    }
+    return true;
+}
+
+static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length,
+    const exon_udp_addr_t *from, int64_t now_ns)
+{
+    if (length < EXON_DATA_HEADER_LENGTH)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    const exon_data_header_t *h = (const exon_data_header_t *)buf;
+    exon_publication_image_t *img = exon_ep_find_image(ep, h->session_id, h->stream_id);
+    if (NULL == img)
+    {
+        if (exon_receive_endpoint_has_stream(ep, h->stream_id))
+        {
+            bool pending = false;
+            for (int32_t i = 0; i < ep->pending_count; i++)
+            {
+                if (ep->pending[i].session_id == h->session_id && ep->pending[i].stream_id == h->stream_id)
+                {
+                    pending = true;
+                }
+            }
+            if (!pending && now_ns - ep->last_elicit_ns >= EXON_ELICIT_INTERVAL_NS &&
+                h->term_offset >= 0 && (h->term_offset & (EXON_FRAME_ALIGNMENT - 1)) == 0)
+            {
+                ep->last_elicit_ns = now_ns;
+                exon_ep_send_sm(ep, h->session_id, h->stream_id, h->term_id, h->term_offset, 0,
+                    EXON_SM_FLAG_SEND_SETUP, from);
+            }
+        }
+        return;
+    }
+    if (EXON_LOAD_RLX(&img->state) != EXON_IMAGE_ACTIVE)
+    {
+        return;
+    }
+    int32_t term_offset = h->term_offset;
+    if (term_offset < 0 || (term_offset & (EXON_FRAME_ALIGNMENT - 1)) != 0 ||
+        term_offset > img->term_length - EXON_DATA_HEADER_LENGTH || !exon_ep_valid_data(buf, length))
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    bool heartbeat = h->frame_header.frame_length == 0;
+    int32_t data_length = heartbeat ? 0 : length;
+    if (term_offset + data_length > img->term_length)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    int64_t position = exon_log_compute_position(h->term_id, term_offset, img->bits, img->initial_term_id);
+    int64_t proposed = position + data_length;
+    int check = exon_flow_control_receiver_check(img->sm.last_sm_position, img->window, position, proposed);
+    img->last_packet_ns = now_ns;
+    img->control_addr = *from;
+    if (heartbeat)
+    {
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_HEARTBEATS_RECEIVED, 1);
+        if (check == EXON_FLOW_OK)
+        {
+            if (proposed > img->hwm)
+            {
+                img->hwm = proposed;
+                exon_counter_set(ep->counters, img->rcv_hwm_id, proposed);
+            }
+            if (h->frame_header.flags & EXON_DATA_FLAG_EOS)
+            {
+                img->eos_position = position;
+                img->eos_seen = true;
+            }
+        }
+        return;
+    }
+    if (check == EXON_FLOW_UNDER_RUN)
+    {
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_FLOW_CONTROL_UNDER_RUNS, 1);
+        return;
+    }
+    if (check == EXON_FLOW_OVER_RUN)
+    {
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_FLOW_CONTROL_OVER_RUNS, 1);
+        return;
+    }
+    uint8_t *term = img->log->terms[exon_log_index_by_position(position, img->bits)];
+    int rc = exon_term_rebuilder_insert(term, img->term_length, term_offset, buf, length);
+    if (rc < 0)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    if (proposed > img->hwm)
+    {
+        img->hwm = proposed;
+        exon_counter_set(ep->counters, img->rcv_hwm_id, proposed);
+    }
+}
+
+static bool exon_ep_valid_setup(const exon_setup_header_t *s)
+{
+    int32_t tl = s->term_length;
+    return tl >= EXON_TERM_MIN_LENGTH && tl <= EXON_TERM_MAX_LENGTH && (tl & (tl - 1)) == 0 &&
+        s->mtu >= 64 && s->mtu <= EXON_MAX_UDP_PAYLOAD_LENGTH && (s->mtu & (EXON_FRAME_ALIGNMENT - 1)) == 0 &&
+        s->mtu <= tl && s->term_offset >= 0 && s->term_offset < tl &&
+        (s->term_offset & (EXON_FRAME_ALIGNMENT - 1)) == 0;
+}
+
+static void exon_ep_on_setup(exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length,
+    const exon_udp_addr_t *from, int64_t now_ns)
+{
+    (void)now_ns;
+    if (length < EXON_SETUP_LENGTH)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    exon_setup_header_t s;
+    memcpy(&s, buf, sizeof(s));
+    if (!exon_ep_valid_setup(&s))
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    if (!exon_receive_endpoint_has_stream(ep, s.stream_id))
+    {
+        return;
+    }
+    exon_publication_image_t *img = exon_ep_find_image(ep, s.session_id, s.stream_id);
+    if (NULL != img)
+    {
+        return;
+    }
+    for (int32_t i = 0; i < ep->pending_count; i++)
+    {
+        if (ep->pending[i].session_id == s.session_id && ep->pending[i].stream_id == s.stream_id)
+        {
+            return;
+        }
+    }
+    if (ep->pending_count >= EXON_ENDPOINT_MAX_PENDING || ep->image_count >= EXON_ENDPOINT_MAX_IMAGES)
+    {
+        return;
+    }
+    exon_pending_setup_t *p = &ep->pending[ep->pending_count++];
+    p->session_id = s.session_id;
+    p->stream_id = s.stream_id;
+    p->initial_term_id = s.initial_term_id;
+    p->active_term_id = s.active_term_id;
+    p->term_offset = s.term_offset;
+    p->term_length = s.term_length;
+    p->mtu = s.mtu;
+    p->source = *from;
+}
+
+static void exon_ep_on_rttm(exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length, const exon_udp_addr_t *from)
+{
+    if (length < EXON_RTTM_LENGTH)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    exon_rttm_header_t r;
+    memcpy(&r, buf, sizeof(r));
+    if (r.frame_header.flags & EXON_RTTM_FLAG_REPLY)
+    {
+        return;
+    }
+    r.frame_header.flags = EXON_RTTM_FLAG_REPLY;
+    r.reception_delta = 0;
+    r.receiver_id = ep->receiver_id;
+    exon_ep_send(ep, &r, EXON_RTTM_LENGTH, from);
+}
+
+void exon_receive_endpoint_on_datagram(
+    exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length, const exon_udp_addr_t *from, int64_t now_ns)
+{
+    if (length < (int32_t)sizeof(exon_frame_header_t))
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    const exon_frame_header_t *fh = (const exon_frame_header_t *)buf;
+    if (fh->version != EXON_FRAME_VERSION)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    switch (fh->type)
+    {
+        case EXON_HDR_TYPE_DATA:
+        case EXON_HDR_TYPE_PAD:
+            exon_ep_on_data(ep, buf, length, from, now_ns);
+            return;
+        case EXON_HDR_TYPE_SETUP:
+            exon_ep_on_setup(ep, buf, length, from, now_ns);
+            return;
+        case EXON_HDR_TYPE_RTTM:
+            exon_ep_on_rttm(ep, buf, length, from);
+            return;
+        default:
+            exon_ep_invalid(ep);
+            return;
+    }
+}
+
+int exon_receive_endpoint_poll(exon_receive_endpoint_t *ep, int64_t now_ns)
+{
+    exon_udp_msg_t msgs[EXON_ENDPOINT_BATCH];
+    for (int i = 0; i < EXON_ENDPOINT_BATCH; i++)
+    {
+        msgs[i].buffer = ep->buffers + (size_t)i * EXON_ENDPOINT_BUFFER_LENGTH;
+        msgs[i].capacity = EXON_ENDPOINT_BUFFER_LENGTH;
+    }
+    int n = exon_udp_channel_recv_batch(&ep->channel, msgs, EXON_ENDPOINT_BATCH);
+    if (n <= 0)
+    {
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+    {
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_BYTES_RECEIVED, msgs[i].length);
+        if (msgs[i].truncated)
+        {
+            exon_ep_invalid(ep);
+            continue;
+        }
+        if (ep->loss_enabled && exon_loss_generator_should_drop(&ep->loss, msgs[i].buffer, (size_t)msgs[i].length))
+        {
+            continue;
+        }
+        exon_receive_endpoint_on_datagram(ep, msgs[i].buffer, msgs[i].length, &msgs[i].addr, now_ns);
+    }
+    return n;
+}
+
+void exon_publication_image_init(
+    exon_publication_image_t *img,
+    exon_log_t *log,
+    exon_counters_t *counters,
+    exon_receive_endpoint_t *ep,
+    const exon_pending_setup_t *setup,
+    int32_t rcv_hwm_id,
+    int32_t rcv_pos_id,
+    int32_t window,
+    int64_t liveness_timeout_ns,
+    int64_t sm_timeout_ns,
+    int64_t now_ns)
+{
+    memset(img, 0, sizeof(*img));
+    img->log = log;
+    img->counters = counters;
+    img->endpoint = ep;
+    img->session_id = setup->session_id;
+    img->stream_id = setup->stream_id;
+    img->initial_term_id = setup->initial_term_id;
+    img->term_length = setup->term_length;
+    img->bits = exon_log_bits_to_shift(setup->term_length);
+    img->window = window;
+    img->rcv_hwm_id = rcv_hwm_id;
+    img->rcv_pos_id = rcv_pos_id;
+    img->join_position = exon_log_compute_position(
+        setup->active_term_id, setup->term_offset, img->bits, setup->initial_term_id);
+    img->hwm = img->join_position;
+    img->rcv_pos = img->join_position;
+    img->clean_position = img->join_position;
+    img->last_packet_ns = now_ns;
+    img->liveness_timeout_ns = liveness_timeout_ns;
+    img->eos_position = INT64_MAX;
+    img->state = EXON_IMAGE_ACTIVE;
+    img->control_addr = setup->source;
+    exon_loss_detector_init(&img->loss, EXON_NAK_DELAY_NS, EXON_NAK_RETRY_NS);
+    exon_sm_scheduler_init(&img->sm, sm_timeout_ns, now_ns);
+    img->sm.last_sm_position = img->join_position;
+    img->sm.last_sm_window = window;
+    exon_counter_set(counters, rcv_hwm_id, img->join_position);
+    exon_counter_set(counters, rcv_pos_id, img->join_position);
+}
+
+int64_t exon_publication_image_min_sub_pos(exon_publication_image_t *img)
+{
+    int64_t min = INT64_MAX;
+    for (int32_t i = 0; i < img->sub_pos_count; i++)
+    {
+        int64_t p = exon_counter_get(img->counters, img->sub_pos_ids[i]);
+        if (p < min)
+        {
+            min = p;
+        }
+    }
+    return min == INT64_MAX ? img->rcv_pos : min;
+}
+
+int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns)
+{
+    int32_t state = EXON_LOAD_RLX(&img->state);
+    if (state == EXON_IMAGE_INACTIVE)
+    {
+        return 0;
+    }
+    int work = 0;
+    exon_receive_endpoint_t *ep = img->endpoint;
+    if (img->hwm > img->rcv_pos)
+    {
+        const uint8_t *term = img->log->terms[exon_log_index_by_position(img->rcv_pos, img->bits)];
+        exon_loss_detector_result_t result;
+        work += exon_loss_detector_scan(&img->loss, term, img->rcv_pos, img->hwm, now_ns, img->term_length,
+            img->initial_term_id, &result);
+        if (result.rebuild_position > img->rcv_pos)
+        {
+            img->rcv_pos = result.rebuild_position;
+            exon_counter_set(img->counters, img->rcv_pos_id, img->rcv_pos);
+        }
+        if (result.send_nak)
+        {
+            exon_nak_header_t nak;
+            memset(&nak, 0, sizeof(nak));
+            nak.frame_header.frame_length = EXON_NAK_LENGTH;
+            nak.frame_header.version = EXON_FRAME_VERSION;
+            nak.frame_header.type = EXON_HDR_TYPE_NAK;
+            nak.session_id = img->session_id;
+            nak.stream_id = img->stream_id;
+            nak.term_id = result.nak_term_id;
+            nak.term_offset = result.nak_term_offset;
+            nak.length = result.nak_length;
+            exon_ep_send(ep, &nak, EXON_NAK_LENGTH, &img->control_addr);
+            exon_counter_add(img->counters, EXON_SYSTEM_COUNTER_NAK_MESSAGES_SENT, 1);
+        }
+    }
+    int64_t consumed = exon_publication_image_min_sub_pos(img);
+    if (consumed > img->rcv_pos)
+    {
+        consumed = img->rcv_pos;
+    }
+    if (state == EXON_IMAGE_ACTIVE && exon_sm_scheduler_check(&img->sm, consumed, img->window, now_ns))
+    {
+        exon_ep_send_sm(ep, img->session_id, img->stream_id,
+            exon_log_term_id_by_position(consumed, img->bits, img->initial_term_id),
+            exon_log_term_offset_by_position(consumed, img->term_length), img->window, 0, &img->control_addr);
+        work++;
+    }
+    int64_t clean_to = consumed - img->term_length;
+    if (clean_to > img->clean_position)
+    {
+        exon_log_clean_to(img->log, &img->clean_position, clean_to);
+    }
+    if (state == EXON_IMAGE_ACTIVE && img->eos_seen && img->rcv_pos >= img->eos_position)
+    {
+        exon_log_set_end_of_stream(img->log, img->eos_position);
+        EXON_STORE_REL(&img->state, EXON_IMAGE_EOS);
+        work++;
+    }
+    if (now_ns - img->last_packet_ns > img->liveness_timeout_ns)
+    {
+        EXON_STORE_REL(&img->state, EXON_IMAGE_INACTIVE);
+        work++;
+    }
+    return work;
+}

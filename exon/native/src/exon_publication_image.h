@@ -1,0 +1,158 @@
+/*
+ * exon_publication_image.h: the receiver side of UDP (Aeron's ReceiveChannelEndpoint,
+ * DataPacketDispatcher and PublicationImage), driven by the receiver agent.
+ *
+ * A receive endpoint is one bound UDP socket (aeron:udp?endpoint=HOST:PORT) shared by the
+ * subscriptions on that endpoint. Per datagram (recvmmsg batches):
+ *   - DATA/PAD for a known image: validated (frames back to back, 32-byte aligned, inside
+ *     the term, version 0), checked against the flow-control window (under/over-runs
+ *     counted and dropped), inserted into the image's term whatever the order; heartbeats
+ *     raise the high-water mark; the EOS flag records the end-of-stream position;
+ *   - DATA for an unknown session of a subscribed stream: an SM with the SETUP flag goes
+ *     back to the source (at most once per ms) to elicit a SETUP;
+ *   - SETUP for a subscribed stream without image: queued for the conductor, which creates
+ *     the image log and tells the subscriptions (ON_AVAILABLE_IMAGE);
+ *   - RTTM without the reply flag is answered; anything else is counted invalid and dropped.
+ * Per image and duty cycle: gap scan + NAK (exon_loss_detector), SMs as the subscribers
+ * consume (window / 4) or every sm_timeout, cleaning behind the slowest subscriber, EOS,
+ * and liveness (no packet for liveness_timeout_ns -> INACTIVE; the conductor removes it).
+ *
+ * Thread-safety: endpoints and images are used by the receiver agent under the driver's
+ * receiver lock; the conductor changes the image list, the stream list and sub-pos ids
+ * under that lock, and reads `state` with acquire loads.
+ */
+#ifndef EXON_PUBLICATION_IMAGE_H
+#define EXON_PUBLICATION_IMAGE_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "exon_common.h"
+#include "exon_layout.h"
+#include "exon_logbuffer.h"
+#include "exon_counters.h"
+#include "exon_udp_channel.h"
+#include "exon_loss_detector.h"
+#include "exon_flow_control.h"
+#include "exon_loss_generator.h"
+
+#define EXON_IMAGE_MAX_SUBSCRIBERS 16
+#define EXON_ENDPOINT_MAX_IMAGES 64
+#define EXON_ENDPOINT_MAX_STREAMS 32
+#define EXON_ENDPOINT_MAX_PENDING 16
+#define EXON_ENDPOINT_BATCH 16
+#define EXON_ENDPOINT_BUFFER_LENGTH (64 * 1024)
+
+#define EXON_IMAGE_ACTIVE 0
+#define EXON_IMAGE_EOS 1       /* every byte up to the EOS position arrived */
+#define EXON_IMAGE_INACTIVE 2  /* timed out (or closing): the receiver no longer touches it */
+
+typedef struct exon_receive_endpoint_stct exon_receive_endpoint_t;
+
+typedef struct exon_publication_image_stct
+{
+    exon_log_t *log;                  /* conductor-owned mapping */
+    exon_counters_t *counters;
+    exon_receive_endpoint_t *endpoint;
+    int64_t correlation_id;
+    int32_t session_id;
+    int32_t stream_id;
+    int32_t initial_term_id;
+    int32_t term_length;
+    int32_t bits;
+    int32_t window;
+    int32_t rcv_hwm_id;
+    int32_t rcv_pos_id;
+    int32_t sub_pos_ids[EXON_IMAGE_MAX_SUBSCRIBERS];
+    int32_t sub_pos_count;
+    int64_t join_position;
+    int64_t hwm;
+    int64_t rcv_pos;
+    int64_t clean_position;
+    int64_t last_packet_ns;
+    int64_t liveness_timeout_ns;
+    int64_t eos_position;
+    bool eos_seen;
+    volatile int32_t state;
+    exon_loss_detector_t loss;
+    exon_sm_scheduler_t sm;
+    exon_udp_addr_t control_addr;
+}
+exon_publication_image_t;
+
+typedef struct exon_pending_setup_stct
+{
+    int32_t session_id;
+    int32_t stream_id;
+    int32_t initial_term_id;
+    int32_t active_term_id;
+    int32_t term_offset;
+    int32_t term_length;
+    int32_t mtu;
+    exon_udp_addr_t source;
+}
+exon_pending_setup_t;
+
+struct exon_receive_endpoint_stct
+{
+    exon_udp_channel_t channel;
+    exon_counters_t *counters;
+    exon_loss_generator_t loss;
+    bool loss_enabled;
+    int64_t receiver_id;
+    int64_t last_elicit_ns;
+    int32_t stream_ids[EXON_ENDPOINT_MAX_STREAMS];  /* conductor-managed */
+    int32_t stream_refs[EXON_ENDPOINT_MAX_STREAMS];
+    int32_t stream_count;
+    exon_publication_image_t *images[EXON_ENDPOINT_MAX_IMAGES];
+    int32_t image_count;
+    exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
+    int32_t pending_count;
+    int32_t refcount;                                 /* subscriptions using it (conductor) */
+    char bind_text[EXON_UDP_ADDR_TEXT_MAX];           /* as asked: "host:port" */
+    char bound_text[EXON_UDP_ADDR_TEXT_MAX];          /* as bound */
+    uint8_t *buffers;                                 /* EXON_ENDPOINT_BATCH x BUFFER_LENGTH */
+};
+
+/* Open the socket (bound to addr) and the buffers. */
+int exon_receive_endpoint_open(
+    exon_receive_endpoint_t *ep,
+    const exon_udp_addr_t *addr,
+    exon_counters_t *counters,
+    int32_t so_rcvbuf,
+    double loss_rate,
+    int64_t loss_seed,
+    int64_t receiver_id);
+
+void exon_receive_endpoint_close(exon_receive_endpoint_t *ep);
+
+/* Receive and dispatch a batch; returns the work count. */
+int exon_receive_endpoint_poll(exon_receive_endpoint_t *ep, int64_t now_ns);
+
+/* Dispatch one datagram (tests and the poll loop). */
+void exon_receive_endpoint_on_datagram(
+    exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length, const exon_udp_addr_t *from, int64_t now_ns);
+
+bool exon_receive_endpoint_has_stream(const exon_receive_endpoint_t *ep, int32_t stream_id);
+
+/* Initialise an image over its (fresh) log after a SETUP; positions start at join. */
+void exon_publication_image_init(
+    exon_publication_image_t *img,
+    exon_log_t *log,
+    exon_counters_t *counters,
+    exon_receive_endpoint_t *ep,
+    const exon_pending_setup_t *setup,
+    int32_t rcv_hwm_id,
+    int32_t rcv_pos_id,
+    int32_t window,
+    int64_t liveness_timeout_ns,
+    int64_t sm_timeout_ns,
+    int64_t now_ns);
+
+/* Gap scan/NAK, SM, cleaning, EOS and liveness; returns the work count. */
+int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns);
+
+/* min(sub-pos) of the image's subscribers (rcv_pos when none). */
+int64_t exon_publication_image_min_sub_pos(exon_publication_image_t *img);
+
+#endif /* EXON_PUBLICATION_IMAGE_H */
