@@ -198,6 +198,12 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
     {
         return;
     }
+    if (!exon_udp_addr_equal(from, &img->control_addr))
+    {
+        /* a unicast image takes data only from the address its SETUP came from */
+        exon_ep_invalid(ep);
+        return;
+    }
     int32_t term_offset = h->term_offset;
     if (term_offset < 0 || (term_offset & (EXON_FRAME_ALIGNMENT - 1)) != 0 ||
         term_offset > img->term_length - EXON_DATA_HEADER_LENGTH || !exon_ep_valid_data(buf, length))
@@ -216,7 +222,6 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
     int64_t proposed = position + data_length;
     int check = exon_flow_control_receiver_check(img->sm.last_sm_position, img->window, position, proposed);
     img->last_packet_ns = now_ns;
-    img->control_addr = *from;
     if (heartbeat)
     {
         exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_HEARTBEATS_RECEIVED, 1);

@@ -4,7 +4,7 @@
  *
  * A receive endpoint is one bound UDP socket (aeron:udp?endpoint=HOST:PORT) shared by the
  * subscriptions on that endpoint. Per datagram (recvmmsg batches):
- *   - DATA/PAD for a known image: validated (frames back to back, 32-byte aligned, inside
+ *   - DATA/PAD for a known image, from the address its SETUP came from: validated (frames back to back, 32-byte aligned, inside
  *     the term, version 0), checked against the flow-control window (under/over-runs
  *     counted and dropped), inserted into the image's term whatever the order; heartbeats
  *     raise the high-water mark; the EOS flag records the end-of-stream position;

@@ -1,0 +1,269 @@
+"""UDP unicast between two exon media drivers on loopback: round trips, liveness, EOS,
+fuzzing the receiver port while a stream flows, and a million messages under loss."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from exon import errors
+from exon.transport.aeron import Aeron, MediaDriver
+from exon.transport.aeron.counters import SystemCounter
+from tests.transport.aeron.driver_fixtures import SMALL, unique_dir, wait_until
+
+pytestmark = pytest.mark.net
+
+STREAM = 7
+TERM = 64 * 1024
+
+
+def launch(stack: ExitStack, **settings: Any) -> tuple[MediaDriver, Aeron]:
+    opts = {**SMALL, "term_buffer_length": TERM, "dir_delete_on_shutdown": True, **settings}
+    driver = stack.enter_context(MediaDriver.launch(dir=unique_dir("udp"), **opts))
+    client = stack.enter_context(Aeron.connect(driver.dir, timeout=5.0))
+    return driver, client
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as s:
+        yield s
+
+
+def payload(i: int) -> bytes:
+    n = (4, 60, 200, 1376, 1377, 3000, 7000)[i % 7]
+    return struct.pack("<I", i) + bytes((i + j) & 0xFF for j in range(n - 4))
+
+
+def pump(pub: Any, sub: Any, messages: list[bytes], timeout: float = 20.0) -> list[bytes]:
+    """Offer every message (retrying on back pressure) while polling; return what arrived."""
+    got: list[bytes] = []
+    i = 0
+    deadline = time.monotonic() + timeout
+    while len(got) < len(messages) and time.monotonic() < deadline:
+        while i < len(messages) and pub.offer(messages[i]) > 0:
+            i += 1
+        if sub.poll(lambda data, _h: got.append(bytes(data)), 256) == 0 and i == len(messages):
+            sub.wait(0.005)
+    return got
+
+
+def connect(pub: Any, timeout: float = 5.0) -> None:
+    assert wait_until(lambda: pub.is_connected, timeout), "publication never connected"
+
+
+@pytest.mark.parametrize("mode", ["DEDICATED", "SHARED"])
+def test_round_trip_between_two_drivers(stack: ExitStack, mode: str) -> None:
+    _, rx = launch(stack, threading_mode=mode)
+    _, tx = launch(stack, threading_mode=mode)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+    assert port > 0
+    pub = tx.add_publication(f"aeron:udp?endpoint=127.0.0.1:{port}", STREAM)
+    connect(pub)
+    assert wait_until(lambda: sub.image_count == 1)
+    messages = [payload(i) for i in range(3000)]
+    assert pump(pub, sub, messages) == messages
+    assert tx.counter_value(SystemCounter.STATUS_MESSAGES_RECEIVED) > 0
+    assert rx.counter_value(SystemCounter.STATUS_MESSAGES_SENT) > 0
+    assert rx.counter_value(SystemCounter.INVALID_PACKETS) == 0
+    labels = " ".join(tx.allocated_counters().values())
+    for name in ("snd-pos", "snd-lmt", "pub-lmt"):
+        assert name in labels
+    labels = " ".join(rx.allocated_counters().values())
+    for name in ("rcv-hwm", "rcv-pos", "sub-pos"):
+        assert name in labels
+
+
+def test_two_publications_share_an_endpoint_and_uri_parameters(stack: ExitStack) -> None:
+    _, rx = launch(stack)
+    _, tx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    channel = sub.resolved_channel
+    a = tx.add_exclusive_publication(f"{channel}|mtu=4096|session-id=77", STREAM)
+    b = tx.add_exclusive_publication(f"{channel}|term-length=131072", STREAM)
+    assert a.session_id == 77
+    connect(a)
+    connect(b)
+    assert wait_until(lambda: sub.image_count == 2)
+    assert sorted(img.log.term_length for img in sub.images) == [TERM, 131072]
+    got: list[bytes] = []
+    for k in range(50):
+        assert wait_until(lambda k=k: a.offer(b"a%d" % k) > 0)
+        assert wait_until(lambda k=k: b.offer(b"b%d" % k) > 0)
+    assert wait_until(lambda: sub.poll(lambda d, _h: got.append(bytes(d)), 100) >= 0
+                      and len(got) == 100)
+    assert [g for g in got if g.startswith(b"a")] == [b"a%d" % k for k in range(50)]
+    assert [g for g in got if g.startswith(b"b")] == [b"b%d" % k for k in range(50)]
+
+
+def test_closed_publication_ends_the_stream(stack: ExitStack) -> None:
+    _, rx = launch(stack)
+    _, tx = launch(stack, publication_linger_timeout_ns=200_000_000)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    messages = [payload(i) for i in range(100)]
+    assert pump(pub, sub, messages) == messages
+    image = sub.images[0]
+    pub.close()
+    assert wait_until(lambda: image.is_end_of_stream or sub.image_count == 0, 5.0)
+    assert wait_until(lambda: sub.image_count == 0, 5.0)
+
+
+def test_vanished_publisher_times_out_the_image(stack: ExitStack) -> None:
+    _, rx = launch(stack, image_liveness_timeout_ns=300_000_000)
+    tx_stack = ExitStack()
+    _, tx = launch(tx_stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    assert wait_until(lambda: sub.image_count == 1)
+    assert pump(pub, sub, [b"before"]) == [b"before"]
+    tx_stack.close()  # the whole sending driver goes away without EOS
+    start = time.monotonic()
+    assert wait_until(lambda: sub.image_count == 0, 5.0), "image never timed out"
+    assert time.monotonic() - start >= 0.2
+    assert not any("rcv-pos" in label for label in rx.allocated_counters().values())
+
+
+def test_vanished_subscriber_disconnects_the_publication(stack: ExitStack) -> None:
+    rx_stack = ExitStack()
+    _, rx = launch(rx_stack)
+    _, tx = launch(stack, publication_connection_timeout_ns=300_000_000)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    assert pump(pub, sub, [b"hello"]) == [b"hello"]
+    rx_stack.close()
+    assert wait_until(lambda: not pub.is_connected, 5.0), "publication stayed connected"
+    assert pub.offer(b"nobody") < 0
+
+
+def test_setup_is_elicited_for_a_late_subscription(stack: ExitStack) -> None:
+    """A subscriber that appears after the first SETUPs still gets an image (SM w/ SETUP)."""
+    port_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    port_sock.bind(("127.0.0.1", 0))
+    port = port_sock.getsockname()[1]
+    port_sock.close()
+    _, tx = launch(stack)
+    pub = tx.add_publication(f"aeron:udp?endpoint=127.0.0.1:{port}", STREAM)
+    time.sleep(0.25)
+    _, rx = launch(stack)
+    sub = rx.add_subscription(f"aeron:udp?endpoint=127.0.0.1:{port}", STREAM)
+    connect(pub)
+    assert pump(pub, sub, [b"late"]) == [b"late"]
+
+
+def _mutations(rng: random.Random, sample: bytes) -> bytes:
+    kind = rng.randrange(7)
+    if kind == 0:
+        return os.urandom(rng.randrange(0, 200))
+    data = bytearray(sample)
+    if kind == 1:
+        return bytes(data[: rng.randrange(0, len(data))])            # truncated
+    if kind == 2:
+        data[4] = rng.randrange(1, 256)                              # wrong version
+        return bytes(data)
+    if kind == 3:
+        data[6:8] = struct.pack("<H", rng.choice([0x08, 0x99, 0xFFFF]))  # unknown type
+        return bytes(data)
+    if kind == 4:
+        data[0:4] = struct.pack("<i", rng.choice([-1, 1 << 30, 33, 7]))  # lying length
+        return bytes(data)
+    if kind == 5:
+        data[8:12] = struct.pack("<i", rng.randrange(-(1 << 31), 1 << 31))  # term offset
+        return bytes(data)
+    for _ in range(rng.randrange(1, 6)):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    return bytes(data)
+
+
+def test_fuzzed_datagrams_while_a_stream_flows(stack: ExitStack) -> None:
+    _, rx = launch(stack)
+    _, tx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    assert wait_until(lambda: sub.image_count == 1)
+    image = sub.images[0]
+    port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+    rng = random.Random(1234)
+    session, stream = image.log.session_id, image.log.stream_id
+    # a genuine-looking DATA frame of the live session, a SETUP and an SM to mutate
+    samples = [
+        struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, session, stream, 0, 0) + bytes(32),
+        struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, session + 1, stream, 0, 0, TERM, 1408, 0),
+        struct.pack("<iBBhiiiiiq", 36, 0, 0, 3, session, stream, 0, 0, 1 << 16, 1),
+    ]
+    fuzzer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    messages = [payload(i) for i in range(2000)]
+    got: list[bytes] = []
+    i = 0
+    sent_fuzz = 0
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < len(messages) and time.monotonic() < deadline:
+            for _ in range(5):
+                fuzzer.sendto(_mutations(rng, rng.choice(samples)), ("127.0.0.1", port))
+                sent_fuzz += 1
+            while i < len(messages) and pub.offer(messages[i]) > 0:
+                i += 1
+            sub.poll(lambda data, _h: got.append(bytes(data)), 256)
+    finally:
+        fuzzer.close()
+    assert got == messages
+    assert sent_fuzz > 100
+    assert rx.counter_value(SystemCounter.INVALID_PACKETS) > 0
+    # still healthy: more data flows afterwards
+    assert pump(pub, sub, [b"after"]) == [b"after"]
+
+
+def test_bad_udp_channels_are_refused(stack: ExitStack) -> None:
+    _, client = launch(stack)
+    with pytest.raises(errors.ChannelUriError, match="port"):
+        client.add_publication("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    with pytest.raises(errors.ChannelUriError):
+        client.add_subscription("aeron:udp?endpoint=127.0.0.1:70000", STREAM)
+    with pytest.raises(errors.ChannelUriError, match="endpoint"):
+        client.add_subscription("aeron:udp?mtu=1408", STREAM)
+    taken = client.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    # the same endpoint again is shared, not a bind error
+    again = client.add_subscription(taken.resolved_channel, STREAM + 1)
+    assert again.bound_endpoint == taken.bound_endpoint
+
+
+@pytest.mark.slow
+def test_a_million_messages_under_five_percent_loss(stack: ExitStack) -> None:
+    _, rx = launch(stack, receive_loss_rate=0.05, receive_loss_seed=42,
+                   term_buffer_length=1 << 20)
+    _, tx = launch(stack, term_buffer_length=1 << 20)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_exclusive_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    total = 1_000_000
+    state = {"next": 0, "bad": 0}
+
+    def check(data: Any, _h: Any) -> None:
+        if struct.unpack_from("<I", data)[0] != state["next"]:
+            state["bad"] += 1
+        state["next"] += 1
+
+    body = bytes(28)
+    i = 0
+    deadline = time.monotonic() + 120
+    while state["next"] < total and time.monotonic() < deadline:
+        while i < total and pub.offer(struct.pack("<I", i) + body) > 0:
+            i += 1
+        sub.poll(check, 4096)
+    assert state == {"next": total, "bad": 0}
+    assert rx.counter_value(SystemCounter.NAK_MESSAGES_SENT) > 0
+    assert tx.counter_value(SystemCounter.RETRANSMITS_SENT) > 0
