@@ -1,0 +1,99 @@
+"""``exon bench sockets``: exon's sockets beside pyzmq's, in the same run.
+
+* push/pull throughput (msgs/s), 64 B and 1 KiB, one message per call, two processes;
+* req/rep round-trip latency p50 and p99 (µs), two processes.
+
+exon's two processes are nodes of one media driver (launched here, IPC); pyzmq's use
+``ipc://``. One JSON line per case (:func:`exon.bench.report.emit`): ratio > 1 means exon
+is better.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+from exon.bench.peers import Latency, Throughput, zmq_push_pull, zmq_req_rep, zmq_unavailable_reason
+from exon.bench.report import emit
+
+__all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench"]
+
+_DRIVER = {
+    "ipc_term_buffer_length": 16 * 1024 * 1024,
+    "threading_mode": "SHARED",
+    "publication_linger_timeout_ns": 0,
+}
+
+
+def _worker(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "exon.bench.sockets_worker", *args],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def _finish(*procs: subprocess.Popen[str]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def exon_push_pull(driver_dir: str, size: int, messages: int, credits: int) -> Throughput:
+    pull = _worker("pull", driver_dir, str(messages), str(credits))
+    push = None
+    try:
+        assert pull.stdout is not None
+        peer = pull.stdout.readline().strip()
+        push = _worker("push", driver_dir, str(messages), str(size), peer)
+        out, _ = pull.communicate(timeout=600)
+        push.communicate(timeout=120)
+        return Throughput(messages, float(out.strip().splitlines()[-1]))
+    finally:
+        _finish(*(p for p in (push, pull) if p is not None))
+
+
+def exon_req_rep(driver_dir: str, size: int, round_trips: int, credits: int) -> Latency:
+    rep = _worker("rep", driver_dir, str(round_trips), str(credits))
+    req = None
+    try:
+        assert rep.stdout is not None
+        peer = rep.stdout.readline().strip()
+        req = _worker("req", driver_dir, str(round_trips), str(size), peer)
+        out, _ = req.communicate(timeout=600)
+        rep.communicate(timeout=60)
+        return Latency(tuple(float(x) for x in out.split()))
+    finally:
+        _finish(*(p for p in (req, rep) if p is not None))
+
+
+def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
+                      round_trips: int = 10_000, credits: int = 128,
+                      with_zmq: bool = True) -> list[dict[str, object]]:
+    from exon.transport.aeron import MediaDriver
+
+    reason = zmq_unavailable_reason() if with_zmq else "disabled"
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
+    directory = os.path.join(base, f"exon-bench-sockets-{uuid.uuid4().hex[:10]}")
+    lines = []
+    try:
+        with MediaDriver.launch(dir=directory, **_DRIVER):
+            for size in sizes:
+                ex = exon_push_pull(directory, size, messages, credits)
+                peer = zmq_push_pull(size, messages) if reason is None else None
+                lines.append(emit(f"push_pull_{size}B", exon=ex.rate,
+                                  peer=None if peer is None else peer.rate,
+                                  peer_name="pyzmq", unit="msgs/s", higher_is_better=True,
+                                  messages=messages, credits=credits))
+            size = 64
+            lat = exon_req_rep(directory, size, round_trips, credits)
+            zlat = zmq_req_rep(size, round_trips) if reason is None else None
+            for p in (50, 99):
+                lines.append(emit(f"req_rep_{size}B_p{p}", exon=lat.percentile(p),
+                                  peer=None if zlat is None else zlat.percentile(p),
+                                  peer_name="pyzmq", unit="us", higher_is_better=False,
+                                  round_trips=round_trips))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return lines

@@ -1,0 +1,79 @@
+"""Worker processes for the exon side of ``exon bench sockets``
+(``python -m exon.bench.sockets_worker ROLE DRIVER_DIR N [SIZE] [CREDITS]``).
+
+pull DIR N CREDITS        print the node address, receive N messages, print seconds
+                          from the first to the last
+push DIR N SIZE PEER      send N messages of SIZE bytes to PEER, one per call; close
+rep DIR N CREDITS         print the node address, answer N + N/10 requests
+req DIR N SIZE PEER       N round trips after N/10 warm-up; print each in microseconds
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from exon.middleware.node import Node
+
+
+def main(argv: list[str]) -> None:
+    role, driver_dir, count = argv[0], argv[1], int(argv[2])
+    with Node("127.0.0.1:0", driver_dir=driver_dir) as node:
+        if role == "pull":
+            sock = node.socket("pull", tag=1, credits=int(argv[3]))
+            print(f"{node.address}/1", flush=True)
+            recv = sock.receive
+            recv(timeout=60)
+            start = time.perf_counter()
+            for _ in range(count - 1):
+                recv(timeout=60)
+            print(time.perf_counter() - start, flush=True)
+        elif role == "push":
+            size, peer = int(argv[3]), argv[4]
+            sock = node.socket("push")
+            sock.link(peer, timeout=10)
+            payload = b"x" * size
+            send = sock.send
+            for _ in range(count):
+                send(payload)
+            sock.close(timeout=60)
+        elif role == "rep":
+            sock = node.socket("rep", tag=1, credits=int(argv[3]))
+            print(f"{node.address}/1", flush=True)
+            for _ in range(count + count // 10):
+                sock.send(sock.receive(timeout=60).payload)
+            sock.close(timeout=10)
+        elif role == "req":
+            size, peer = int(argv[3]), argv[4]
+            sock = node.socket("req")
+            sock.link(peer, timeout=10)
+            payload = b"x" * size
+            send, recv = sock.send, sock.receive
+            for _ in range(count // 10):
+                send(payload)
+                recv(timeout=10)
+            samples = []
+            clock = time.perf_counter_ns
+            for _ in range(count):
+                t0 = clock()
+                send(payload)
+                recv(timeout=10)
+                samples.append((clock() - t0) / 1000.0)
+            print(" ".join(f"{s:.2f}" for s in samples), flush=True)
+            sock.close(timeout=10)
+        else:
+            raise SystemExit(f"unknown role {role!r}")
+
+
+if __name__ == "__main__":
+    import os
+
+    if os.environ.get("EXON_BENCH_PROFILE"):
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        profile.runcall(main, sys.argv[1:])
+        pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    else:
+        main(sys.argv[1:])
