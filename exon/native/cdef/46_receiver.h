@@ -66,6 +66,7 @@ typedef struct exon_receiver_agent_stct
     int32_t pending_count;
     int64_t setup_elicit_interval_ns;
     int64_t image_cool_down_ns;
+    int32_t max_setup_term_length;
     int64_t cool_down_packets;
     int64_t invalid_packets;
     int64_t unknown_stream_packets;

@@ -292,6 +292,7 @@ int exon_receiver_agent_init(
     agent->channel = channel;
     agent->setup_elicit_interval_ns = 100 * MS;
     agent->image_cool_down_ns = 1000 * MS;
+    agent->max_setup_term_length = EXON_TERM_MAX_LENGTH;
     return 0;
 }
 
@@ -464,7 +465,7 @@ static void on_setup(exon_receiver_agent_t *agent, const uint8_t *frame, const e
     {
         return;
     }
-    if (exon_setup_check(&setup) < 0)
+    if (exon_setup_check(&setup) < 0 || setup.term_length > agent->max_setup_term_length)
     {
         agent->invalid_packets++;
         return;
@@ -545,7 +546,7 @@ int exon_receiver_agent_do_work(exon_receiver_agent_t *agent, int64_t now_ns)
             return rc;
         }
         work += rc;
-        if (image->state != EXON_NETIMG_ACTIVE)
+        if (image->state != EXON_NETIMG_ACTIVE && agent->removed_count < EXON_RECEIVER_MAX_IMAGES)
         {
             agent->images[i] = agent->images[--agent->image_count];
             agent->removed[agent->removed_count++] = image;

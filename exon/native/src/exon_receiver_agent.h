@@ -156,6 +156,7 @@ typedef struct exon_receiver_agent_stct
     /* a retired image's session is ignored until it has been silent for image_cool_down_ns */
     struct { int32_t session_id; int32_t stream_id; int64_t until_ns; } cool_down[EXON_RECEIVER_MAX_IMAGES];
     int64_t image_cool_down_ns;       /* 1 s */
+    int32_t max_setup_term_length;    /* SETUPs asking for longer terms are refused (counted invalid) */
     int64_t cool_down_packets;
     exon_loss_generator_t receive_loss;
     int64_t invalid_packets;
