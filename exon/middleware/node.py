@@ -284,6 +284,20 @@ class Node:
             for sock in touched:
                 sock._cond.notify_all()
 
+    def _flush_fast(self) -> None:
+        """After a send or a delivery: send the core's frames; pump fully only when the
+        core also produced events (the common case has none)."""
+        core = self._core
+        frames = core.frames_to_send()
+        if frames:
+            self._send_frames(frames)
+        ev = core.next_event()
+        if ev is not None:
+            self._dispatch_events([ev])
+            self._pump_locked()
+        elif self._lost:
+            self._pump_locked()
+
     def _dispatch_events(self, events: list[Any]) -> None:
         sockets = self._sockets
         touched = self._touched
@@ -418,7 +432,8 @@ class Node:
             return 0
         self._lock.release()
         try:
-            self._connect_pending()
+            if self._to_connect:
+                self._connect_pending()
             batches, gone = transport.poll(_POLL_LIMIT)
         finally:
             self._lock.acquire()

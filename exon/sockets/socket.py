@@ -291,9 +291,9 @@ class Socket:
             msg = self._accept_locked(ev)
             if msg is not None:
                 self._cookie_run = 0
-                self.node._pump_locked()
+                self.node._flush_fast()
                 return msg
-            self.node._pump_locked()
+            self.node._flush_fast()
         if cookies:
             self._cookie_run += 1
             return cookies.popleft()
@@ -394,7 +394,7 @@ class Socket:
                     ) from None
                 raise
             else:
-                node._pump_locked()
+                node._flush_fast()
                 return dest
 
             def ready() -> bool:
