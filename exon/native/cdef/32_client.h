@@ -52,3 +52,4 @@ int exon_client_add_subscription(exon_client_t *client, const char *channel, int
 int exon_client_remove_subscription(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
 int exon_client_poll_image_event(exon_client_t *client, int64_t subscription_registration_id, exon_image_event_t *out);
 int exon_client_terminate_driver(exon_client_t *client, int64_t timeout_ns);
+void exon_client_attach_publication(exon_client_t *client, exon_publication_t *pub);

@@ -939,3 +939,22 @@ int exon_client_terminate_driver(exon_client_t *c, int64_t timeout_ns)
     free(p);
     return rc < 0 ? rc : 0;
 }
+
+static void exon_client_agent_ring(void *ctx, int32_t doorbell_id)
+{
+    exon_client_t *c = (exon_client_t *)ctx;
+    if (doorbell_id == EXON_DOORBELL_SENDER)
+    {
+        int32_t index = c->cnc.header->agent_thread_index[EXON_AGENT_SENDER];
+        if (index >= 0 && index < EXON_AGENT_COUNT)
+        {
+            exon_agent_doorbell_ring(c->instance_id, index, &c->cnc.header->agent_state[index].sleeping);
+        }
+    }
+}
+
+void exon_client_attach_publication(exon_client_t *client, exon_publication_t *pub)
+{
+    pub->agent_ring = exon_client_agent_ring;
+    pub->agent_ring_ctx = client;
+}

@@ -26,6 +26,7 @@
 #include <pthread.h>
 
 #include "exon_common.h"
+#include "exon_publication.h"
 #include "exon_cnc.h"
 #include "exon_cnc_file.h"
 
@@ -130,5 +131,11 @@ int exon_client_poll_image_event(exon_client_t *client, int64_t subscription_reg
 
 /* Ask the driver to terminate (TERMINATE_DRIVER); waits for the acknowledgement. */
 int exon_client_terminate_driver(exon_client_t *client, int64_t timeout_ns);
+
+/*
+ * Let commits to `pub` wake the driver's sender agent when it sleeps (a UDP publication's
+ * log lists EXON_DOORBELL_SENDER in its doorbell table). `client` must outlive `pub`'s use.
+ */
+void exon_client_attach_publication(exon_client_t *client, exon_publication_t *pub);
 
 #endif /* EXON_CLIENT_H */

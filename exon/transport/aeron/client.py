@@ -156,6 +156,7 @@ class Aeron:
             on_close=self._on_publication_close,
             owns_log=True,
         )
+        lib.exon_client_attach_publication(handle, pub.cdata)  # commits wake the sender
         pub.channel = channel  # type: ignore[attr-defined]
         pub.original_registration_id = int(info.original_registration_id)  # type: ignore[attr-defined]
         with self._lock:
