@@ -138,6 +138,7 @@ class Node:
         self._role: int | None = None  # thread ident holding the poll role
         self._role_waiters: list[threading.Condition] = []
         self._last_client_poll = 0.0
+        self._activity = 0  # bumped by client calls; the dispatcher stays off while it moves
         self._backlog: dict[str, deque[bytes]] = {}
         self._to_connect: set[str] = set()
         self._connecting = threading.Lock()
@@ -521,11 +522,13 @@ class Node:
 
     def _dispatch_loop(self) -> None:
         lock = self._lock
+        seen = -1
         with lock:
             while not self._closed:
                 now = _monotonic()
-                if (self._role is not None or self._role_waiters
+                if (self._role is not None or self._role_waiters or seen != self._activity
                         or now - self._last_client_poll < DISPATCH_GRACE):
+                    seen = self._activity
                     self._dispatch_cond.wait(DISPATCH_GRACE * 2)
                     continue
                 self._role = _DISPATCHER

@@ -316,6 +316,7 @@ class Socket:
         """The next cookie or message; blocks up to ``timeout`` seconds."""
         with self._lock:
             self._check_open()
+            self.node._activity += 1
             item = self._take_locked()
             if item is not None:
                 return item
@@ -379,6 +380,7 @@ class Socket:
         tag = self.tag
         node = self.node
         epoch = self._broken_epoch
+        node._activity += 1
         while True:
             self._check_open()
             try:
