@@ -105,3 +105,8 @@ def test_peer_node_killed_over_udp_breaks_the_link(udp_nodes) -> None:
         assert time.monotonic() - started < 15
     finally:
         kill(proc)
+        import glob
+        import shutil
+
+        for leftover in glob.glob(f"/dev/shm/exon-node-{proc.pid}-*"):  # its driver's dir
+            shutil.rmtree(leftover, ignore_errors=True)
