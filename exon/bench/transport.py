@@ -9,10 +9,19 @@ Cases (one JSON line each, see :mod:`exon.bench.report`):
 - ``python-ipc-throughput``: a publisher process doing one ``offer`` per message from Python
   and this process polling with a handler, against pyzmq PUSH/PULL over ``ipc://`` between
   two processes, one message per Python call.
+- ``native-udp-throughput`` (``--channel aeron:udp?endpoint=HOST:PORT``): a C publisher
+  thread and a C subscriber thread over a UDP publication looped back into the same
+  embedded exon driver (SHARED threading, like the peer), against Aeron's
+  ``EmbeddedThroughput`` on the same kind of channel; NAKs and retransmits per million
+  messages are reported.
+- ``pingpong-udp`` / ``pingpong-ipc``: round-trip latency percentiles (p50/p99/p99.9, us)
+  of a C ping thread and a C pong thread through the driver (exon only: the peer's
+  EmbeddedPingPong hard-codes a DEDICATED driver that starves a 2-core machine).
 """
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,8 +33,9 @@ from exon.bench.report import emit
 from exon.native import ffi, lib
 
 
-def _ipc_pair(aeron: Any, channel: str, stream_id: int, timeout: float = 5.0) -> tuple[Any, Any]:
-    sub = aeron.add_subscription(channel, stream_id)
+def _ipc_pair(aeron: Any, channel: str, stream_id: int, timeout: float = 5.0,
+              existing_sub: Any = None) -> tuple[Any, Any]:
+    sub = existing_sub if existing_sub is not None else aeron.add_subscription(channel, stream_id)
     pub = aeron.add_exclusive_publication(channel, stream_id)
     deadline = time.monotonic() + timeout
     while not sub.images or not pub.is_connected:
@@ -114,6 +124,130 @@ def python_ipc_throughput(size: int, messages: int) -> float:
                 worker.wait()
 
 
+def _free_udp_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _udp_host(channel: str) -> str:
+    from exon.transport.aeron.channel import parse
+
+    uri = parse(channel)
+    endpoint = getattr(uri, "endpoint", None)
+    host = getattr(endpoint, "host", None) if endpoint is not None else None
+    return str(host or "127.0.0.1")
+
+
+def native_udp_throughput(size: int, seconds: float, host: str) -> dict[str, float]:
+    """Messages/s of exon's C loop over a UDP publication looped back into one driver."""
+    from exon.transport.aeron import Aeron, MediaDriver
+    from exon.transport.aeron.counters import SystemCounter
+
+    with (
+        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
+        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
+        Aeron.connect(dir=driver.dir) as aeron,
+    ):
+        sub = aeron.add_subscription(f"aeron:udp?endpoint={host}:0", 1001)
+        pub, sub = _ipc_pair(aeron, sub.resolved_channel, 1001, existing_sub=sub)
+        naks0 = aeron.counter_value(SystemCounter.NAK_MESSAGES_SENT)
+        retx0 = aeron.counter_value(SystemCounter.RETRANSMITS_SENT)
+        result = ffi.new("exon_bench_result_t *")
+        rc = lib.exon_bench_net_throughput(
+            pub.cdata, sub.images[0].cdata, size, int(seconds * 1e9), result
+        )
+        if rc < 0:
+            raise RuntimeError(f"native UDP benchmark failed: {rc}")
+        millions = max(result.messages, 1) / 1e6
+        return {
+            "rate": float(result.messages_per_second),
+            "naks_per_million": (aeron.counter_value(SystemCounter.NAK_MESSAGES_SENT) - naks0)
+            / millions,
+            "retransmits_per_million": (
+                aeron.counter_value(SystemCounter.RETRANSMITS_SENT) - retx0
+            ) / millions,
+        }
+
+
+def native_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[str, float]:
+    """Round-trip percentiles (us) of a C ping/pong pair through one embedded driver."""
+    from exon.transport.aeron import Aeron, MediaDriver
+
+    with (
+        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
+        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
+        Aeron.connect(dir=driver.dir) as aeron,
+    ):
+        if kind == "udp":
+            ping_sub = aeron.add_subscription(f"aeron:udp?endpoint={host}:0", 1001)
+            pong_sub = aeron.add_subscription(f"aeron:udp?endpoint={host}:0", 1002)
+            ping_ch, pong_ch = ping_sub.resolved_channel, pong_sub.resolved_channel
+        else:
+            ping_sub = aeron.add_subscription("aeron:ipc", 1001)
+            pong_sub = aeron.add_subscription("aeron:ipc", 1002)
+            ping_ch = pong_ch = "aeron:ipc"
+        ping_pub, ping_sub = _ipc_pair(aeron, ping_ch, 1001, existing_sub=ping_sub)
+        pong_pub, pong_sub = _ipc_pair(aeron, pong_ch, 1002, existing_sub=pong_sub)
+        rtt = ffi.new("int64_t[]", round_trips)
+        done = lib.exon_bench_net_pingpong(
+            ping_pub.cdata, ping_sub.images[0].cdata, pong_pub.cdata, pong_sub.images[0].cdata,
+            size, round_trips, int(120e9), rtt,
+        )
+        if done < round_trips // 2:
+            raise RuntimeError(f"ping-pong stopped after {done} round trips")
+        values = sorted(rtt[i] for i in range(done // 10, done))  # first 10%: warm-up
+
+        def pct(p: float) -> float:
+            return values[min(len(values) - 1, int(p * len(values)))] / 1000.0
+
+        return {"p50": pct(0.5), "p99": pct(0.99), "p99.9": pct(0.999)}
+
+
+def run_udp_bench(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...],
+                  seconds: float, messages: int) -> None:
+    host = _udp_host(channel)
+    for size in sizes:
+        peer = None
+        peer_note = None
+        if "aeron" in peers:
+            reason = peer_runs.aeron_peer_unavailable_reason()
+            if reason is None:
+                peer_channel = f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"
+                peer = peer_runs.java_udp_throughput(size, messages, peer_channel)
+            else:
+                peer_note = reason
+        figures = native_udp_throughput(size, seconds, host)
+        emit(
+            f"native-udp-throughput-{size}B",
+            exon=figures["rate"],
+            peer=peer,
+            peer_name="aeron-java EmbeddedThroughput (UDP loopback)",
+            unit="msgs/s",
+            higher_is_better=True,
+            size=size,
+            channel=channel,
+            naks_per_million=round(figures["naks_per_million"], 3),
+            retransmits_per_million=round(figures["retransmits_per_million"], 3),
+            peer_note=peer_note,
+        )
+    for kind in ("udp", "ipc"):
+        size = 32
+        lat = native_pingpong(kind, size, 50_000, host)
+        for name in ("p50", "p99", "p99.9"):
+            emit(
+                f"pingpong-{kind}-{size}B-{name}",
+                exon=lat[name],
+                peer=None,
+                peer_name="aeron-java EmbeddedPingPong",
+                unit="us",
+                higher_is_better=False,
+                size=size,
+                peer_note="not run: EmbeddedPingPong hard-codes a DEDICATED driver "
+                "(5 spinning threads on this 2-core machine)",
+            )
+
+
 def run_transport_bench(
     *,
     channel: str,
@@ -122,6 +256,10 @@ def run_transport_bench(
     seconds: float,
     messages: int,
 ) -> None:
+    if channel.startswith("aeron:udp"):
+        run_udp_bench(channel=channel, sizes=sizes, peers=peers, seconds=seconds,
+                      messages=messages)
+        return
     if channel != "aeron:ipc":
         raise SystemExit(f"exon bench transport: channel {channel!r} is not supported yet")
     for size in sizes:

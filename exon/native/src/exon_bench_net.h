@@ -1,0 +1,37 @@
+/*
+ * exon_bench_net.h: native loops for `exon bench transport` over a running driver (UDP or
+ * IPC channels): a throughput loop (publisher thread + subscriber thread; the driver owns
+ * flow control, unlike exon_bench_ipc) and a ping-pong round-trip loop.
+ *
+ * Thread safety: each call runs its own threads; the caller must not use the publications
+ * or images meanwhile.
+ */
+#ifndef EXON_BENCH_NET_H
+#define EXON_BENCH_NET_H
+
+#include <stdint.h>
+
+#include "exon_publication.h"
+#include "exon_image.h"
+#include "exon_bench_ipc.h"
+
+/* Offer msg_len-byte messages for duration_ns on one thread, poll them on another. */
+int exon_bench_net_throughput(
+    exon_publication_t *pub, exon_image_t *img, int32_t msg_len, int64_t duration_ns, exon_bench_result_t *result);
+
+/*
+ * `count` round trips of msg_len bytes: this thread offers on ping_pub and busy-polls
+ * pong_img; a second thread echoes from ping_img onto pong_pub. rtt_ns[i] receives each
+ * round trip (ns). Returns the number of round trips done or a negative code.
+ */
+int64_t exon_bench_net_pingpong(
+    exon_publication_t *ping_pub,
+    exon_image_t *ping_img,
+    exon_publication_t *pong_pub,
+    exon_image_t *pong_img,
+    int32_t msg_len,
+    int64_t count,
+    int64_t timeout_ns,
+    int64_t *rtt_ns);
+
+#endif /* EXON_BENCH_NET_H */
