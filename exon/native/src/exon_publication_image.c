@@ -192,6 +192,10 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
                     EXON_SM_FLAG_SEND_SETUP, from);
             }
         }
+        else
+        {
+            exon_ep_invalid(ep); /* data for a stream nobody subscribes to here */
+        }
         return;
     }
     if (EXON_LOAD_RLX(&img->state) != EXON_IMAGE_ACTIVE)

@@ -196,17 +196,24 @@ def test_fuzzed_datagrams_while_a_stream_flows(stack: ExitStack) -> None:
     pub = tx.add_publication(sub.resolved_channel, STREAM)
     connect(pub)
     assert wait_until(lambda: sub.image_count == 1)
-    image = sub.images[0]
+    real = sub.images[0]
     port = int(sub.bound_endpoint.rsplit(":", 1)[1])
     rng = random.Random(1234)
-    session, stream = image.log.session_id, image.log.stream_id
-    # a genuine-looking DATA frame of the live session, a SETUP and an SM to mutate
-    samples = [
-        struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, session, stream, 0, 0) + bytes(32),
-        struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, session + 1, stream, 0, 0, TERM, 1408, 0),
-        struct.pack("<iBBhiiiiiq", 36, 0, 0, 3, session, stream, 0, 0, 1 << 16, 1),
-    ]
+    session, stream = real.log.session_id, real.log.stream_id
     fuzzer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # the fuzzer owns a session of its own (its SETUP makes an image whose datagrams must
+    # come from the fuzzer's address), so mutated DATA reaches the image's validation
+    mine = session ^ 0x5A5A
+    fuzzer.sendto(struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, mine, stream, 0, 0, TERM, 1408, 0),
+                  ("127.0.0.1", port))
+    assert wait_until(lambda: sub.image_count == 2)
+    samples = [
+        struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, mine, stream, 0, 0) + bytes(32),
+        struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, session, stream, 0, 0) + bytes(32),
+        struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, mine + 1, stream, 0, 0, TERM, 1408, 0),
+        struct.pack("<iBBhiiiiiq", 36, 0, 0, 3, session, stream, 0, 0, 1 << 16, 1),
+        struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, mine, stream + 1, 0, 0) + bytes(32),
+    ]
     messages = [payload(i) for i in range(2000)]
     got: list[bytes] = []
     i = 0
@@ -219,14 +226,40 @@ def test_fuzzed_datagrams_while_a_stream_flows(stack: ExitStack) -> None:
                 sent_fuzz += 1
             while i < len(messages) and pub.offer(messages[i]) > 0:
                 i += 1
-            sub.poll(lambda data, _h: got.append(bytes(data)), 256)
+            real.poll(lambda data, _h: got.append(bytes(data)), 256)
+            for image in sub.images:
+                if image is not real:
+                    image.poll(lambda _d, _h: None, 256)
     finally:
         fuzzer.close()
     assert got == messages
     assert sent_fuzz > 100
     assert rx.counter_value(SystemCounter.INVALID_PACKETS) > 0
     # still healthy: more data flows afterwards
-    assert pump(pub, sub, [b"after"]) == [b"after"]
+    assert wait_until(lambda: pub.offer(b"after") > 0)
+    after: list[bytes] = []
+    assert wait_until(lambda: real.poll(lambda d, _h: after.append(bytes(d)), 10) > 0 or after)
+    assert after == [b"after"]
+
+
+def test_rttm_is_answered_and_unknown_streams_are_counted(stack: ExitStack) -> None:
+    _, rx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.settimeout(5.0)
+        request = struct.pack("<iBBhiiqqq", 40, 0, 0, 6, 1, STREAM, 123456789, 0, 0)
+        peer.sendto(request, ("127.0.0.1", port))
+        reply, _ = peer.recvfrom(2048)
+        length, version, flags, kind, _s, _st, echo, _delta, receiver = struct.unpack(
+            "<iBBhiiqqq", reply)
+        assert (length, version, flags, kind, echo) == (40, 0, 0x80, 6, 123456789)
+        assert receiver != 0
+        before = rx.counter_value(SystemCounter.INVALID_PACKETS)
+        data = struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, 9, STREAM + 100, 0, 0) + bytes(32)
+        peer.sendto(data, ("127.0.0.1", port))
+        assert wait_until(lambda: rx.counter_value(SystemCounter.INVALID_PACKETS) > before)
+    assert sub.image_count == 0
 
 
 def test_bad_udp_channels_are_refused(stack: ExitStack) -> None:
