@@ -61,7 +61,7 @@ def connect(pub: Any, timeout: float = 5.0) -> None:
     assert wait_until(lambda: pub.is_connected, timeout), "publication never connected"
 
 
-@pytest.mark.parametrize("mode", ["DEDICATED", "SHARED"])
+@pytest.mark.parametrize("mode", ["DEDICATED", "SHARED_NETWORK", "SHARED"])
 def test_round_trip_between_two_drivers(stack: ExitStack, mode: str) -> None:
     _, rx = launch(stack, threading_mode=mode)
     _, tx = launch(stack, threading_mode=mode)
@@ -301,4 +301,19 @@ def test_a_million_messages_under_five_percent_loss(stack: ExitStack) -> None:
         sub.poll(check, 4096)
     assert state == {"next": total, "bad": 0}
     assert rx.counter_value(SystemCounter.NAK_MESSAGES_SENT) > 0
+    assert tx.counter_value(SystemCounter.RETRANSMITS_SENT) > 0
+
+
+@pytest.mark.parametrize(("side", "rate"), [("send", 0.05), ("receive", 0.05), ("receive", 0.3)])
+def test_round_trip_under_injected_loss(stack: ExitStack, side: str, rate: float) -> None:
+    loss = {f"{side}_loss_rate": rate, f"{side}_loss_seed": 9}
+    _, rx = launch(stack, **(loss if side == "receive" else {}))
+    _, tx = launch(stack, **(loss if side == "send" else {}))
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    messages = [payload(i) for i in range(3000 if rate < 0.1 else 600)]
+    assert pump(pub, sub, messages, timeout=60) == messages
+    assert rx.counter_value(SystemCounter.NAK_MESSAGES_SENT) > 0
+    assert tx.counter_value(SystemCounter.NAK_MESSAGES_RECEIVED) > 0
     assert tx.counter_value(SystemCounter.RETRANSMITS_SENT) > 0
