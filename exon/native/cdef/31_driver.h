@@ -39,6 +39,14 @@ typedef struct exon_driver_context_stct {
     int64_t receive_loss_seed;
     double send_loss_rate;
     int64_t send_loss_seed;
+    int64_t nak_delay_ns;
+    int64_t nak_retry_delay_ns;
+    int64_t retransmit_delay_ns;
+    int64_t retransmit_linger_ns;
+    int32_t max_resend;
+    int32_t pad_udp0;
+    int64_t heartbeat_interval_ns;
+    int64_t setup_interval_ns;
     ...;
 } exon_driver_context_t;
 

@@ -47,6 +47,13 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->receive_loss_seed = 0;
     ctx->send_loss_rate = 0.0;
     ctx->send_loss_seed = 0;
+    ctx->nak_delay_ns = 10000;
+    ctx->nak_retry_delay_ns = 1000000;
+    ctx->retransmit_delay_ns = 0;
+    ctx->retransmit_linger_ns = 10000000;
+    ctx->max_resend = 16;
+    ctx->heartbeat_interval_ns = 100000000;
+    ctx->setup_interval_ns = 100000000;
 }
 
 static int exon_driver_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -211,6 +218,13 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     cc.receive_loss_seed = ctx->receive_loss_seed;
     cc.send_loss_rate = ctx->send_loss_rate;
     cc.send_loss_seed = ctx->send_loss_seed;
+    cc.nak_delay_ns = ctx->nak_delay_ns;
+    cc.nak_retry_delay_ns = ctx->nak_retry_delay_ns;
+    cc.retransmit_delay_ns = ctx->retransmit_delay_ns;
+    cc.retransmit_linger_ns = ctx->retransmit_linger_ns;
+    cc.max_resend = ctx->max_resend;
+    cc.heartbeat_interval_ns = ctx->heartbeat_interval_ns;
+    cc.setup_interval_ns = ctx->setup_interval_ns;
     rc = exon_driver_conductor_init(&d->conductor, &d->cnc, &cc);
     if (rc < 0)
     {

@@ -1198,8 +1198,28 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             return;
         }
         exon_counter_set(&c->counters, pub->pub_lmt_id, 0);
-        exon_network_publication_init(&pub->np, &pub->log, &c->counters, &dest, pub->snd_pos_id, pub->snd_lmt_id,
-            c->config.publication_connection_timeout_ns, c->send_loss_enabled ? &c->send_loss : NULL, now_ns);
+        exon_network_publication_params_t np_params = {
+            .connection_timeout_ns = c->config.publication_connection_timeout_ns,
+            .heartbeat_interval_ns = c->config.heartbeat_interval_ns,
+            .setup_interval_ns = c->config.setup_interval_ns,
+            .retransmit_delay_ns = c->config.retransmit_delay_ns,
+            .retransmit_linger_ns = c->config.retransmit_linger_ns,
+            .max_resend = c->config.max_resend,
+        };
+        if (exon_network_publication_init(&pub->np, &pub->log, &c->counters, &dest, pub->snd_pos_id,
+            pub->snd_lmt_id, &np_params, c->send_loss_enabled ? &c->send_loss : NULL, now_ns) < 0)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "%s", exon_last_error());
+            exon_udp_channel_close(&pub->np.channel);
+            int64_t now_ms = exon_epoch_ms();
+            exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+            exon_counters_free(&c->counters, pub->snd_pos_id, now_ms);
+            exon_counters_free(&c->counters, pub->snd_lmt_id, now_ms);
+            exon_log_close(&pub->log);
+            exon_log_unlink(path);
+            free(pub);
+            return;
+        }
         exon_dc_epoll_add(c->sender_epoll_fd, pub->np.channel.fd);
         pthread_mutex_lock(&c->sender_lock);
         int added = exon_dc_array_add(&c->net_publications, pub);
@@ -1455,6 +1475,10 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         c->config.image_liveness_timeout_ns,
         c->config.status_message_timeout_ns > 0 ? c->config.status_message_timeout_ns : EXON_SM_TIMEOUT_DEFAULT_NS,
         now_ns);
+    if (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0)
+    {
+        exon_loss_detector_init(&image->img.loss, c->config.nak_delay_ns, c->config.nak_retry_delay_ns);
+    }
     for (int32_t i = 0; i < c->subscriptions.length; i++)
     {
         exon_dc_subscription_t *sub = c->subscriptions.items[i];

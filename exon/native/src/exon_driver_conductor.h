@@ -71,6 +71,14 @@ typedef struct exon_driver_conductor_config_stct
     int64_t receive_loss_seed;
     double send_loss_rate;
     int64_t send_loss_seed;
+    int64_t nak_delay_ns;                     /* UDP: first NAK after a gap appears */
+    int64_t nak_retry_delay_ns;               /* UDP: NAK again while the gap persists */
+    int64_t retransmit_delay_ns;              /* UDP: 0 = resend at once */
+    int64_t retransmit_linger_ns;             /* UDP: ignore NAKs for a resent range */
+    int32_t max_resend;
+    int32_t pad_udp0;
+    int64_t heartbeat_interval_ns;
+    int64_t setup_interval_ns;
 }
 exon_driver_conductor_config_t;
 

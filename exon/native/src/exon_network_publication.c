@@ -12,10 +12,12 @@ int exon_network_publication_init(
     const exon_udp_addr_t *destination,
     int32_t snd_pos_id,
     int32_t snd_lmt_id,
-    int64_t connection_timeout_ns,
+    const exon_network_publication_params_t *params,
     exon_loss_generator_t *send_loss,
     int64_t now_ns)
 {
+    pub->heartbeat_interval_ns = params->heartbeat_interval_ns > 0 ? params->heartbeat_interval_ns : EXON_NP_HEARTBEAT_TIMEOUT_NS;
+    pub->setup_interval_ns = params->setup_interval_ns > 0 ? params->setup_interval_ns : EXON_NP_SETUP_TIMEOUT_NS;
     pub->log = log;
     pub->counters = counters;
     pub->destination = *destination;
@@ -30,17 +32,18 @@ int exon_network_publication_init(
     pub->snd_lmt_id = snd_lmt_id;
     pub->snd_pos = 0;
     pub->snd_lmt = 0;
-    pub->last_send_ns = now_ns - EXON_NP_HEARTBEAT_TIMEOUT_NS;
-    pub->last_setup_ns = now_ns - EXON_NP_SETUP_TIMEOUT_NS;
+    pub->last_send_ns = now_ns - pub->heartbeat_interval_ns;
+    pub->last_setup_ns = now_ns - pub->setup_interval_ns;
     pub->last_sm_ns = now_ns;
-    pub->connection_timeout_ns = connection_timeout_ns;
+    pub->connection_timeout_ns = params->connection_timeout_ns > 0 ? params->connection_timeout_ns : 5000000000LL;
     pub->has_sm = false;
     pub->send_setup = true;
     pub->connected = false;
     pub->state = EXON_NP_ACTIVE;
     pub->end_of_stream_position = INT64_MAX;
-    return exon_retransmit_handler_init(
-        &pub->retransmit, 0, EXON_RETRANSMIT_DEFAULT_LINGER_NS, EXON_RETRANSMIT_DEFAULT_MAX_RESEND);
+    return exon_retransmit_handler_init(&pub->retransmit, params->retransmit_delay_ns > 0 ? params->retransmit_delay_ns : 0,
+        params->retransmit_linger_ns >= 0 ? params->retransmit_linger_ns : EXON_RETRANSMIT_DEFAULT_LINGER_NS,
+        params->max_resend > 0 ? params->max_resend : EXON_RETRANSMIT_DEFAULT_MAX_RESEND);
 }
 
 static int exon_netpub_send_one(exon_network_publication_t *pub, const uint8_t *data, int32_t length,
@@ -397,7 +400,7 @@ int exon_network_publication_poll_control(exon_network_publication_t *pub, int64
 int exon_network_publication_send(exon_network_publication_t *pub, int64_t now_ns)
 {
     int work = 0;
-    if ((!pub->has_sm && now_ns - pub->last_setup_ns >= EXON_NP_SETUP_TIMEOUT_NS) || pub->send_setup)
+    if ((!pub->has_sm && now_ns - pub->last_setup_ns >= pub->setup_interval_ns) || pub->send_setup)
     {
         exon_netpub_send_setup(pub, now_ns);
         work++;
@@ -413,7 +416,7 @@ int exon_network_publication_send(exon_network_publication_t *pub, int64_t now_n
     {
         work += exon_netpub_send_data(pub, now_ns);
     }
-    if (now_ns - pub->last_send_ns >= EXON_NP_HEARTBEAT_TIMEOUT_NS)
+    if (now_ns - pub->last_send_ns >= pub->heartbeat_interval_ns)
     {
         exon_netpub_send_heartbeat(pub, now_ns);
         work++;

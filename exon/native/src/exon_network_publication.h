@@ -62,6 +62,8 @@ typedef struct exon_network_publication_stct
     int64_t last_setup_ns;
     int64_t last_sm_ns;
     int64_t connection_timeout_ns;
+    int64_t heartbeat_interval_ns;
+    int64_t setup_interval_ns;
     bool has_sm;
     bool send_setup;
     bool connected;
@@ -72,6 +74,18 @@ typedef struct exon_network_publication_stct
 }
 exon_network_publication_t;
 
+/* Timers and retransmit policy of a network publication (0 fields take the defaults). */
+typedef struct exon_network_publication_params_stct
+{
+    int64_t connection_timeout_ns;
+    int64_t heartbeat_interval_ns;
+    int64_t setup_interval_ns;
+    int64_t retransmit_delay_ns;
+    int64_t retransmit_linger_ns;
+    int32_t max_resend;
+}
+exon_network_publication_params_t;
+
 /* Initialise over an open log and an open channel (both stay valid while in use). */
 int exon_network_publication_init(
     exon_network_publication_t *pub,
@@ -80,7 +94,7 @@ int exon_network_publication_init(
     const exon_udp_addr_t *destination,
     int32_t snd_pos_id,
     int32_t snd_lmt_id,
-    int64_t connection_timeout_ns,
+    const exon_network_publication_params_t *params,
     exon_loss_generator_t *send_loss,
     int64_t now_ns);
 

@@ -75,6 +75,13 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.receive_loss_seed = settings.receive_loss_seed
     ctx.send_loss_rate = settings.send_loss_rate
     ctx.send_loss_seed = settings.send_loss_seed
+    ctx.nak_delay_ns = settings.nak_unicast_delay_ns
+    ctx.nak_retry_delay_ns = settings.nak_unicast_delay_ns * settings.nak_unicast_retry_delay_ratio
+    ctx.retransmit_delay_ns = settings.retransmit_unicast_delay_ns
+    ctx.retransmit_linger_ns = settings.retransmit_unicast_linger_ns
+    ctx.max_resend = settings.max_resend
+    ctx.heartbeat_interval_ns = settings.heartbeat_interval_ns
+    ctx.setup_interval_ns = settings.setup_interval_ns
     return ctx
 
 

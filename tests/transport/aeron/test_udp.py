@@ -317,3 +317,17 @@ def test_round_trip_under_injected_loss(stack: ExitStack, side: str, rate: float
     assert rx.counter_value(SystemCounter.NAK_MESSAGES_SENT) > 0
     assert tx.counter_value(SystemCounter.NAK_MESSAGES_RECEIVED) > 0
     assert tx.counter_value(SystemCounter.RETRANSMITS_SENT) > 0
+
+
+def test_heartbeats_keep_an_idle_image_alive(stack: ExitStack) -> None:
+    _, rx = launch(stack, image_liveness_timeout_ns=200_000_000)
+    _, tx = launch(stack, heartbeat_interval_ns=10_000_000)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = tx.add_publication(sub.resolved_channel, STREAM)
+    connect(pub)
+    assert wait_until(lambda: sub.image_count == 1)
+    before = tx.counter_value(SystemCounter.HEARTBEATS_SENT)
+    time.sleep(0.5)  # idle for 2.5 liveness periods: heartbeats every 10 ms keep it
+    assert sub.image_count == 1
+    assert tx.counter_value(SystemCounter.HEARTBEATS_SENT) - before >= 20
+    assert rx.counter_value(SystemCounter.HEARTBEATS_RECEIVED) > 0
