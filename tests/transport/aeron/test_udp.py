@@ -331,3 +331,28 @@ def test_heartbeats_keep_an_idle_image_alive(stack: ExitStack) -> None:
     assert sub.image_count == 1
     assert tx.counter_value(SystemCounter.HEARTBEATS_SENT) - before >= 20
     assert rx.counter_value(SystemCounter.HEARTBEATS_RECEIVED) > 0
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_ipv6_endpoint_and_interface_parameter(stack: ExitStack) -> None:
+    if not _ipv6_loopback():
+        pytest.skip("no IPv6 loopback on this host")
+    _, client = launch(stack)
+    sub6 = client.add_subscription("aeron:udp?endpoint=[::1]:0", STREAM)
+    assert sub6.bound_endpoint.startswith("[::1]:")
+    pub6 = client.add_publication(sub6.resolved_channel, STREAM)
+    sub4 = client.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM + 1)
+    pub4 = client.add_publication(f"{sub4.resolved_channel}|interface=127.0.0.1", STREAM + 1)
+    connect(pub6)
+    connect(pub4)
+    assert pump(pub6, sub6, [b"six"]) == [b"six"]
+    assert pump(pub4, sub4, [b"four"]) == [b"four"]
+    assert sub4.images[0].source_identity.startswith("127.0.0.1:")
