@@ -1055,8 +1055,8 @@ static int32_t exon_dc_alloc_counter(exon_driver_conductor_t *c, int32_t type, c
     int64_t registration_id, int32_t session_id, int32_t stream_id, const char *channel)
 {
     char label[256];
-    int n = snprintf(label, sizeof(label), "%s: %lld %d %d %s", what, (long long)registration_id, session_id,
-        stream_id, channel);
+    int n = snprintf(label, sizeof(label), "%s: %lld %d %d aeron:udp?endpoint=%s", what, (long long)registration_id,
+        session_id, stream_id, channel);
     if (n >= (int)sizeof(label))
     {
         n = (int)sizeof(label) - 1;
@@ -1322,8 +1322,9 @@ static void exon_dc_image_link(exon_driver_conductor_t *c, exon_dc_image_t *imag
     }
     int64_t join = exon_counter_get(&c->counters, image->img.rcv_pos_id);
     char label[200];
-    int n = snprintf(label, sizeof(label), "sub-pos: %lld %d %d aeron:udp %s @%lld", (long long)sub->registration_id,
-        image->img.session_id, image->img.stream_id, image->source, (long long)join);
+    int n = snprintf(label, sizeof(label), "sub-pos: %lld %d %d aeron:udp?endpoint=%s @%lld",
+        (long long)sub->registration_id, image->img.session_id, image->img.stream_id,
+        image->img.endpoint->bound_text, (long long)join);
     int32_t counter_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_SUBSCRIBER_POSITION, NULL, 0, label,
         n, sub->registration_id, sub->client_id, exon_epoch_ms());
     if (counter_id < 0)
@@ -1453,8 +1454,8 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         free(image);
         return;
     }
-    char label[64];
-    snprintf(label, sizeof(label), "%s", image->source);
+    char label[EXON_UDP_ADDR_TEXT_MAX * 2 + 16];
+    snprintf(label, sizeof(label), "%s from %s", ep->bound_text, image->source);
     int32_t hwm_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_HWM, "rcv-hwm", image->correlation_id,
         setup->session_id, setup->stream_id, label);
     int32_t pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_POSITION, "rcv-pos", image->correlation_id,
