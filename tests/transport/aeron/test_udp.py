@@ -356,3 +356,26 @@ def test_ipv6_endpoint_and_interface_parameter(stack: ExitStack) -> None:
     assert pump(pub6, sub6, [b"six"]) == [b"six"]
     assert pump(pub4, sub4, [b"four"]) == [b"four"]
     assert sub4.images[0].source_identity.startswith("127.0.0.1:")
+
+
+def test_resubscribing_mid_stream_joins_at_the_live_position(stack: ExitStack) -> None:
+    _, rx = launch(stack)
+    _, tx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    channel = sub.resolved_channel
+    pub = tx.add_publication(channel, STREAM)
+    connect(pub)
+    first = [payload(i) for i in range(200)]
+    assert pump(pub, sub, first) == first
+    sub.close()
+    assert wait_until(lambda: not pub.is_connected or pub.offer(b"lost") > 0)
+    sub = rx.add_subscription(channel, STREAM)  # same port again
+    assert wait_until(lambda: sub.image_count == 1, 5.0), "no image after re-subscribing"
+    connect(pub)
+    got: list[bytes] = []
+    deadline = time.monotonic() + 10
+    while b"again" not in got and time.monotonic() < deadline:
+        pub.offer(b"again")
+        sub.poll(lambda d, _h: got.append(bytes(d)), 100)
+        time.sleep(0.001)
+    assert b"again" in got
