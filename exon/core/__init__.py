@@ -23,7 +23,7 @@ from exon.core.frames import Decision, ErrorCode, FrameType, LinkMetadata
 from exon.core.link_state import LinkState
 from exon.core.policy import LinkPolicy, SharedSecretPolicy, compatible, register_socket_type
 from exon.core.settings import LinkSettings
-from exon.core.socket_core import CoreStatistics, SocketCore
+from exon.core.socket_core import CoreStatistics, LinkAccelerator, SocketCore
 
 __all__ = [
     "CookieLost",
@@ -35,6 +35,7 @@ __all__ = [
     "ErrorReceived",
     "Event",
     "FrameType",
+    "LinkAccelerator",
     "LinkClosed",
     "LinkEstablished",
     "LinkMetadata",

@@ -18,35 +18,98 @@ Receiver half (``received``/``delivered``/``capacity``/``advertised``):
       ``delivered - flowed_delivered >= batch`` (or when the core's flow timer fires), with
       ``limit = delivered + capacity``.
 
+Shared counters: :meth:`CreditLedger.attach` moves ``limit``, ``sent``, ``advertised``,
+``received``, ``delivered`` and ``flowed_delivered`` into an external record (any object
+with those attributes: the Node's native link table entry, ``exon_lt_link_t``, or a plain
+object in tests) and makes the ledger read and write them there, so a native DATA fast
+path and the core count in one place; :meth:`CreditLedger.detach` copies them back. The
+rules above hold whoever moves the counters.
+
 So the messages a link can hold in the receiver's queue are at most ``capacity``, and the
 memory of a socket is bounded by links x capacity x max message size.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
+
+_SHARED = ("limit", "sent", "advertised", "received", "delivered", "flowed_delivered")
 
 
-@dataclass(slots=True)
+def _shared(name: str) -> property:
+    local = "_" + name
+
+    def get(self: CreditLedger) -> int:
+        ext = self._ext
+        return getattr(self, local) if ext is None else int(getattr(ext, name))
+
+    def set(self: CreditLedger, value: int) -> None:
+        ext = self._ext
+        if ext is None:
+            setattr(self, local, value)
+        else:
+            setattr(ext, name, value)
+
+    return property(get, set, doc=f"``{name}`` (shared with the attached record, if any)")
+
+
 class CreditLedger:
     """Both halves of one link's credit state (ours as a sender and as a receiver)."""
 
-    # sender half
-    limit: int  #: the peer lets us send sequence numbers < limit
-    sent: int = 0
-    confirmed: int = 0  #: the peer's application has received this many of ours
-    # receiver half
-    capacity: int = 128  #: credits we grant (our initial credits)
-    batch: int = 16
-    received: int = 0
-    delivered: int = 0
-    advertised: int = 0  #: last limit we told the peer
-    flowed_delivered: int = 0  #: delivered count in our last FLOW
-    violations: int = 0  #: DATA frames beyond credit, dropped
+    __slots__ = ("_advertised", "_delivered", "_ext", "_flowed_delivered", "_limit",
+                 "_received", "_sent", "batch", "capacity", "confirmed", "violations")
 
-    def __post_init__(self) -> None:
-        if self.advertised == 0:
-            self.advertised = self.capacity
+    # sender half
+    limit = _shared("limit")  #: the peer lets us send sequence numbers < limit
+    sent = _shared("sent")
+    # receiver half
+    advertised = _shared("advertised")  #: last limit we told the peer
+    received = _shared("received")
+    delivered = _shared("delivered")
+    flowed_delivered = _shared("flowed_delivered")  #: delivered count in our last FLOW
+
+    def __init__(self, limit: int, sent: int = 0, confirmed: int = 0, capacity: int = 128,
+                 batch: int = 16, received: int = 0, delivered: int = 0, advertised: int = 0,
+                 flowed_delivered: int = 0, violations: int = 0) -> None:
+        self._ext: Any = None
+        self._limit = limit
+        self._sent = sent
+        self.confirmed = confirmed  #: the peer's application has received this many of ours
+        self.capacity = capacity  #: credits we grant (our initial credits)
+        self.batch = batch
+        self._received = received
+        self._delivered = delivered
+        self._advertised = advertised or capacity
+        self._flowed_delivered = flowed_delivered
+        self.violations = violations  #: DATA frames beyond credit, dropped
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)}" for n in (*_SHARED, "confirmed", "capacity"))
+        return f"CreditLedger({fields}{', attached' if self._ext is not None else ''})"
+
+    # ---- shared counters ----------------------------------------------------------------
+
+    @property
+    def attached(self) -> Any:
+        """The external record holding the shared counters, or None."""
+        return self._ext
+
+    def attach(self, record: Any) -> None:
+        """Move the shared counters into ``record`` (its attributes of the same names)."""
+        if self._ext is not None:
+            raise ValueError("the ledger is already attached")
+        for name in _SHARED:
+            setattr(record, name, getattr(self, "_" + name))
+        self._ext = record
+
+    def detach(self) -> None:
+        """Copy the shared counters back from the record and stop using it."""
+        ext = self._ext
+        if ext is None:
+            return
+        for name in _SHARED:
+            setattr(self, "_" + name, int(getattr(ext, name)))
+        self._ext = None
 
     # ---- sender half ------------------------------------------------------------------
 

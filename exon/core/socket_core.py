@@ -36,7 +36,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from exon.core.cookies import CookieJar
 from exon.core.credits import CreditLedger
@@ -112,6 +112,7 @@ class _Link:
     deadline: float | None = None
     flow_deadline: float | None = None
     stored: bool = False
+    fast: Any = None  #: the accelerator's token while the link is attached to it
 
     @property
     def state(self) -> LinkState:
@@ -130,6 +131,33 @@ class _Socket:
     rr: list[PeerId] = field(default_factory=list)
     rr_next: int = 0
     closing: bool = False
+
+
+class LinkAccelerator(Protocol):
+    """A DATA fast path beside the core (the Node's native link table).
+
+    The core attaches every link when it becomes ESTABLISHED and detaches it as soon as it
+    leaves that state (UNLINKING, closed, broken, forgotten). While attached:
+
+    * the link's :class:`CreditLedger` counters live in the accelerator's record
+      (``ledger.attach(record)`` inside :meth:`attach`); the core detaches the ledger
+      (copying them back) *before* calling :meth:`detach`;
+    * the accelerator may send DATA itself (spending ``sent`` < ``limit``), may count DATA
+      it received itself (``received`` < ``advertised``, to be handed to the application
+      without the core) and deliveries (``delivered``), calling
+      :meth:`SocketCore.delivered_natively` when a FLOW may be due;
+    * everything else (handshake, FLOW, UNLINK, ERROR, cookies, timers) goes through the
+      core as before.
+    """
+
+    def attach(self, tag: int, peer: PeerId, incarnation: int, peer_incarnation: int,
+               ledger: CreditLedger, peer_max_size: int, max_size: int) -> Any:
+        """Attach an ESTABLISHED link; a token, or None when it cannot be accelerated."""
+        ...
+
+    def detach(self, token: Any) -> None:
+        """The link left ESTABLISHED: stop sending and receiving on it natively."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +192,10 @@ class SocketCore:
         reply_address: str,
         settings: LinkSettings | None = None,
         rng: random.Random | None = None,
+        accelerator: LinkAccelerator | None = None,
     ) -> None:
         self.node_id = node_id
+        self.accelerator = accelerator
         self.reply_address = reply_address
         self.settings = settings or LinkSettings()
         self._rng = rng or random.Random()
@@ -362,6 +392,17 @@ class SocketCore:
             raise StateError("deliver() called more often than messages were received") from None
         self._flow_after_delivery(sock, link, now)
 
+    def delivered_natively(self, tag: int, peer: PeerId, *, now: float) -> None:
+        """The accelerator counted deliveries on an attached link (a FLOW may be due, or a
+        FLOW timer must be armed)."""
+        sock = self._sockets.get(tag)
+        if sock is None:
+            return
+        link = sock.links.get(peer)
+        if link is None or link.ledger is None:
+            return
+        self._flow_after_delivery(sock, link, now)
+
     # ==== the wire ==========================================================================
 
     def receive_frame(self, source: str, data: bytes | memoryview, *, now: float) -> None:
@@ -519,6 +560,8 @@ class SocketCore:
         handler = getattr(self, "_do_" + transition.action.value)
         verdict: Verdict | None = handler(sock, link, frame, now)
         link.machine.commit(transition, verdict)
+        if link.fast is not None and link.machine.state is not LinkState.ESTABLISHED:
+            self._detach_fast(link)
         self._after(sock, link)
         if link.state is LinkState.UNLINKING and event is not LinkInput.DRAINED:
             ledger = link.ledger
@@ -537,7 +580,16 @@ class SocketCore:
             sock.links[link.peer] = link
             link.stored = True
 
+    def _detach_fast(self, link: _Link) -> None:
+        token, link.fast = link.fast, None
+        if link.ledger is not None:
+            link.ledger.detach()
+        if self.accelerator is not None:
+            self.accelerator.detach(token)
+
     def _forget(self, sock: _Socket, link: _Link) -> None:
+        if link.fast is not None:
+            self._detach_fast(link)
         if sock.links.get(link.peer) is link:
             del sock.links[link.peer]
         link.stored = False
@@ -695,6 +747,10 @@ class SocketCore:
         if link.peer not in sock.rr:
             sock.rr.append(link.peer)
         self._stats["links_established"] += 1
+        if self.accelerator is not None and link.fast is None:
+            link.fast = self.accelerator.attach(
+                sock.tag, link.peer, link.incarnation, link.peer_incarnation or 0, link.ledger,
+                link.peer_meta.max_message_size, sock.max_message_size)
         self._events.append(LinkEstablished(
             tag=sock.tag, peer=link.peer, incarnation=link.incarnation,
             peer_metadata=link.peer_meta, credits=link.ledger.credit))

@@ -49,6 +49,7 @@ from exon.core import (
     PeerId,
     SocketCore,
 )
+from exon.middleware.fastpath import FastLinks
 from exon.middleware.node_transport import NodeTransport
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -76,6 +77,7 @@ EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
 }
 
 _DISPATCHER = -1
+_HEADER = 20  # exon frame header bytes in front of a DATA payload
 
 
 def _monotonic() -> float:
@@ -129,8 +131,11 @@ class Node:
         self.driver_dir = driver_dir
         self.address: str = self._transport.address
         self.node_id = uuid.UUID(int=self._rng.getrandbits(128)).hex
+        publications = self._transport.publications
+        self._fast = FastLinks(publications.get)
+        self._poller = self._fast.poller(_POLL_LIMIT)
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
-                                settings=settings, rng=self._rng)
+                                settings=settings, rng=self._rng, accelerator=self._fast)
         self._lock = threading.Lock()
         self._dispatch_cond = threading.Condition(self._lock)
         self._sockets: dict[int, Socket] = {}
@@ -197,6 +202,10 @@ class Node:
         self._release_transport()
 
     def _release_transport(self) -> None:
+        fast = getattr(self, "_fast", None)
+        if fast is not None:
+            with getattr(self, "_lock", contextlib.nullcontext()):
+                fast.close()
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -237,10 +246,12 @@ class Node:
                 raise errors.ConfigurationError(f"a socket with tag {tag} is already open")
             self._core.open_socket(tag, socket_type, **core_options)
             self._sockets[tag] = sock
+            sock._fast_slot = self._fast.open_socket(tag)
             return tag
 
     def _forget_socket(self, tag: int) -> None:
         self._sockets.pop(tag, None)
+        self._fast.close_socket(tag)
 
     def _peer(self, peer_id: PeerId) -> Any:
         peer = self._peer_cache.get(peer_id)
@@ -289,6 +300,8 @@ class Node:
         """After a send or a delivery: send the core's frames; pump fully only when the
         core also produced events (the common case has none)."""
         core = self._core
+        if not core._out and not core._events and not self._lost:
+            return
         frames = core.frames_to_send()
         if frames:
             self._send_frames(frames)
@@ -405,16 +418,45 @@ class Node:
         finally:
             self._connecting.release()
 
-    def _process(self, batches: list[tuple[str, list[bytes]]], gone: list[str]) -> int:
-        """Feed a polled batch to the core, fire due timers, pump. Lock held."""
+    def _process_native(self, gone: list[str]) -> int:
+        """Classify the polled batch and hand it out: fast DATA straight to the sockets'
+        queues, every other frame to the core, in order. Lock held."""
         core = self._core
         now = _monotonic()
-        n = 0
-        receive = core.receive_frame
-        for address, msgs in batches:
-            n += len(msgs)
-            for data in msgs:
-                receive(address, data, now=now)
+        n, ints, data = self._poller.classify()
+        transport = self._transport
+        if n and transport is not None:
+            tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
+            sockets = self._sockets
+            touched = self._touched
+            receive = core.receive_frame
+            addresses: dict[int, str | None] = {}
+            head = _HEADER
+            for k in range(0, 4 * n, 4):
+                off = ints[k + 2]
+                link = ints[k]
+                if link >= 0:
+                    token = tokens[link]
+                    sock = sockets.get(token.tag)
+                    if sock is not None:
+                        sock._on_fast(token, data[off + head : off + ints[k + 3]])
+                        touched.add(sock)
+                        continue
+                    if not self._fast_orphan(token):
+                        continue
+                frame = data[off : off + ints[k + 3]]
+                image = ints[k + 1]
+                address = addresses.get(image)
+                if address is None:
+                    address = transport.image_address(image)
+                    if address is None:
+                        address = transport.hello(image, frame)
+                        if address is not None:
+                            self._poller.set_key(image, self._fast.key_of(address))
+                            addresses[image] = address
+                        continue
+                    addresses[image] = address
+                receive(address, frame, now=now)
         for address in gone:
             self._drop_peer(address)
             core.peer_gone(address, now=now)
@@ -424,28 +466,38 @@ class Node:
         if self._backlog:
             self._retry_backlog()
         self._pump_locked()
-        return n
+        return n + len(gone)
+
+    def _fast_orphan(self, token: Any) -> bool:
+        """A fast DATA for a socket object that is gone. True: undo its count and let the
+        core take the frame; False: the link is gone too, drop it."""
+        if token.attached:
+            self._fast.record(token).received -= 1
+            return True
+        self.frames_dropped += 1
+        return False
 
     def _poll_once(self) -> int:
         """Poll the transport once (lock held on entry and exit, released while polling)."""
         transport = self._transport
         if transport is None:
             return 0
+        gone = transport.refresh(self._poller, self._fast.key_of)
         self._lock.release()
         try:
             if self._to_connect:
                 self._connect_pending()
-            batches, gone = transport.poll(_POLL_LIMIT)
+            polled = self._poller.poll()
         finally:
             self._lock.acquire()
-        if not batches and not gone:
-            now = _monotonic()
-            due = self._core.next_timer()
-            if due is not None and due <= now:
-                self._core.handle_timer(now=now)
-                self._pump_locked()
-            return 0
-        return self._process(batches, gone)
+        if polled or gone:
+            return self._process_native(gone)
+        now = _monotonic()
+        due = self._core.next_timer()
+        if due is not None and due <= now:
+            self._core.handle_timer(now=now)
+            self._pump_locked()
+        return 0
 
     def _sleep_locked(self, timeout: float) -> None:
         """Futex-sleep on the transport (lock released), bounded by the next core timer."""

@@ -251,6 +251,31 @@ class NodeTransport:
         self._image_array = (ffi.new("exon_image_t *[]", [img.cdata for img in images])
                              if images else None)
 
+    def refresh(self, poller: Any, key_of: Any) -> list[str]:
+        """Refresh the image list for ``poller`` (a :class:`~exon.middleware.fastpath.Poller`);
+        returns the addresses gone. ``key_of(address)`` gives an image's peer key."""
+        gone: list[str] = []
+        before = self._images
+        self._refresh_images(gone)
+        if self._images is not before or poller._count != len(self._images):
+            addresses = self._image_address
+            poller.set_images(self._images, [
+                key_of(addresses[id(img)]) if id(img) in addresses else -1
+                for img in self._images])
+        return gone
+
+    def image_address(self, index: int) -> str | None:
+        return self._image_address.get(id(self._images[index]))
+
+    def hello(self, index: int, frame: bytes) -> str | None:
+        """The first frame of image ``index``: its reply address, or None (dropped)."""
+        address = decode_hello(frame)
+        if address is None:
+            self.hello_dropped += 1
+            return None
+        self._image_address[id(self._images[index])] = address
+        return address
+
     def poll(self, limit: int = 256) -> tuple[list[tuple[str, list[bytes]]], list[str]]:
         """One batch: ([(reply address, [frame, ...]), ...], [addresses gone])."""
         gone: list[str] = []

@@ -29,8 +29,13 @@ except ImportError:  # pragma: no cover - a build without the fast door: cffi pa
 else:
     # The fast door calls the cffi module's own functions through these addresses.
     _fast.bind(int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_publication_offer"))))
+    if hasattr(_fast, "bind_links"):
+        _fast.bind_links(int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_lt_send"))),
+                         int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_lt_deliver"))))
+    else:  # pragma: no cover - a stale build of the fast door
+        _fast = None
 
-__all__ = ["check", "error_for", "fast_offer", "ffi", "last_error", "lib"]
+__all__ = ["check", "error_for", "fast_link_calls", "fast_offer", "ffi", "last_error", "lib"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -84,6 +89,16 @@ def fast_offer(publication: Any, on_error: Any) -> Any:
     if _fast is None:
         return None
     return _fast.Offer(int(ffi.cast("uintptr_t", publication)), on_error, publication)
+
+
+def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
+    """``(send, deliver)`` GIL-holding callables over an ``exon_link_table_t *``:
+    ``send(slot, link, data)`` -> exon_lt_send's result, ``deliver(link)`` -> exon_lt_deliver's;
+    None without the fast door (use ``lib.exon_lt_send``/``lib.exon_lt_deliver`` then)."""
+    if _fast is None:
+        return None
+    address = int(ffi.cast("uintptr_t", table))
+    return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
 
 
 def errno_name(rc: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from exon import errors
-from exon.core import MessageReceived, PeerId
+from exon.core import PeerId
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
 from exon.sockets.socket import Socket, _deadline
@@ -37,13 +37,12 @@ class RepSocket(Socket):
                 f"the request from {self._replying[0]} is not answered yet: call send() with "
                 "the reply before the next receive()")
 
-    def _accept_locked(self, ev: MessageReceived) -> Message | None:
-        payload = ev.payload
+    def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
         if len(payload) < ENVELOPE.size:
             self.malformed_dropped += 1
             return None
-        self._replying = (ev.peer, payload[: ENVELOPE.size])
-        return Message(payload[ENVELOPE.size:], self.node._peer(ev.peer))
+        self._replying = (peer, payload[: ENVELOPE.size])
+        return Message(payload[ENVELOPE.size:], self.node._peer(peer))
 
     def _reply(self, data: bytes, cookie: Any, timeout: float | None, nowait: bool) -> None:
         payload = data if type(data) is bytes else bytes(data)

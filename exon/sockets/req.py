@@ -20,7 +20,7 @@ import struct
 from typing import Any
 
 from exon import errors
-from exon.core import LinkClosed, MessageReceived, PeerId
+from exon.core import LinkClosed, PeerId
 from exon.sockets.messages import Message
 from exon.sockets.socket import Socket, _deadline
 
@@ -83,15 +83,14 @@ class ReqSocket(Socket):
             self._pending_cookie = False
         return True
 
-    def _accept_locked(self, ev: MessageReceived) -> Message | None:
+    def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
         pending = self._pending
-        payload = ev.payload
-        if (pending is None or ev.peer != pending[0] or len(payload) < ENVELOPE.size
+        if (pending is None or peer != pending[0] or len(payload) < ENVELOPE.size
                 or ENVELOPE.unpack_from(payload)[0] != pending[1]):
             self.stale_dropped += 1
             return None
         self._pending = None
-        return Message(payload[ENVELOPE.size:], self.node._peer(ev.peer))
+        return Message(payload[ENVELOPE.size:], self.node._peer(peer))
 
     def _on_closed(self, ev: LinkClosed) -> None:
         super()._on_closed(ev)

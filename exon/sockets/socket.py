@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["Socket"]
 
 _monotonic = time.monotonic
+_RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer again
+_OFFER_SPINS = 200
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -108,7 +110,9 @@ class Socket:
         self._lock = node._lock
         self._core = node._core
         self._cond = threading.Condition(node._lock)
-        self._inq: dict[PeerId, deque[MessageReceived]] = {}
+        self._fast_slot = -1  # the node's link-table slot (set by node._open_socket)
+        # per peer: MessageReceived (core path) or (payload, FastLink) (native path)
+        self._inq: dict[PeerId, deque[Any]] = {}
         self._ready: deque[PeerId] = deque()
         self._queued = 0
         self._cookies: deque[Cookie | CookieLost] = deque()
@@ -232,6 +236,17 @@ class Socket:
         q.append(ev)
         self._queued += 1
 
+    def _on_fast(self, token: Any, payload: bytes) -> None:
+        """DATA taken natively (exon.middleware.fastpath); counted as received already."""
+        peer = token.peer
+        q = self._inq.get(peer)
+        if q is None:
+            q = self._inq[peer] = deque()
+        if not q:
+            self._ready.append(peer)
+        q.append((payload, token))
+        self._queued += 1
+
     def _on_cookie(self, value: Any, *, lost: bool) -> None:
         self._cookies.append(CookieLost(value) if lost else Cookie(value))
 
@@ -252,27 +267,38 @@ class Socket:
 
     # ==== receiving ==========================================================================
 
-    def _take_message_locked(self) -> MessageReceived | None:
-        """Pop the next message, fair-queued over peers, and credit it back."""
+    def _take_message_locked(self) -> tuple[bytes, PeerId] | None:
+        """Pop the next message, fair-queued over peers, and credit it back:
+        (payload, peer)."""
         ready = self._ready
         while ready:
             peer = ready.popleft()
             q = self._inq[peer]
             if not q:
                 continue
-            ev = q.popleft()
+            item = q.popleft()
             self._queued -= 1
             if q:
                 ready.append(peer)
             else:
                 del self._inq[peer]
-            self._core.deliver(ev, now=_monotonic())
-            return ev
+            if type(item) is tuple:
+                payload, token = item
+                if token.attached:
+                    if self.node._fast.deliver(token.index):
+                        self._core.delivered_natively(self.tag, peer, now=_monotonic())
+                else:  # detached since (unlinking, closed): the core counts it
+                    self._core.deliver(MessageReceived(
+                        tag=self.tag, peer=peer, payload=payload,
+                        incarnation=token.incarnation), now=_monotonic())
+                return payload, peer
+            self._core.deliver(item, now=_monotonic())
+            return item.payload, peer
         return None
 
-    def _accept_locked(self, ev: MessageReceived) -> Message | None:
+    def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
         """Turn a taken message into what the application gets (None: drop it)."""
-        return Message(ev.payload, self.node._peer(ev.peer))
+        return Message(payload, self.node._peer(peer))
 
     def _may_take_message(self) -> bool:
         """Hook: False while the socket's state forbids taking a message (REP replying)."""
@@ -285,10 +311,10 @@ class Socket:
             self._cookie_run += 1
             return cookies.popleft()
         while self._queued and self._may_take_message():
-            ev = self._take_message_locked()
-            if ev is None:
+            taken = self._take_message_locked()
+            if taken is None:
                 break
-            msg = self._accept_locked(ev)
+            msg = self._accept_locked(*taken)
             if msg is not None:
                 self._cookie_run = 0
                 self.node._flush_fast()
@@ -379,8 +405,29 @@ class Socket:
         core = self._core
         tag = self.tag
         node = self.node
-        epoch = self._broken_epoch
         node._activity += 1
+        slot = self._fast_slot
+        if cookie is None and slot >= 0 and not node._backlog:
+            fast = node._fast
+            if destination is None:
+                link = -1
+            else:
+                token = fast.by_link.get((tag, destination))
+                link = -2 if token is None else token.index
+            if link != -2:
+                rc = fast.send(slot, link, payload)
+                if rc >= 0:
+                    return fast.tokens[rc].peer
+                spins = 0
+                while rc in _RETRY and spins < _OFFER_SPINS:
+                    spins += 1
+                    if spins > 20:
+                        time.sleep(0)
+                    rc = fast.send(slot, link, payload)
+                if rc >= 0:
+                    return fast.tokens[rc].peer
+                # no credit, too large, not connected...: the core's path decides
+        epoch = self._broken_epoch
         while True:
             self._check_open()
             try:

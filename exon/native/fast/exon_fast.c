@@ -142,6 +142,185 @@ static PyTypeObject OfferType = {
     .tp_vectorcall_offset = offsetof(OfferObject, vectorcall),
 };
 
+
+/* ---- the sockets' link table (exon_link_table.h): send and deliver ------------------- */
+
+typedef int64_t (*exon_lt_send_fn)(void *table, int32_t slot, int32_t link, const char *buf, int32_t length);
+typedef int64_t (*exon_lt_deliver_fn)(void *table, int32_t link);
+
+static exon_lt_send_fn lt_send_fn = NULL;
+static exon_lt_deliver_fn lt_deliver_fn = NULL;
+
+typedef struct
+{
+    PyObject_HEAD
+    void *table;
+    PyObject *owner;    /* keeps the table's memory alive */
+    vectorcallfunc vectorcall;
+}
+TableCallObject;
+
+static int table_int_arg(PyObject *arg, int32_t *out)
+{
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+    {
+        return -1;
+    }
+    if (v < INT32_MIN || v > INT32_MAX)
+    {
+        PyErr_SetString(PyExc_OverflowError, "int32 argument out of range");
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* LinkSend(table, owner)(slot, link, data) -> link index used, or a negative code */
+static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    TableCallObject *self = (TableCallObject *)self_obj;
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL)
+    {
+        PyErr_SetString(PyExc_TypeError, "send(slot, link, data)");
+        return NULL;
+    }
+    int32_t slot;
+    int32_t link;
+    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0)
+    {
+        return NULL;
+    }
+    PyObject *data = args[2];
+    int64_t rc;
+    if (PyBytes_CheckExact(data))
+    {
+        Py_ssize_t length = PyBytes_GET_SIZE(data);
+        if (length > INT32_MAX - 64)
+        {
+            length = INT32_MAX - 64; /* refused as too large by the offer */
+        }
+        rc = lt_send_fn(self->table, slot, link, PyBytes_AS_STRING(data), (int32_t)length);
+    }
+    else
+    {
+        Py_buffer view;
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        {
+            return NULL;
+        }
+        Py_ssize_t length = view.len > INT32_MAX - 64 ? INT32_MAX - 64 : view.len;
+        rc = lt_send_fn(self->table, slot, link, (const char *)view.buf, (int32_t)length);
+        PyBuffer_Release(&view);
+    }
+    return PyLong_FromLongLong(rc);
+}
+
+/* LinkDeliver(table, owner)(link) -> EXON_LT_DELIVER_* or a negative code */
+static PyObject *lt_deliver_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    TableCallObject *self = (TableCallObject *)self_obj;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL)
+    {
+        PyErr_SetString(PyExc_TypeError, "deliver(link)");
+        return NULL;
+    }
+    int32_t link;
+    if (table_int_arg(args[0], &link) < 0)
+    {
+        return NULL;
+    }
+    return PyLong_FromLongLong(lt_deliver_fn(self->table, link));
+}
+
+static PyObject *table_call_new(PyTypeObject *type, PyObject *args, vectorcallfunc call, void *fn)
+{
+    unsigned long long address;
+    PyObject *owner;
+    if (!PyArg_ParseTuple(args, "KO", &address, &owner))
+    {
+        return NULL;
+    }
+    if (fn == NULL)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "exon.native._fast is not bound (call bind first)");
+        return NULL;
+    }
+    if (address == 0)
+    {
+        PyErr_SetString(PyExc_ValueError, "table address != 0");
+        return NULL;
+    }
+    TableCallObject *self = (TableCallObject *)type->tp_alloc(type, 0);
+    if (self == NULL)
+    {
+        return NULL;
+    }
+    self->table = (void *)(uintptr_t)address;
+    Py_INCREF(owner);
+    self->owner = owner;
+    self->vectorcall = call;
+    return (PyObject *)self;
+}
+
+static PyObject *lt_send_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    return table_call_new(type, args, lt_send_vectorcall, (void *)lt_send_fn);
+}
+
+static PyObject *lt_deliver_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    return table_call_new(type, args, lt_deliver_vectorcall, (void *)lt_deliver_fn);
+}
+
+static void table_call_dealloc(TableCallObject *self)
+{
+    Py_XDECREF(self->owner);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject LinkSendType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.LinkSend",
+    .tp_doc = "LinkSend(table_address, owner)(slot, link, data) -> link index or code",
+    .tp_basicsize = sizeof(TableCallObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = lt_send_new,
+    .tp_dealloc = (destructor)table_call_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TableCallObject, vectorcall),
+};
+
+static PyTypeObject LinkDeliverType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.LinkDeliver",
+    .tp_doc = "LinkDeliver(table_address, owner)(link) -> EXON_LT_DELIVER_* or code",
+    .tp_basicsize = sizeof(TableCallObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = lt_deliver_new,
+    .tp_dealloc = (destructor)table_call_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TableCallObject, vectorcall),
+};
+
+static PyObject *fast_bind_links(PyObject *module, PyObject *args)
+{
+    unsigned long long send_address;
+    unsigned long long deliver_address;
+    if (!PyArg_ParseTuple(args, "KK:bind_links", &send_address, &deliver_address))
+    {
+        return NULL;
+    }
+    if (send_address == 0 || deliver_address == 0)
+    {
+        PyErr_SetString(PyExc_ValueError, "bind_links(addresses != 0)");
+        return NULL;
+    }
+    lt_send_fn = (exon_lt_send_fn)(uintptr_t)send_address;
+    lt_deliver_fn = (exon_lt_deliver_fn)(uintptr_t)deliver_address;
+    Py_RETURN_NONE;
+}
+
 static PyObject *fast_bind(PyObject *module, PyObject *args)
 {
     unsigned long long offer_address;
@@ -160,6 +339,7 @@ static PyObject *fast_bind(PyObject *module, PyObject *args)
 
 static PyMethodDef fast_methods[] = {
     {"bind", fast_bind, METH_VARARGS, "bind(exon_publication_offer address)"},
+    {"bind_links", fast_bind_links, METH_VARARGS, "bind_links(exon_lt_send, exon_lt_deliver addresses)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -173,7 +353,8 @@ static struct PyModuleDef fast_module = {
 
 PyMODINIT_FUNC PyInit__fast(void)
 {
-    if (PyType_Ready(&OfferType) < 0)
+    if (PyType_Ready(&OfferType) < 0 || PyType_Ready(&LinkSendType) < 0 ||
+        PyType_Ready(&LinkDeliverType) < 0)
     {
         return NULL;
     }
@@ -186,6 +367,14 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyModule_AddObject(module, "Offer", (PyObject *)&OfferType) < 0)
     {
         Py_DECREF(&OfferType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&LinkSendType);
+    Py_INCREF(&LinkDeliverType);
+    if (PyModule_AddObject(module, "LinkSend", (PyObject *)&LinkSendType) < 0 ||
+        PyModule_AddObject(module, "LinkDeliver", (PyObject *)&LinkDeliverType) < 0)
+    {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,0 +1,225 @@
+"""The Node's native DATA fast path: a :class:`~exon.core.LinkAccelerator` over the C link
+table (``exon/native/src/exon_link_table.h``).
+
+Mirroring rules (the core stays authoritative; there is ONE copy of every count):
+
+* A link is attached when the core establishes it and the peer node's publication exists;
+  it is detached the moment it leaves ESTABLISHED (UNLINKING, closed, broken, re-linked).
+* While attached, the link's ``CreditLedger`` counters (limit, sent, advertised, received,
+  delivered, flowed_delivered) live in the table entry; the core reads and writes them
+  there (a FLOW raises ``limit`` in place, ``make_flow`` moves ``advertised``). Detaching
+  copies them back into the ledger first.
+* ``send`` (C): round-robin over the socket's attached links with ``sent < limit``, one
+  offer of header + payload, ``sent += 1`` only when the offer succeeded.
+* ``poll`` (C): DATA of an attached link whose incarnation matches, within ``advertised``
+  and size, is counted (``received += 1``) and handed to the socket without the core.
+  Every other frame, and every later frame of the same image in that poll, goes to the
+  core, in order.
+* ``deliver`` (C): ``delivered += 1``; when a FLOW is due (or the first delivery since the
+  last FLOW needs a FLOW timer), the Node calls ``core.delivered_natively``.
+* Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
+  table entry take the core's path (same counters, same publication, same order).
+
+Not thread-safe: every call under the Node's lock (``poll`` under the poll role, lock
+released during the C call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exon import errors
+from exon.core import PeerId
+from exon.core.credits import CreditLedger
+from exon.native import check, fast_link_calls, ffi, lib
+
+__all__ = ["NO_CREDIT", "NO_LINK", "TOO_LARGE", "FastLink", "FastLinks"]
+
+NO_CREDIT = int(lib.EXON_LT_NO_CREDIT)
+TOO_LARGE = int(lib.EXON_LT_TOO_LARGE)
+NO_LINK = int(lib.EXON_LT_NO_LINK)
+HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
+_MAX_PAYLOAD = 0x7FFF_FFFF
+
+
+class FastLink:
+    """The token of one attached link."""
+
+    __slots__ = ("attached", "incarnation", "index", "peer", "tag")
+
+    def __init__(self, index: int, tag: int, peer: PeerId, incarnation: int) -> None:
+        self.index = index
+        self.tag = tag
+        self.peer = peer
+        self.incarnation = incarnation
+        self.attached = True
+
+    def __repr__(self) -> str:
+        return f"<FastLink {self.index} {self.tag}->{self.peer} {'on' if self.attached else 'off'}>"
+
+
+class FastLinks:
+    """The link table of one Node. ``publication_of(address)`` returns the peer node's
+    ``ExclusivePublication`` or None."""
+
+    def __init__(self, publication_of: Any, *, capacity: int = 1024,
+                 socket_capacity: int = 1024) -> None:
+        self._table = ffi.new("exon_link_table_t *")
+        check(lib.exon_lt_init(self._table, capacity, socket_capacity), "link table")
+        self._publication_of = publication_of
+        self._socket_capacity = socket_capacity
+        calls = fast_link_calls(self._table)
+        if calls is not None:
+            self.send, self.deliver = calls
+        else:  # pragma: no cover - without the fast door: the cffi calls
+            table = self._table
+            c_send, c_deliver = lib.exon_lt_send, lib.exon_lt_deliver
+            self.send = lambda slot, link, data: c_send(table, slot, link, data, len(data))
+            self.deliver = lambda link: c_deliver(table, link)
+        self.tokens: dict[int, FastLink] = {}
+        self.by_link: dict[tuple[int, PeerId], FastLink] = {}
+        self.slots: dict[int, int] = {}
+        self._free_slots = list(range(socket_capacity - 1, -1, -1))
+        self.keys: dict[str, int] = {}
+        self._closed = False
+
+    # ---- sockets and peers ------------------------------------------------------------
+
+    def open_socket(self, tag: int) -> int:
+        """A socket slot for ``tag`` (-1 when the table has none left: core path only)."""
+        if not self._free_slots:
+            return -1
+        slot = self._free_slots.pop()
+        self.slots[tag] = slot
+        return slot
+
+    def close_socket(self, tag: int) -> None:
+        slot = self.slots.pop(tag, None)
+        if slot is not None:
+            self._free_slots.append(slot)
+
+    def key_of(self, address: str) -> int:
+        key = self.keys.get(address)
+        if key is None:
+            key = self.keys[address] = len(self.keys)
+        return key
+
+    # ---- LinkAccelerator ----------------------------------------------------------------
+
+    def attach(self, tag: int, peer: PeerId, incarnation: int, peer_incarnation: int,
+               ledger: CreditLedger, peer_max_size: int, max_size: int) -> FastLink | None:
+        if self._closed:
+            return None
+        slot = self.slots.get(tag)
+        pub = self._publication_of(peer.address)
+        if slot is None or pub is None or pub.is_closed:
+            return None
+        index = int(lib.exon_lt_reserve(self._table))
+        if index < 0:
+            return None  # table full: this link stays on the core's path
+        rec = self._table.links[index]
+        ledger.attach(rec)
+        rec.batch = ledger.batch
+        rec.source_tag = tag
+        rec.destination_tag = peer.tag
+        rec.incarnation = incarnation
+        rec.peer_incarnation = peer_incarnation
+        rec.socket_slot = slot
+        rec.max_out = min(peer_max_size, _MAX_PAYLOAD)
+        rec.max_in = min(max_size, _MAX_PAYLOAD)
+        rec.peer_key = self.key_of(peer.address)
+        rec.pub = pub._pub  # last: the entry is live from here on
+        token = FastLink(index, tag, peer, incarnation)
+        self.tokens[index] = token
+        self.by_link[(tag, peer)] = token
+        return token
+
+    def detach(self, token: FastLink | None) -> None:
+        if token is None or not token.attached:
+            return
+        token.attached = False
+        lib.exon_lt_detach(self._table, token.index)
+        if self.tokens.get(token.index) is token:
+            del self.tokens[token.index]
+        if self.by_link.get((token.tag, token.peer)) is token:
+            del self.by_link[(token.tag, token.peer)]
+
+    def record(self, token: FastLink) -> Any:
+        """The table entry of an attached link (tests, diagnostics)."""
+        if not token.attached:
+            raise errors.StateError("the link is not attached")
+        return self._table.links[token.index]
+
+    # ---- polling --------------------------------------------------------------------------
+
+    def poller(self, limit: int) -> Poller:
+        return Poller(self._table, limit)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for token in list(self.tokens.values()):
+                token.attached = False
+            self.tokens.clear()
+            self.by_link.clear()
+            lib.exon_lt_close(self._table)
+
+
+class Poller:
+    """Buffers for ``exon_lt_poll``: one copy buffer and one descriptor array, reused."""
+
+    def __init__(self, table: Any, limit: int, copy_capacity: int = 1 << 20) -> None:
+        self._table = table
+        self.limit = limit
+        self._descs = ffi.new("exon_lt_desc_t[]", limit)
+        self._ints = memoryview(ffi.buffer(self._descs)).cast("i")
+        self._scratch = ffi.new("exon_fragment_t[]", limit)
+        self._used = ffi.new("int32_t *")
+        self._set_copy(copy_capacity)
+        self._images: Any = None
+        self._keys: Any = None
+        self._count = 0
+        self._n = 0
+
+    def _set_copy(self, capacity: int) -> None:
+        self._copy = ffi.new("uint8_t[]", capacity)
+        self._copy_cap = capacity
+        self._view = ffi.buffer(self._copy, capacity)
+
+    def set_images(self, images: list[Any], keys: list[int]) -> None:
+        self._count = len(images)
+        self._images = ffi.new("exon_image_t *[]", [img.cdata for img in images]) if images \
+            else None
+        self._keys = ffi.new("int32_t[]", keys) if images else None
+
+    def set_key(self, index: int, key: int) -> None:
+        self._keys[index] = key
+
+    def poll(self) -> int:
+        """Poll the images (lock NOT held); the count of messages in the batch."""
+        if not self._count:
+            self._n = 0
+            return 0
+        while True:
+            n = lib.exon_lt_poll(self._table, self._images, self._count, self.limit,
+                                 self._copy, self._copy_cap, self._used, self._descs,
+                                 self._scratch)
+            if n >= 0:
+                break
+            if n == lib.EXON_E_FULL:
+                needed = int(self._used[0])
+                self._set_copy(max(needed, 2 * self._copy_cap))
+                continue
+            check(n, "poll")
+        self._n = n
+        return n
+
+    def classify(self) -> tuple[int, Any, Any]:
+        """Classify the batch (lock held): (count, int32 view of the descriptors: link,
+        image, offset, length per message, bytes of the copy buffer)."""
+        n = self._n
+        if n == 0:
+            return 0, None, None
+        self._n = 0
+        lib.exon_lt_classify(self._table, self._keys, self._copy, self._descs, n)
+        return n, self._ints, self._view[0 : self._used[0]]

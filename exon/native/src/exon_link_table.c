@@ -1,0 +1,312 @@
+/*
+ * exon_link_table.c: the native DATA fast path of exon's sockets; see exon_link_table.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exon_link_table.h"
+
+#define EXON_LT_VERSION 1
+#define EXON_LT_PROTOCOL_SOCKETS 0x01
+#define EXON_LT_TYPE_DATA 0x02
+
+static inline void lt_put_u16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void lt_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t lt_get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+int exon_lt_init(exon_link_table_t *t, int32_t capacity, int32_t socket_capacity)
+{
+    if (capacity < 1 || socket_capacity < 1)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "link table: capacities must be >= 1");
+    }
+    memset(t, 0, sizeof(*t));
+    t->links = calloc((size_t)capacity, sizeof(exon_lt_link_t));
+    t->cursors = calloc((size_t)socket_capacity, sizeof(int32_t));
+    if (t->links == NULL || t->cursors == NULL)
+    {
+        free(t->links);
+        free(t->cursors);
+        t->links = NULL;
+        t->cursors = NULL;
+        return -ENOMEM;
+    }
+    t->capacity = capacity;
+    t->socket_capacity = socket_capacity;
+    return 0;
+}
+
+void exon_lt_close(exon_link_table_t *t)
+{
+    free(t->links);
+    free(t->cursors);
+    t->links = NULL;
+    t->cursors = NULL;
+    t->capacity = 0;
+    t->high = 0;
+}
+
+int32_t exon_lt_reserve(exon_link_table_t *t)
+{
+    for (int32_t i = 0; i < t->capacity; i++)
+    {
+        exon_lt_link_t *l = &t->links[i];
+        if (l->pub == NULL && l->peer_key == -1)
+        {
+            continue; /* reserved, not yet attached */
+        }
+        if (l->pub == NULL)
+        {
+            memset(l, 0, sizeof(*l));
+            l->peer_key = -1;
+            if (i + 1 > t->high)
+            {
+                t->high = i + 1;
+            }
+            return i;
+        }
+    }
+    return exon_set_error(EXON_E_NO_SPACE, "link table: all %d fast links are in use", t->capacity);
+}
+
+void exon_lt_detach(exon_link_table_t *t, int32_t link)
+{
+    if (link < 0 || link >= t->capacity)
+    {
+        return;
+    }
+    exon_lt_link_t *l = &t->links[link];
+    memset(l, 0, sizeof(*l));
+    while (t->high > 0 && t->links[t->high - 1].pub == NULL && t->links[t->high - 1].peer_key != -1)
+    {
+        t->high--;
+    }
+}
+
+static int64_t lt_offer(exon_lt_link_t *l, const char *payload, int32_t length)
+{
+    uint8_t header[EXON_LT_HEADER_LENGTH];
+    lt_put_u16(header, EXON_LT_VERSION);
+    header[2] = EXON_LT_PROTOCOL_SOCKETS;
+    header[3] = EXON_LT_TYPE_DATA;
+    lt_put_u32(header + 4, (uint32_t)(12 + length));
+    lt_put_u32(header + 8, l->source_tag);
+    lt_put_u32(header + 12, l->destination_tag);
+    lt_put_u32(header + 16, l->incarnation);
+    int64_t rc = exon_publication_offer2(
+        l->pub, (const char *)header, EXON_LT_HEADER_LENGTH, payload, length, 0);
+    if (rc >= 0)
+    {
+        l->sent++;
+    }
+    return rc;
+}
+
+int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
+                     const char *payload, int32_t length)
+{
+    if (link >= 0)
+    {
+        if (link >= t->high)
+        {
+            return EXON_LT_NO_LINK;
+        }
+        exon_lt_link_t *l = &t->links[link];
+        if (l->pub == NULL || l->socket_slot != socket_slot)
+        {
+            return EXON_LT_NO_LINK;
+        }
+        if (l->sent >= l->limit)
+        {
+            return EXON_LT_NO_CREDIT;
+        }
+        if (length > l->max_out)
+        {
+            return EXON_LT_TOO_LARGE;
+        }
+        int64_t rc = lt_offer(l, payload, length);
+        return rc >= 0 ? link : rc;
+    }
+    if (socket_slot < 0 || socket_slot >= t->socket_capacity)
+    {
+        return EXON_LT_NO_LINK;
+    }
+    int32_t high = t->high;
+    if (high == 0)
+    {
+        return EXON_LT_NO_CREDIT;
+    }
+    int32_t start = t->cursors[socket_slot];
+    if (start >= high)
+    {
+        start = 0;
+    }
+    for (int32_t k = 0; k < high; k++)
+    {
+        int32_t i = start + k;
+        if (i >= high)
+        {
+            i -= high;
+        }
+        exon_lt_link_t *l = &t->links[i];
+        if (l->pub == NULL || l->socket_slot != socket_slot || l->sent >= l->limit)
+        {
+            continue;
+        }
+        if (length > l->max_out)
+        {
+            return EXON_LT_TOO_LARGE;
+        }
+        int64_t rc = lt_offer(l, payload, length);
+        if (rc < 0)
+        {
+            return rc;
+        }
+        t->cursors[socket_slot] = i + 1;
+        return i;
+    }
+    return EXON_LT_NO_CREDIT;
+}
+
+static int32_t lt_find(exon_link_table_t *t, int32_t key, uint32_t dst, uint32_t src)
+{
+    for (int32_t i = 0; i < t->high; i++)
+    {
+        exon_lt_link_t *l = &t->links[i];
+        if (l->pub != NULL && l->peer_key == key && l->source_tag == dst && l->destination_tag == src)
+        {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The link index for a fast DATA frame, or -1 (the core decides). */
+static int32_t lt_classify(exon_link_table_t *t, int32_t key, const uint8_t *frame, int32_t length)
+{
+    if (key < 0 || length < EXON_LT_HEADER_LENGTH)
+    {
+        return -1;
+    }
+    if (frame[0] != EXON_LT_VERSION || frame[1] != 0 || frame[2] != EXON_LT_PROTOCOL_SOCKETS ||
+        frame[3] != EXON_LT_TYPE_DATA || lt_get_u32(frame + 4) != (uint32_t)(length - 8))
+    {
+        return -1;
+    }
+    int32_t i = lt_find(t, key, lt_get_u32(frame + 12), lt_get_u32(frame + 8));
+    if (i < 0)
+    {
+        return -1;
+    }
+    exon_lt_link_t *l = &t->links[i];
+    if (lt_get_u32(frame + 16) != l->peer_incarnation || l->received >= l->advertised ||
+        length - EXON_LT_HEADER_LENGTH > l->max_in)
+    {
+        return -1;
+    }
+    l->received++;
+    return i;
+}
+
+int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap,
+                 int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch)
+{
+    int32_t n = 0;
+    int32_t used = 0;
+    *copy_used = 0;
+    for (int32_t img = 0; img < count && n < max_messages; img++)
+    {
+        if (images[img] == NULL || images[img]->closed)
+        {
+            continue;
+        }
+        int32_t got_used = 0;
+        int rc = exon_image_poll(images[img], scratch, max_messages - n, max_messages - n,
+                                 copy_buf + used, copy_cap - used, &got_used);
+        if (rc < 0)
+        {
+            if (rc == EXON_E_FULL && n == 0)
+            {
+                *copy_used = got_used;
+                return rc;
+            }
+            if (rc == EXON_E_FULL)
+            {
+                break; /* the rest next time */
+            }
+            return rc;
+        }
+        for (int32_t k = 0; k < rc; k++)
+        {
+            exon_lt_desc_t *d = &out[n++];
+            d->image = img;
+            d->offset = used + scratch[k].offset;
+            d->length = scratch[k].length;
+            d->link = -1;
+        }
+        used += got_used;
+    }
+    *copy_used = used;
+    return n;
+}
+
+int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf,
+                     exon_lt_desc_t *descs, int32_t count)
+{
+    int32_t slow_image = -1;
+    int fast = 0;
+    for (int32_t k = 0; k < count; k++)
+    {
+        exon_lt_desc_t *d = &descs[k];
+        if (d->image == slow_image)
+        {
+            d->link = -1;
+            continue;
+        }
+        d->link = lt_classify(t, image_keys[d->image], copy_buf + d->offset, d->length);
+        if (d->link < 0)
+        {
+            slow_image = d->image; /* messages of an image come in one run */
+        }
+        else
+        {
+            fast++;
+        }
+    }
+    return fast;
+}
+
+int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link)
+{
+    if (link < 0 || link >= t->high)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "link table: no link %d", link);
+    }
+    exon_lt_link_t *l = &t->links[link];
+    if (l->pub == NULL || l->delivered >= l->received)
+    {
+        return exon_set_error(EXON_E_STATE, "link table: link %d delivered more than received", link);
+    }
+    l->delivered++;
+    uint64_t pending = l->delivered - l->flowed_delivered;
+    if (pending >= l->batch)
+    {
+        return EXON_LT_DELIVER_DUE;
+    }
+    return pending == 1 ? EXON_LT_DELIVER_FIRST : EXON_LT_DELIVER_NONE;
+}

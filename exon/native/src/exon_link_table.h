@@ -1,0 +1,112 @@
+/*
+ * exon_link_table.h: the native DATA fast path of exon's sockets (exon/middleware).
+ *
+ * A table of established links. Per link: the peer node's exclusive publication, the tags
+ * and incarnations, and both halves of the AMQP-style credit ledger (sender: limit/sent;
+ * receiver: advertised/received/delivered/flowed). The Python core (exon.core) stays the
+ * authority for everything else; for an attached link its CreditLedger reads and writes
+ * these counters in place (exon.middleware.fastpath), so there is one copy of each count.
+ *
+ *  - exon_lt_send: pick a link of a socket (round-robin over links with credit, or a given
+ *    link), write the 20-byte exon DATA header + payload in one offer, spend one credit.
+ *  - exon_lt_poll: poll a set of images into one copy buffer (no lock needed);
+ *    exon_lt_classify (under the lock): DATA of an attached link with credit and within
+ *    size -> a fast descriptor (link index; `received` counted here); anything else -> a
+ *    slow descriptor for the core. After the first slow message of an image in one batch,
+ *    every later message of that image is slow too (the core may change the link).
+ *  - exon_lt_deliver: count one message handed to the application; tells when a FLOW is
+ *    due (or when a FLOW timer must be armed).
+ *
+ * Thread safety: none. The caller serialises every call on a table (the Node's lock), and
+ * exon_lt_poll needs the poll role of the Node as well (one reader per image).
+ */
+#ifndef EXON_LINK_TABLE_H
+#define EXON_LINK_TABLE_H
+
+#include <stdint.h>
+
+#include "exon_common.h"
+#include "exon_image.h"
+#include "exon_publication.h"
+
+#define EXON_LT_HEADER_LENGTH 20
+#define EXON_LT_NO_CREDIT (-100)   /* no attached link of the socket has credit */
+#define EXON_LT_TOO_LARGE (-101)   /* payload above the peer's max message size */
+#define EXON_LT_NO_LINK (-102)     /* the given link is not attached to the socket */
+
+#define EXON_LT_DELIVER_NONE 0
+#define EXON_LT_DELIVER_FIRST 1    /* first delivery since the last FLOW: arm a FLOW timer */
+#define EXON_LT_DELIVER_DUE 2      /* a batch of deliveries: send a FLOW now */
+
+typedef struct exon_lt_link_stct
+{
+    exon_publication_t *pub;       /* towards the peer node; NULL: not attached */
+    uint64_t limit;                /* sender half: may send sequence numbers < limit */
+    uint64_t sent;
+    uint64_t advertised;           /* receiver half: last limit told to the peer */
+    uint64_t received;
+    uint64_t delivered;
+    uint64_t flowed_delivered;     /* delivered count of our last FLOW */
+    uint64_t batch;                /* deliveries per FLOW */
+    uint32_t source_tag;           /* ours */
+    uint32_t destination_tag;      /* the peer's */
+    uint32_t incarnation;          /* ours, written in every DATA header */
+    uint32_t peer_incarnation;     /* the peer's, expected in every DATA received */
+    int32_t peer_key;              /* the peer node (an image's key), >= 0 */
+    int32_t socket_slot;           /* the local socket */
+    int32_t max_out;               /* largest payload the peer accepts */
+    int32_t max_in;                /* largest payload we accept */
+}
+exon_lt_link_t;
+
+typedef struct exon_lt_desc_stct
+{
+    int32_t link;                  /* >= 0: fast DATA of that link; -1: for the core */
+    int32_t image;                 /* index into the polled images */
+    int32_t offset;                /* of the whole exon frame in the copy buffer */
+    int32_t length;                /* of the whole exon frame */
+}
+exon_lt_desc_t;
+
+typedef struct exon_link_table_stct
+{
+    exon_lt_link_t *links;
+    int32_t capacity;
+    int32_t high;                  /* links[0, high) may be attached */
+    int32_t *cursors;              /* per socket slot: next link index to try */
+    int32_t socket_capacity;
+}
+exon_link_table_t;
+
+int exon_lt_init(exon_link_table_t *t, int32_t capacity, int32_t socket_capacity);
+void exon_lt_close(exon_link_table_t *t);
+/* A free link index (its record zeroed), or EXON_E_NO_SPACE. The caller fills it in and
+ * sets `pub` last; exon_lt_detach frees it. */
+int32_t exon_lt_reserve(exon_link_table_t *t);
+void exon_lt_detach(exon_link_table_t *t, int32_t link);
+
+/* link >= 0: that link; link < 0: round-robin over the socket's attached links with
+ * credit. Returns the link index used (>= 0) or EXON_LT_NO_CREDIT / EXON_LT_TOO_LARGE /
+ * EXON_LT_NO_LINK / an Aeron outcome (-1..-5, nothing spent) / an error. */
+int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
+                     const char *payload, int32_t length);
+
+/* Poll images[0, count) (lock NOT needed: only the images are touched) into copy_buf: fills
+ * out[0, n) (n returned) with descriptors (link = -1); *copy_used is the bytes used.
+ * EXON_E_FULL with *copy_used = needed when the first message does not fit. */
+int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count,
+                 int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap,
+                 int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch);
+
+/* Classify polled messages (under the table's lock): image i's peer key is image_keys[i]
+ * (< 0: unknown peer). DATA of an attached link (matching peer incarnation, within the
+ * advertised limit and max_in) gets its link index and counts `received`; the rest keeps
+ * -1, and so does every later message of an image after its first slow one. Returns the
+ * number of fast messages. */
+int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf,
+                     exon_lt_desc_t *descs, int32_t count);
+
+/* One message of `link` handed to the application: EXON_LT_DELIVER_*. */
+int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
+
+#endif /* EXON_LINK_TABLE_H */
