@@ -15,8 +15,10 @@ Cases (one JSON line each, see :mod:`exon.bench.report`):
   ``EmbeddedThroughput`` on the same kind of channel; NAKs and retransmits per million
   messages are reported.
 - ``pingpong-udp`` / ``pingpong-ipc``: round-trip latency percentiles (p50/p99/p99.9, us)
-  of a C ping thread and a C pong thread through the driver (exon only: the peer's
-  EmbeddedPingPong hard-codes a DEDICATED driver that starves a 2-core machine).
+  of a C ping thread and a C pong thread through the driver, against the same loop in Java
+  (``exon/bench/java/ExonPingPong.java``, compiled with javac against the peer's jar, with
+  an embedded SHARED driver; Aeron's own EmbeddedPingPong hard-codes a DEDICATED driver
+  that starves a 2-core machine).
 """
 
 from __future__ import annotations
@@ -204,6 +206,44 @@ def native_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[s
         return {"p50": pct(0.5), "p99": pct(0.99), "p99.9": pct(0.999)}
 
 
+def java_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[str, float]:
+    """Round-trip percentiles (us) of ExonPingPong.java (real Aeron client + SHARED driver)."""
+    import os
+    import pathlib
+    import shutil
+    import uuid
+
+    script = peer_runs.aeron_peer_script()
+    if script is None or shutil.which("javac") is None or shutil.which("java") is None:
+        raise RuntimeError("java, javac or aeron-peer.sh missing")
+    source = pathlib.Path(__file__).with_name("java") / "ExonPingPong.java"
+    classpath = subprocess.run([str(script), "classpath"], capture_output=True, text=True,
+                               check=True, timeout=600).stdout.strip().splitlines()[-1]
+    with tempfile.TemporaryDirectory(prefix="exon-bench-java-") as build:
+        subprocess.run(["javac", "-d", build, "-cp", classpath, str(source)], check=True,
+                       timeout=120)
+        if kind == "udp":
+            ping = f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"
+            pong = f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"
+        else:
+            ping = pong = "aeron:ipc"
+        aeron_dir = f"/dev/shm/exon-bench-pingpong-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            out = subprocess.run(
+                ["java", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+                 "-Dagrona.disable.bounds.checks=true", "-cp", f"{classpath}:{build}",
+                 "ExonPingPong", aeron_dir, ping, pong, str(round_trips), str(size)],
+                capture_output=True, text=True, timeout=300, check=False,
+            )
+        finally:
+            shutil.rmtree(aeron_dir, ignore_errors=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("RTT_US "):
+            p50, p99, p999 = (float(x) for x in line.split()[1:4])
+            return {"p50": p50, "p99": p99, "p99.9": p999}
+    raise RuntimeError(f"no RTT line from ExonPingPong: {out.stderr[-500:]}")
+
+
 def run_udp_bench(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...],
                   seconds: float, messages: int) -> None:
     host = _udp_host(channel)
@@ -233,18 +273,24 @@ def run_udp_bench(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...
         )
     for kind in ("udp", "ipc"):
         size = 32
+        peer_lat: dict[str, float] | None = None
+        note = None
+        if "aeron" in peers:
+            try:
+                peer_lat = java_pingpong(kind, size, 50_000, host)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                note = f"peer not run: {exc}"
         lat = native_pingpong(kind, size, 50_000, host)
         for name in ("p50", "p99", "p99.9"):
             emit(
                 f"pingpong-{kind}-{size}B-{name}",
                 exon=lat[name],
-                peer=None,
-                peer_name="aeron-java EmbeddedPingPong",
+                peer=None if peer_lat is None else peer_lat[name],
+                peer_name="aeron-java ping-pong (ExonPingPong.java, SHARED driver)",
                 unit="us",
                 higher_is_better=False,
                 size=size,
-                peer_note="not run: EmbeddedPingPong hard-codes a DEDICATED driver "
-                "(5 spinning threads on this 2-core machine)",
+                peer_note=note,
             )
 
 
