@@ -1278,7 +1278,10 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
             if (new_limit != limit)
             {
                 exon_counter_set(&c->counters, pub->pub_lmt_id, new_limit);
-                work++;
+                if (exon_log_producer_position(&pub->log) >= limit - pub->window / 2)
+                {
+                    work++;
+                }
             }
         }
         else if (pub->state == EXON_NP_DRAINING)
@@ -1794,7 +1797,12 @@ static int exon_dc_update_publications(exon_driver_conductor_t *c, int64_t now_n
                 if (new_limit != limit)
                 {
                     exon_counter_set(&c->counters, pub->pub_lmt_id, new_limit);
-                    work++;
+                    /* only a publisher near its limit needs the conductor awake: counting
+                     * every move as work would keep the conductor spinning on 2 cores */
+                    if (producer >= limit - pub->window / 2)
+                    {
+                        work++;
+                    }
                 }
             }
             else if (0 != EXON_LOAD_RLX(&pub->log.meta->is_connected))
