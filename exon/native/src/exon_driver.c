@@ -306,6 +306,9 @@ int exon_driver_close(exon_driver_t *d)
     {
         exon_agent_runner_close(&d->runners[i]);
     }
+    /* the runners' epoll sets are closed: the conductor must not touch them any more */
+    d->conductor.sender_epoll_fd = -1;
+    d->conductor.receiver_epoll_fd = -1;
     exon_driver_conductor_close(&d->conductor);
     exon_cnc_set_driver_heartbeat_ms(&d->cnc, 0);
     exon_cnc_close(&d->cnc);
