@@ -117,7 +117,7 @@ static void exon_ep_send_sm(exon_receive_endpoint_t *ep, int32_t session_id, int
 }
 
 /* Frames of a DATA datagram: back to back, aligned, the same session/stream/term. */
-static bool exon_ep_valid_data(const uint8_t *buf, int32_t length)
+static bool exon_ep_valid_data(const uint8_t *buf, int32_t length, int32_t term_length)
 {
     const exon_data_header_t *first = (const exon_data_header_t *)buf;
     if (first->frame_header.frame_length == 0)
@@ -145,8 +145,10 @@ static bool exon_ep_valid_data(const uint8_t *buf, int32_t length)
         }
         if (h->frame_header.type == EXON_HDR_TYPE_PAD)
         {
+            /* a PAD travels as its header alone but must still end inside the term */
+            int64_t end = (int64_t)h->term_offset + EXON_ALIGN((int64_t)frame_length, EXON_FRAME_ALIGNMENT);
             offset += EXON_DATA_HEADER_LENGTH;
-            return offset == length;
+            return offset == length && end <= term_length;
         }
         if (h->frame_header.type != EXON_HDR_TYPE_DATA)
         {
@@ -210,7 +212,7 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
     }
     int32_t term_offset = h->term_offset;
     if (term_offset < 0 || (term_offset & (EXON_FRAME_ALIGNMENT - 1)) != 0 ||
-        term_offset > img->term_length - EXON_DATA_HEADER_LENGTH || !exon_ep_valid_data(buf, length))
+        term_offset > img->term_length - EXON_DATA_HEADER_LENGTH || !exon_ep_valid_data(buf, length, img->term_length))
     {
         exon_ep_invalid(ep);
         return;

@@ -207,6 +207,11 @@ def test_fuzzed_datagrams_while_a_stream_flows(stack: ExitStack) -> None:
     fuzzer.sendto(struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, mine, stream, 0, 0, TERM, 1408, 0),
                   ("127.0.0.1", port))
     assert wait_until(lambda: sub.image_count == 2)
+    # a PAD header whose length runs past the end of the term is refused and counted
+    before = rx.counter_value(SystemCounter.INVALID_PACKETS)
+    fuzzer.sendto(struct.pack("<iBBhiiiiq", 1 << 30, 0, 0xC0, 0, 0, mine, stream, 0, 0),
+                  ("127.0.0.1", port))
+    assert wait_until(lambda: rx.counter_value(SystemCounter.INVALID_PACKETS) > before)
     samples = [
         struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, mine, stream, 0, 0) + bytes(32),
         struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, session, stream, 0, 0) + bytes(32),
