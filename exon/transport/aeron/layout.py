@@ -50,14 +50,23 @@ MAX_MESSAGE_LENGTH_CAP: Final = 16 * 1024 * 1024
 
 # ---- frame structs (field order = wire order) ----------------------------------------
 
-FRAME_HEADER = struct.Struct("<ibBh")  # frame_length, version, flags, type
-DATA_HEADER = struct.Struct("<ibBhiiiiq")  # + term_offset, session_id, stream_id, term_id, reserved
-SETUP_HEADER = struct.Struct("<ibBhiiiiiiii")  # + term_offset, session, stream, init tid, act tid, tlen, mtu, ttl
-SM_HEADER = struct.Struct("<ibBhiiiiiq")  # + session, stream, cons tid, cons toff, window, receiver_id
+# Every frame starts with the 8-byte common header: frame_length, version, flags, type.
+FRAME_HEADER = struct.Struct("<ibBh")
+# DATA/PAD: + term_offset, session_id, stream_id, term_id, reserved_value
+DATA_HEADER = struct.Struct("<ibBhiiiiq")
+# SETUP: + term_offset, session_id, stream_id, initial_term_id, active_term_id, term_length,
+#          mtu, ttl
+SETUP_HEADER = struct.Struct("<ibBhiiiiiiii")
+# SM: + session_id, stream_id, consumption_term_id, consumption_term_offset, receiver_window,
+#       receiver_id
+SM_HEADER = struct.Struct("<ibBhiiiiiq")
 SM_GROUP_TAG = struct.Struct("<q")
-NAK_HEADER = struct.Struct("<ibBhiiiii")  # + session, stream, term_id, term_offset, length
-RTTM_HEADER = struct.Struct("<ibBhiiqqq")  # + session, stream, echo ts, reception delta, receiver_id
-ERR_HEADER = struct.Struct("<ibBhiiqqii")  # + session, stream, receiver_id, group_tag, code, text length
+# NAK: + session_id, stream_id, term_id, term_offset, length
+NAK_HEADER = struct.Struct("<ibBhiiiii")
+# RTTM: + session_id, stream_id, echo_timestamp, reception_delta, receiver_id
+RTTM_HEADER = struct.Struct("<ibBhiiqqq")
+# ERR: + session_id, stream_id, receiver_id, group_tag, error_code, error_length
+ERR_HEADER = struct.Struct("<ibBhiiqqii")
 
 FRAME_LENGTH_OFFSET: Final = 0
 VERSION_OFFSET: Final = 4
@@ -176,7 +185,8 @@ EXON_PROTO_SOCKETS: Final = 0x01
 EXON_PROTO_NODES: Final = 0x02
 EXON_FIXED_HEADER_LENGTH: Final = 8
 EXON_SOCKET_HEADER_LENGTH: Final = 20
-# version u16, protocol u8, type u8, remaining length u32, source tag u32, dest tag u32, incarnation u32
+# version u16, protocol u8, type u8, remaining length u32,
+# source tag u32, destination tag u32, incarnation u32
 EXON_SOCKET_HEADER = struct.Struct("<HBBIIII")
 
 

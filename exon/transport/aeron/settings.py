@@ -205,7 +205,9 @@ class DriverSettings(BaseModel):
     @classmethod
     def _counters(cls, value: int) -> int:
         if not 64 * KIB <= value <= 256 * MIB or value % 128:
-            raise ValueError(f"counters length {value} must be a multiple of 128 in [64 KiB, 256 MiB]")
+            raise ValueError(
+                f"counters length {value} must be a multiple of 128 in [64 KiB, 256 MiB]"
+            )
         return value
 
     @model_validator(mode="after")
