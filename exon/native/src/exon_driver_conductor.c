@@ -1086,6 +1086,18 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
     exon_udp_addr_format(&dest, key, sizeof(key));
 
     exon_dc_net_publication_t *pub = NULL;
+    for (int32_t i = 0; uri->has_session_id && i < c->net_publications.length; i++)
+    {
+        exon_dc_net_publication_t *other = c->net_publications.items[i];
+        if (other->stream_id == cmd->stream_id && other->session_id == uri->session_id &&
+            0 == strcmp(other->key, key))
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC,
+                "session-id=%d clashes with publication %lld on %s stream %d", uri->session_id,
+                (long long)other->registration_id, key, cmd->stream_id);
+            return;
+        }
+    }
     if (!exclusive && !uri->has_session_id)
     {
         for (int32_t i = 0; i < c->net_publications.length; i++)

@@ -92,6 +92,8 @@ def test_two_publications_share_an_endpoint_and_uri_parameters(stack: ExitStack)
     a = tx.add_exclusive_publication(f"{channel}|mtu=4096|session-id=77", STREAM)
     b = tx.add_exclusive_publication(f"{channel}|term-length=131072", STREAM)
     assert a.session_id == 77
+    with pytest.raises(errors.DriverError, match="clashes"):
+        tx.add_exclusive_publication(f"{channel}|session-id=77", STREAM)
     connect(a)
     connect(b)
     assert wait_until(lambda: sub.image_count == 2)
