@@ -437,6 +437,7 @@ void exon_publication_image_init(
     img->hwm = img->join_position;
     img->rcv_pos = img->join_position;
     img->clean_position = img->join_position;
+    img->last_consumed = img->join_position;
     img->last_packet_ns = now_ns;
     img->liveness_timeout_ns = liveness_timeout_ns;
     img->eos_position = INT64_MAX;
@@ -504,6 +505,13 @@ int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns
     if (consumed > img->rcv_pos)
     {
         consumed = img->rcv_pos;
+    }
+    if (consumed != img->last_consumed)
+    {
+        /* subscribers are reading: stay awake so the next SM goes out without a park's
+         * delay (nothing else wakes the receiver while the sender waits for the window) */
+        img->last_consumed = consumed;
+        work++;
     }
     if (state == EXON_IMAGE_ACTIVE && exon_sm_scheduler_check(&img->sm, consumed, img->window, now_ns))
     {

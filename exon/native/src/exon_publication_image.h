@@ -69,6 +69,7 @@ typedef struct exon_publication_image_stct
     int64_t hwm;
     int64_t rcv_pos;
     int64_t clean_position;
+    int64_t last_consumed;            /* min sub-pos seen at the last duty cycle */
     int64_t last_packet_ns;
     int64_t liveness_timeout_ns;
     int64_t eos_position;
