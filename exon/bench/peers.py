@@ -53,6 +53,17 @@ def _peer_env(tag: str) -> dict[str, str]:
     return env
 
 
+def _run_peer(args: list[str], tag: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``aeron-peer.sh ARGS`` with its own Aeron dir, removed afterwards."""
+    env = _peer_env(tag)
+    try:
+        return subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout,
+                              check=False)
+    finally:
+        if "EXON_KEEP_AERON_DIR" not in os.environ:
+            shutil.rmtree(env["AERON_DIR"], ignore_errors=True)
+
+
 _RATE_LINE = re.compile(r"Duration (\d+)ms - ([\d,]+) messages")
 _THROUGHPUT_LINE = re.compile(r"^([\d.]+e[+-]\d+|[\d.]+) msgs/sec")
 
@@ -61,14 +72,8 @@ def java_ipc_throughput(size: int, seconds: int = 8, warmup_samples: int = 2) ->
     """Median msgs/s of Aeron's EmbeddedIpcThroughput (driver in-process, aeron:ipc)."""
     script = aeron_peer_script()
     assert script is not None
-    out = subprocess.run(
-        [str(script), "embedded-ipc-throughput", str(size), str(seconds)],
-        capture_output=True,
-        text=True,
-        env=_peer_env("ipc"),
-        timeout=seconds + 120,
-        check=False,
-    )
+    out = _run_peer([str(script), "embedded-ipc-throughput", str(size), str(seconds)], "ipc",
+                    timeout=seconds + 120)
     rates = [
         int(m.group(2).replace(",", "")) * 1000.0 / int(m.group(1))
         for m in _RATE_LINE.finditer(out.stdout)
@@ -84,14 +89,8 @@ def java_udp_throughput(size: int, messages: int, channel: str, warmup_samples: 
     """Median msgs/s of Aeron's EmbeddedThroughput over UDP ``channel``."""
     script = aeron_peer_script()
     assert script is not None
-    out = subprocess.run(
-        [str(script), "embedded-throughput", str(size), str(messages), channel],
-        capture_output=True,
-        text=True,
-        env=_peer_env("udp"),
-        timeout=600,
-        check=False,
-    )
+    out = _run_peer([str(script), "embedded-throughput", str(size), str(messages), channel],
+                    "udp", timeout=600)
     rates = [float(m.group(1)) for line in out.stdout.splitlines()
              if (m := _THROUGHPUT_LINE.match(line.strip()))]
     samples = rates[warmup_samples:] or rates
