@@ -104,6 +104,18 @@ def test_req_ignores_stale_reply_after_timeout(make_node) -> None:
     assert req.stale_dropped == 1
 
 
+def _receive_from_any(sockets, timeout: float):
+    """(socket, message) of the first of ``sockets`` to receive one, or None at timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for sock in sockets:
+            try:
+                return sock, sock.receive(timeout=0.02)
+            except exon.Timeout:
+                continue
+    return None
+
+
 def test_req_takes_reply_only_from_the_peer_asked(make_node) -> None:
     a, b = make_node(), make_node()
     rep1, rep2 = a.socket("rep", tag=1), a.socket("rep", tag=2)
@@ -116,14 +128,13 @@ def test_req_takes_reply_only_from_the_peer_asked(make_node) -> None:
     req.link(f"{a.address}/2")
     rep1.send(b"stale")
     req.send(b"two")
-    for rep in (rep1, rep2, rep1):
-        try:
-            m = rep.receive(timeout=0.5)
-        except exon.Timeout:
-            continue
-        assert m.payload == b"two"
-        rep.send(b"good")
-        break
+    # "two" went to rep1 or rep2 (round-robin): wait on both until it shows up, bounded by
+    # a deadline rather than a fixed per-socket window (slow machines take longer)
+    asked = _receive_from_any((rep1, rep2), timeout=10)
+    assert asked is not None, "the request reached neither REP"
+    rep, m = asked
+    assert m.payload == b"two"
+    rep.send(b"good")
     assert req.receive(timeout=5).payload == b"good"
     assert req.stale_dropped == 1
 
