@@ -45,7 +45,7 @@ _MAX_PAYLOAD = 0x7FFF_FFFF
 class FastLink:
     """The token of one attached link."""
 
-    __slots__ = ("attached", "incarnation", "index", "peer", "tag")
+    __slots__ = ("attached", "incarnation", "index", "peer", "public", "tag")
 
     def __init__(self, index: int, tag: int, peer: PeerId, incarnation: int) -> None:
         self.index = index
@@ -53,6 +53,7 @@ class FastLink:
         self.peer = peer
         self.incarnation = incarnation
         self.attached = True
+        self.public: Any = None  # the exon.Peer of `peer` (cached by the receiving socket)
 
     def __repr__(self) -> str:
         return f"<FastLink {self.index} {self.tag}->{self.peer} {'on' if self.attached else 'off'}>"

@@ -88,12 +88,39 @@ def join_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """A message received from ``peer``."""
+class Message(tuple):  # type: ignore[type-arg]
+    """A message received from ``peer``: ``Message(payload, peer=None)``.
 
-    payload: bytes
-    peer: Peer | None = None
+    Immutable, compared and hashed by ``(payload, peer)``. A tuple underneath, so that the
+    receive path builds one in a single C call."""
+
+    __slots__ = ()
+    __match_args__ = ("payload", "peer")
+
+    def __new__(cls, payload: bytes, peer: Peer | None = None) -> Message:
+        return tuple.__new__(cls, (payload, peer))
+
+    @property
+    def payload(self) -> bytes:
+        return self[0]  # type: ignore[no-any-return]
+
+    @property
+    def peer(self) -> Peer | None:
+        return self[1]  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Message and tuple.__eq__(self, other)  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+    def __getnewargs__(self) -> tuple[bytes, Peer | None]:
+        return (self[0], self[1])
+
+    def __repr__(self) -> str:
+        return f"Message(payload={self[0]!r}, peer={self[1]!r})"
 
 
 @dataclass(frozen=True, slots=True)

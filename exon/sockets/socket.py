@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["Socket"]
 
 _monotonic = time.monotonic
+_new_message = tuple.__new__
 _RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer again
 _OFFER_SPINS = 200
 
@@ -130,6 +131,12 @@ class Socket:
         if max_links is not None:
             options["max_links"] = max_links
         self.tag: int = node._open_socket(self, self.type, tag, options)
+        self._deliver = node._fast.deliver
+        # a "plain" socket takes every message as it comes (no gate, no envelope): receive()
+        # has a short path for it (see _take_plain_locked)
+        cls = self.__class__
+        self._plain = (cls._accept_locked is Socket._accept_locked
+                       and cls._may_take_message is Socket._may_take_message)
 
     # ==== linking ===========================================================================
 
@@ -296,6 +303,35 @@ class Socket:
             return item.payload, peer
         return None
 
+    def _take_plain_locked(self) -> Message | None:
+        """The short path of a plain socket with no cookie pending and a message queued
+        natively: the next message, fair-queued, delivered and credited. None: take the
+        general path (:meth:`_take_locked`)."""
+        ready = self._ready
+        peer = ready[0]
+        q = self._inq[peer]
+        item = q[0]
+        if type(item) is not tuple:
+            return None
+        payload, token = item
+        if not token.attached:
+            return None
+        q.popleft()
+        ready.popleft()
+        self._queued -= 1
+        if q:
+            ready.append(peer)
+        else:
+            del self._inq[peer]
+        if self._deliver(token.index):
+            self._core.delivered_natively(self.tag, peer, now=_monotonic())
+            self.node._flush_fast()
+        self._cookie_run = 0
+        public = token.public
+        if public is None:
+            public = token.public = self.node._peer(peer)
+        return _new_message(Message, (payload, public))
+
     def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
         """Turn a taken message into what the application gets (None: drop it)."""
         return Message(payload, self.node._peer(peer))
@@ -341,6 +377,11 @@ class Socket:
     def receive(self, timeout: float | None = None) -> Message | Cookie | CookieLost:
         """The next cookie or message; blocks up to ``timeout`` seconds."""
         with self._lock:
+            if self._queued and self._plain and not self._cookies and not self._closed:
+                msg = self._take_plain_locked()
+                if msg is not None:
+                    self.node._activity += 1
+                    return msg
             self._check_open()
             self.node._activity += 1
             item = self._take_locked()
