@@ -300,17 +300,15 @@ class NodeTransport:
             out.append((address, msgs))
         return out, gone
 
-    def wait(self, timeout: float) -> bool:
-        """Sleep (GIL released) until data, an image change, :meth:`wake` or ``timeout``."""
+    def wait(self, timeout: float, spin: float = 0.0) -> bool:
+        """Sleep (GIL released) until data, an image change, :meth:`wake` or ``timeout``;
+        spin (no syscall) for the first ``spin`` seconds of it (a client thread expecting
+        an answer soon: no futex wake on either side when it comes within the spin)."""
         if len(self.subscriptions) > 1:
             timeout = min(timeout, 0.002)  # the UDP subscription rings another doorbell
         arr = self._image_array
-        if arr is None:
-            seen = lib.exon_doorbell_read(self._doorbell)
-            rc = lib.exon_doorbell_wait(self._doorbell, seen, max(0, int(timeout * 1e9)))
-            return rc == 0
-        rc = lib.exon_image_wait(arr, len(self._images), self._doorbell,
-                                 max(0, int(timeout * 1e9)))
+        rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
+                              self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
         return rc >= 0
 
     def wake(self) -> None:

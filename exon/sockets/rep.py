@@ -12,6 +12,7 @@ from typing import Any
 
 from exon import errors
 from exon.core import PeerId
+from exon.middleware.node import CLIENT_SPIN
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
 from exon.sockets.socket import Socket, _deadline
@@ -21,6 +22,7 @@ __all__ = ["RepSocket"]
 
 class RepSocket(Socket):
     type = "rep"
+    _wait_spin = CLIENT_SPIN
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

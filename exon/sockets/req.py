@@ -21,6 +21,7 @@ from typing import Any
 
 from exon import errors
 from exon.core import LinkClosed, PeerId
+from exon.middleware.node import CLIENT_SPIN
 from exon.sockets.messages import Message
 from exon.sockets.socket import Socket, _deadline
 
@@ -31,6 +32,7 @@ ENVELOPE = struct.Struct("<Q")
 
 class ReqSocket(Socket):
     type = "req"
+    _wait_spin = CLIENT_SPIN
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

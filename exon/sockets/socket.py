@@ -69,6 +69,9 @@ class Socket:
     _types: ClassVar[dict[str, type[Socket]]] = {}
     can_send: ClassVar[bool] = True
     can_receive: ClassVar[bool] = True
+    #: seconds receive() spins before parking when it leads the polling (REQ/REP: answers
+    #: come fast, see exon.middleware.node.CLIENT_SPIN)
+    _wait_spin: ClassVar[float] = 0.0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -402,7 +405,7 @@ class Socket:
                 return False
 
             while True:
-                if not self.node._await(self._cond, ready, deadline):
+                if not self.node._await(self._cond, ready, deadline, self._wait_spin):
                     self._on_receive_timeout()
                     raise errors.Timeout(f"nothing received in {timeout}s")
                 self._check_open()

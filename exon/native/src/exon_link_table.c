@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exon_doorbell.h"
 #include "exon_link_table.h"
 
 #define EXON_LT_VERSION 1
@@ -309,4 +310,61 @@ int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link)
         return EXON_LT_DELIVER_DUE;
     }
     return pending == 1 ? EXON_LT_DELIVER_FIRST : EXON_LT_DELIVER_NONE;
+}
+
+static bool lt_any_available(exon_image_t **images, int32_t count)
+{
+    for (int32_t i = 0; i < count; i++)
+    {
+        if (images[i] != NULL && !images[i]->closed && exon_image_available(images[i]) > 0)
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
+int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns,
+                 int64_t timeout_ns)
+{
+    int64_t start = exon_nano_clock();
+    int32_t bell = exon_doorbell_read(doorbell);
+    if (spin_ns > 0 && (timeout_ns < 0 || spin_ns < timeout_ns))
+    {
+        int64_t end = start + spin_ns;
+        for (uint32_t k = 0;; k++)
+        {
+            if (lt_any_available(images, count))
+            {
+                return 1;
+            }
+            if (exon_doorbell_read(doorbell) != bell)
+            {
+                return 0;
+            }
+            for (int p = 0; p < 8; p++)
+            {
+                EXON_CPU_PAUSE();
+            }
+            if ((k & 7) == 7 && exon_nano_clock() >= end)
+            {
+                break;
+            }
+        }
+    }
+    int64_t left = timeout_ns;
+    if (timeout_ns >= 0)
+    {
+        left = timeout_ns - (exon_nano_clock() - start);
+        if (left <= 0)
+        {
+            return lt_any_available(images, count) ? 1 : EXON_E_TIMEOUT;
+        }
+    }
+    if (count == 0)
+    {
+        int rc = exon_doorbell_wait(doorbell, bell, left);
+        return rc == EXON_E_TIMEOUT ? rc : 0;
+    }
+    return exon_image_wait(images, count, doorbell, left);
 }

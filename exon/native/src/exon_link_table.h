@@ -106,6 +106,14 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count,
 int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf,
                      exon_lt_desc_t *descs, int32_t count);
 
+/* Wait for data on images[0, count) (NULL entries skipped) or a ring of `doorbell`: spin
+ * (CPU pause, no syscall, no waiters registered, so writers do not ring) for up to spin_ns,
+ * then park in exon_image_wait for the rest of timeout_ns (count 0: exon_doorbell_wait).
+ * Returns 1 (data), 0 (rung / woken) or EXON_E_TIMEOUT. Thread-safe like exon_image_wait;
+ * the caller releases the GIL (cffi does). */
+int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns,
+                 int64_t timeout_ns);
+
 /* One message of `link` handed to the application: EXON_LT_DELIVER_*. */
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
 
