@@ -23,8 +23,14 @@ class PushSocket(Socket):
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send ``data`` to the next linked PULL with credit; blocks up to ``timeout``."""
         payload = data if type(data) is bytes else bytes(data)
-        deadline = None if timeout is None else _deadline(timeout)
         with self._lock:
+            node = self.node
+            # short path: one native call picks a link with credit and offers
+            if (cookie is None and self._fast_slot >= 0 and not node._backlog
+                    and self._fast_send(self._fast_slot, -1, payload) >= 0):
+                node._activity += 1
+                return
+            deadline = None if timeout is None else _deadline(timeout)
             self._send_locked(payload, cookie, None, deadline, False)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:

@@ -135,6 +135,7 @@ class Socket:
             options["max_links"] = max_links
         self.tag: int = node._open_socket(self, self.type, tag, options)
         self._deliver = node._fast.deliver
+        self._fast_send = node._fast.send
         # a "plain" socket takes every message as it comes (no gate, no envelope): receive()
         # has a short path for it (see _take_plain_locked)
         cls = self.__class__
