@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/epoll.h>
+
 #include "exon_common.h"
 #include "exon_driver.h"
 
@@ -280,6 +282,9 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         int receiver_runner = ctx->threading_mode == EXON_THREADING_DEDICATED ? 2 : sender_runner;
         d->conductor.sender_epoll_fd = d->runners[sender_runner].epoll_fd;
         d->conductor.receiver_epoll_fd = d->runners[receiver_runner].epoll_fd;
+        /* a command for the sender ends the sender runner's park */
+        struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = d->conductor.sender_commands.wake_fd } };
+        epoll_ctl(d->conductor.sender_epoll_fd, EPOLL_CTL_ADD, d->conductor.sender_commands.wake_fd, &ev);
     }
     for (int32_t i = 0; rc >= 0 && i < d->runner_count; i++)
     {

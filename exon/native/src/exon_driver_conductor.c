@@ -216,6 +216,27 @@ static void exon_dc_transmit(exon_driver_conductor_t *c, int32_t type, const voi
     }
 }
 
+/* ON_(EXCLUSIVE_)PUBLICATION_READY for an IPC or a UDP publication: ids and the log's path. */
+static void exon_dc_send_publication_ready(
+    exon_driver_conductor_t *c, int64_t correlation_id, int64_t registration_id, int32_t session_id,
+    int32_t stream_id, int32_t limit_counter_id, int32_t status_counter_id, const char *log_path,
+    bool exclusive)
+{
+    exon_publication_ready_t *r = (exon_publication_ready_t *)c->msg;
+    int32_t log_length = (int32_t)strlen(log_path);
+    r->correlation_id = correlation_id;
+    r->registration_id = registration_id;
+    r->session_id = session_id;
+    r->stream_id = stream_id;
+    r->position_limit_counter_id = limit_counter_id;
+    r->channel_status_counter_id = status_counter_id;
+    r->log_file_length = log_length;
+    memcpy(c->msg + sizeof(*r), log_path, (size_t)log_length);
+    exon_dc_transmit(c,
+        exclusive ? EXON_RSP_ON_EXCLUSIVE_PUBLICATION_READY : EXON_RSP_ON_PUBLICATION_READY,
+        c->msg, (int32_t)sizeof(*r) + log_length);
+}
+
 static void exon_dc_send_error(
     exon_driver_conductor_t *c, int64_t correlation_id, int32_t code, const char *fmt, ...)
 {
@@ -759,19 +780,8 @@ static void exon_dc_on_add_publication(
     link->client_id = client->client_id;
     link->publication = pub;
 
-    exon_publication_ready_t *r = (exon_publication_ready_t *)c->msg;
-    int32_t log_length = (int32_t)strlen(pub->log.path);
-    r->correlation_id = correlation_id;
-    r->registration_id = pub->registration_id;
-    r->session_id = pub->session_id;
-    r->stream_id = pub->stream_id;
-    r->position_limit_counter_id = pub->pub_lmt_id;
-    r->channel_status_counter_id = pub->pub_pos_id;
-    r->log_file_length = log_length;
-    memcpy(c->msg + sizeof(*r), pub->log.path, (size_t)log_length);
-    exon_dc_transmit(c,
-        exclusive ? EXON_RSP_ON_EXCLUSIVE_PUBLICATION_READY : EXON_RSP_ON_PUBLICATION_READY,
-        c->msg, (int32_t)sizeof(*r) + log_length);
+    exon_dc_send_publication_ready(c, correlation_id, pub->registration_id, pub->session_id,
+        pub->stream_id, pub->pub_lmt_id, pub->pub_pos_id, pub->log.path, exclusive);
 
     if (created)
     {
@@ -1019,11 +1029,10 @@ static void exon_dc_epoll_del(int epoll_fd, int fd)
     }
 }
 
+/* Free a publication the sender no longer holds (released, never added, or agents stopped). */
 static void exon_dc_free_net_publication(exon_driver_conductor_t *c, exon_dc_net_publication_t *pub)
 {
-    pthread_mutex_lock(&c->sender_lock);
     exon_dc_array_remove(&c->net_publications, pub);
-    pthread_mutex_unlock(&c->sender_lock);
     exon_dc_epoll_del(c->sender_epoll_fd, pub->np.channel.fd);
     exon_udp_channel_close(&pub->np.channel);
     int64_t now_ms = exon_epoch_ms();
@@ -1233,10 +1242,8 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             return;
         }
         exon_dc_epoll_add(c->sender_epoll_fd, pub->np.channel.fd);
-        pthread_mutex_lock(&c->sender_lock);
-        int added = exon_dc_array_add(&c->net_publications, pub);
-        pthread_mutex_unlock(&c->sender_lock);
-        if (added < 0)
+        if (exon_dc_array_add(&c->net_publications, pub) < 0 ||
+            exon_command_queue_offer(&c->sender_commands, EXON_AGENT_CMD_ADD_PUBLICATION, 0, &pub->np) < 0)
         {
             exon_dc_free_net_publication(c, pub);
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
@@ -1255,19 +1262,8 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
     link->client_id = client->client_id;
     link->net = pub;
 
-    exon_publication_ready_t *r = (exon_publication_ready_t *)c->msg;
-    int32_t log_length = (int32_t)strlen(pub->log.path);
-    r->correlation_id = correlation_id;
-    r->registration_id = pub->registration_id;
-    r->session_id = pub->session_id;
-    r->stream_id = pub->stream_id;
-    r->position_limit_counter_id = pub->pub_lmt_id;
-    r->channel_status_counter_id = pub->snd_pos_id;
-    r->log_file_length = log_length;
-    memcpy(c->msg + sizeof(*r), pub->log.path, (size_t)log_length);
-    exon_dc_transmit(c,
-        exclusive ? EXON_RSP_ON_EXCLUSIVE_PUBLICATION_READY : EXON_RSP_ON_PUBLICATION_READY,
-        c->msg, (int32_t)sizeof(*r) + log_length);
+    exon_dc_send_publication_ready(c, correlation_id, pub->registration_id, pub->session_id,
+        pub->stream_id, pub->pub_lmt_id, pub->snd_pos_id, pub->log.path, exclusive);
 }
 
 static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t now_ns)
@@ -1306,7 +1302,16 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
                 work++;
             }
         }
-        else if (now_ns >= pub->linger_deadline_ns)
+        else if (pub->state == EXON_NP_LINGER && now_ns >= pub->linger_deadline_ns)
+        {
+            /* the sender drops it at its next duty cycle; freed once it says so */
+            if (exon_command_queue_offer(&c->sender_commands, EXON_AGENT_CMD_REMOVE_PUBLICATION, 0, &pub->np) >= 0)
+            {
+                pub->state = EXON_NP_CLOSED;
+                work++;
+            }
+        }
+        else if (pub->state == EXON_NP_CLOSED && EXON_LOAD_ACQ(&pub->np.sender_released))
         {
             exon_dc_free_net_publication(c, pub);
             work++;
@@ -1418,6 +1423,10 @@ static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *im
     }
     exon_counters_free(&c->counters, image->img.rcv_hwm_id, now_ms);
     exon_counters_free(&c->counters, image->img.rcv_pos_id, now_ms);
+    if (image->img.rtt_id >= 0)
+    {
+        exon_counters_free(&c->counters, image->img.rtt_id, now_ms);
+    }
     char path[EXON_LOG_PATH_MAX];
     snprintf(path, sizeof(path), "%s", image->log.path);
     exon_log_close(&image->log);
@@ -1491,6 +1500,8 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         c->config.image_liveness_timeout_ns,
         c->config.status_message_timeout_ns > 0 ? c->config.status_message_timeout_ns : EXON_SM_TIMEOUT_DEFAULT_NS,
         now_ns);
+    image->img.rtt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_RTT, "rcv-rtt",
+        image->correlation_id, setup->session_id, setup->stream_id, label);
     if (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0)
     {
         exon_loss_detector_init(&image->img.loss, c->config.nak_delay_ns, c->config.nak_retry_delay_ns);
@@ -1728,10 +1739,6 @@ static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
     return work;
 }
 
-struct exon_network_publication_stct *exon_driver_conductor_net_publication(exon_driver_conductor_t *c, int32_t i)
-{
-    return &((exon_dc_net_publication_t *)c->net_publications.items[i])->np;
-}
 
 static void exon_dc_close_udp(exon_driver_conductor_t *c)
 {
@@ -1916,6 +1923,11 @@ int exon_driver_conductor_init(
     c->config = *config;
     c->cnc = cnc;
     int rc;
+    if ((rc = exon_command_queue_init(&c->sender_commands)) < 0)
+    {
+        c->sender_commands.wake_fd = -1;
+        return rc;
+    }
     if ((rc = exon_cnc_to_driver_ring(cnc, &c->to_driver)) < 0 ||
         (rc = exon_cnc_to_clients_transmitter(cnc, &c->to_clients)) < 0 ||
         (rc = exon_cnc_counters(cnc, &c->counters, 1000)) < 0)
@@ -1934,7 +1946,6 @@ int exon_driver_conductor_init(
     c->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
     c->sender_epoll_fd = -1;
     c->receiver_epoll_fd = -1;
-    pthread_mutex_init(&c->sender_lock, NULL);
     pthread_mutex_init(&c->receiver_lock, NULL);
     c->receiver_id = (int64_t)(exon_dc_random(c) & 0x7FFFFFFFFFFFFFFFULL);
     if ((rc = exon_loss_generator_init(&c->send_loss, config->send_loss_rate, config->send_loss_seed, true)) < 0)
@@ -1973,6 +1984,11 @@ int exon_driver_conductor_init(
 void exon_driver_conductor_close(exon_driver_conductor_t *c)
 {
     exon_dc_close_udp(c);
+    /* the agents are stopped: whatever the sender still held is freed above */
+    exon_command_queue_fini(&c->sender_commands);
+    free(c->sender_pubs);
+    c->sender_pubs = NULL;
+    c->sender_pub_count = 0;
     while (c->publications.length > 0)
     {
         exon_dc_ipc_publication_t *pub = c->publications.items[0];

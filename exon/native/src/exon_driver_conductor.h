@@ -41,6 +41,7 @@
 #include "exon_ring.h"
 #include "exon_broadcast.h"
 #include "exon_counters.h"
+#include "exon_command_queue.h"
 #include "exon_error_log.h"
 #include "exon_logbuffer.h"
 #include "exon_loss_generator.h"
@@ -112,11 +113,15 @@ typedef struct exon_driver_conductor_stct
     exon_dc_array_t publication_links;/* exon_dc_publication_link_t* */
     exon_dc_array_t subscriptions;    /* exon_dc_subscription_t* */
     exon_dc_array_t subscriber_positions; /* exon_dc_subscriber_position_t* */
-    /* UDP: the sender iterates net_publications under sender_lock, the receiver iterates
-     * endpoints (and their images) under receiver_lock; only the conductor changes them. */
-    pthread_mutex_t sender_lock;
+    /* UDP sender: fed by sender_commands (ADD/REMOVE_PUBLICATION); sender_pubs is touched
+     * only by the sender thread. The receiver iterates endpoints (and their images) under
+     * receiver_lock; only the conductor changes them. */
+    exon_command_queue_t sender_commands;
+    struct exon_network_publication_stct **sender_pubs; /* sender thread only */
+    int32_t sender_pub_count;
+    int32_t sender_pub_capacity;
     pthread_mutex_t receiver_lock;
-    exon_dc_array_t net_publications; /* exon_dc_net_publication_t* */
+    exon_dc_array_t net_publications; /* exon_dc_net_publication_t* (conductor only) */
     exon_dc_array_t endpoints;        /* exon_receive_endpoint_t* */
     exon_dc_array_t images;           /* exon_dc_image_t* */
     int sender_epoll_fd;
@@ -147,9 +152,6 @@ void exon_driver_conductor_close(exon_driver_conductor_t *conductor);
 /* Record an error text in the driver's error log and bump the errors counter. */
 void exon_driver_conductor_error(exon_driver_conductor_t *conductor, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-/* The i-th network publication's sender state (sender agent, under sender_lock). */
-struct exon_network_publication_stct *exon_driver_conductor_net_publication(exon_driver_conductor_t *c, int32_t i);
 
 /* Sender/receiver duty cycles (exon_sender.c / exon_receiver.c): hooks for the UDP agents. */
 int exon_sender_do_work(void *state, int64_t now_ns);

@@ -353,12 +353,14 @@ void exon_network_publication_on_control(
             }
             exon_rttm_header_t reply;
             memcpy(&reply, buf, sizeof(reply));
+            /* a request (REPLY set) is echoed at once without the flag; the sender never
+             * asks, so an answer arriving here is not ours and is ignored */
             if (reply.session_id != pub->session_id || reply.stream_id != pub->stream_id ||
-                (reply.frame_header.flags & EXON_RTTM_FLAG_REPLY))
+                0 == (reply.frame_header.flags & EXON_RTTM_FLAG_REPLY))
             {
                 return;
             }
-            reply.frame_header.flags = EXON_RTTM_FLAG_REPLY;
+            reply.frame_header.flags = 0;
             reply.reception_delta = 0;
             exon_netpub_send_one(pub, (const uint8_t *)&reply, EXON_RTTM_LENGTH, from);
             return;

@@ -70,6 +70,7 @@ typedef struct exon_network_publication_stct
     volatile int32_t state;           /* EXON_NETPUB_*, written by the conductor */
     int64_t end_of_stream_position;   /* set by the conductor before DRAINING */
     int64_t receiver_id;
+    volatile int32_t sender_released; /* 1 once the sender dropped it (REMOVE_PUBLICATION) */
     uint8_t ctrl_buf[EXON_NP_BATCH][512];
 }
 exon_network_publication_t;

@@ -326,7 +326,27 @@ static void exon_ep_on_setup(exon_receive_endpoint_t *ep, const uint8_t *buf, in
     p->source = *from;
 }
 
-static void exon_ep_on_rttm(exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length, const exon_udp_addr_t *from)
+static void exon_ep_send_rttm(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id, uint8_t flags,
+    int64_t echo_timestamp, const exon_udp_addr_t *to)
+{
+    exon_rttm_header_t r;
+    memset(&r, 0, sizeof(r));
+    r.frame_header.frame_length = EXON_RTTM_LENGTH;
+    r.frame_header.version = EXON_FRAME_VERSION;
+    r.frame_header.flags = flags;
+    r.frame_header.type = EXON_HDR_TYPE_RTTM;
+    r.session_id = session_id;
+    r.stream_id = stream_id;
+    r.echo_timestamp = echo_timestamp;
+    r.reception_delta = 0;
+    r.receiver_id = ep->receiver_id;
+    exon_ep_send(ep, &r, EXON_RTTM_LENGTH, to);
+}
+
+/* RTTM with REPLY is a request: echo it at once without the flag. Without REPLY it answers
+ * one of our images' requests: rtt = now - echo_timestamp - reception_delta. */
+static void exon_ep_on_rttm(
+    exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length, const exon_udp_addr_t *from, int64_t now_ns)
 {
     if (length < EXON_RTTM_LENGTH)
     {
@@ -337,12 +357,21 @@ static void exon_ep_on_rttm(exon_receive_endpoint_t *ep, const uint8_t *buf, int
     memcpy(&r, buf, sizeof(r));
     if (r.frame_header.flags & EXON_RTTM_FLAG_REPLY)
     {
+        exon_ep_send_rttm(ep, r.session_id, r.stream_id, 0, r.echo_timestamp, from);
         return;
     }
-    r.frame_header.flags = EXON_RTTM_FLAG_REPLY;
-    r.reception_delta = 0;
-    r.receiver_id = ep->receiver_id;
-    exon_ep_send(ep, &r, EXON_RTTM_LENGTH, from);
+    exon_publication_image_t *img = exon_ep_find_image(ep, r.session_id, r.stream_id);
+    int64_t rtt = now_ns - r.echo_timestamp - r.reception_delta;
+    if (NULL == img || r.receiver_id != ep->receiver_id || rtt < 0 || r.echo_timestamp > now_ns)
+    {
+        exon_ep_invalid(ep);
+        return;
+    }
+    img->rtt_ns = rtt;
+    if (img->rtt_id >= 0)
+    {
+        exon_counter_set(img->counters, img->rtt_id, rtt);
+    }
 }
 
 void exon_receive_endpoint_on_datagram(
@@ -369,7 +398,7 @@ void exon_receive_endpoint_on_datagram(
             exon_ep_on_setup(ep, buf, length, from, now_ns);
             return;
         case EXON_HDR_TYPE_RTTM:
-            exon_ep_on_rttm(ep, buf, length, from);
+            exon_ep_on_rttm(ep, buf, length, from, now_ns);
             return;
         default:
             exon_ep_invalid(ep);
@@ -443,6 +472,9 @@ void exon_publication_image_init(
     img->eos_position = INT64_MAX;
     img->state = EXON_IMAGE_ACTIVE;
     img->control_addr = setup->source;
+    img->last_rttm_ns = now_ns - EXON_RTTM_INTERVAL_NS;
+    img->rtt_ns = 0;
+    img->rtt_id = -1;
     exon_loss_detector_init(&img->loss, EXON_NAK_DELAY_NS, EXON_NAK_RETRY_NS);
     exon_sm_scheduler_init(&img->sm, sm_timeout_ns, now_ns);
     img->sm.last_sm_position = img->join_position;
@@ -518,6 +550,12 @@ int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns
         exon_ep_send_sm(ep, img->session_id, img->stream_id,
             exon_log_term_id_by_position(consumed, img->bits, img->initial_term_id),
             exon_log_term_offset_by_position(consumed, img->term_length), img->window, 0, &img->control_addr);
+        work++;
+    }
+    if (state == EXON_IMAGE_ACTIVE && now_ns - img->last_rttm_ns >= EXON_RTTM_INTERVAL_NS)
+    {
+        exon_ep_send_rttm(ep, img->session_id, img->stream_id, EXON_RTTM_FLAG_REPLY, now_ns, &img->control_addr);
+        img->last_rttm_ns = now_ns;
         work++;
     }
     int64_t clean_to = consumed - img->term_length;

@@ -43,6 +43,9 @@
 #define EXON_ENDPOINT_BATCH 16
 #define EXON_ENDPOINT_BUFFER_LENGTH (64 * 1024)
 
+#define EXON_RTTM_INTERVAL_NS (1000LL * 1000 * 1000) /* an image asks for an RTT this often */
+#define EXON_COUNTER_TYPE_RECEIVER_RTT 101            /* rcv-rtt: last measured RTT in ns */
+
 #define EXON_IMAGE_ACTIVE 0
 #define EXON_IMAGE_EOS 1       /* every byte up to the EOS position arrived */
 #define EXON_IMAGE_INACTIVE 2  /* timed out (or closing): the receiver no longer touches it */
@@ -78,6 +81,9 @@ typedef struct exon_publication_image_stct
     exon_loss_detector_t loss;
     exon_sm_scheduler_t sm;
     exon_udp_addr_t control_addr;
+    int64_t last_rttm_ns;             /* last RTTM request sent */
+    int64_t rtt_ns;                   /* last measured round trip (0 before the first) */
+    int32_t rtt_id;                   /* rcv-rtt counter, -1 when none */
 }
 exon_publication_image_t;
 

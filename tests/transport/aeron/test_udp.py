@@ -255,12 +255,12 @@ def test_rttm_is_answered_and_unknown_streams_are_counted(stack: ExitStack) -> N
     port = int(sub.bound_endpoint.rsplit(":", 1)[1])
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
         peer.settimeout(5.0)
-        request = struct.pack("<iBBhiiqqq", 40, 0, 0, 6, 1, STREAM, 123456789, 0, 0)
+        request = struct.pack("<iBBhiiqqq", 40, 0, 0x80, 6, 1, STREAM, 123456789, 0, 0)
         peer.sendto(request, ("127.0.0.1", port))
         reply, _ = peer.recvfrom(2048)
         length, version, flags, kind, _s, _st, echo, _delta, receiver = struct.unpack(
             "<iBBhiiqqq", reply)
-        assert (length, version, flags, kind, echo) == (40, 0, 0x80, 6, 123456789)
+        assert (length, version, flags, kind, echo) == (40, 0, 0, 6, 123456789)
         assert receiver != 0
         before = rx.counter_value(SystemCounter.INVALID_PACKETS)
         data = struct.pack("<iBBhiiiiq", 64, 0, 0xC0, 1, 0, 9, STREAM + 100, 0, 0) + bytes(32)

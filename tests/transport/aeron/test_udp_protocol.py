@@ -201,6 +201,15 @@ def test_sender_answers_send_setup_retransmits_once_per_linger(stack: ExitStack)
     time.sleep(0.35)  # the linger ends: the same NAK is served again
     peer.send(nak)
     assert [f.term_offset for f in _data(peer.frames(0.1))] == [1088, 1632]
+    # an RTTM request (REPLY flag) is echoed at once without the flag; answers are ignored
+    peer.send(F.encode_rttm(session_id=56, stream_id=STREAM, echo_timestamp=123,
+                            reception_delta=0, receiver_id=99, flags=L.RTTM_FLAG_REPLY))
+    echo = peer.wait_for(F.RttmFrame, 0.5)
+    assert echo == F.RttmFrame(flags=0, session_id=56, stream_id=STREAM, echo_timestamp=123,
+                               reception_delta=0, receiver_id=99)
+    peer.send(F.encode_rttm(session_id=56, stream_id=STREAM, echo_timestamp=5,
+                            reception_delta=0, receiver_id=99, flags=0))
+    assert not [f for _, f in peer.frames(0.1) if isinstance(f, F.RttmFrame)]
     # NAKs for other sessions and garbage are counted, not acted on
     invalid = tx.counter_value(SystemCounter.INVALID_PACKETS)
     peer.send(b"\x00" * 5)
@@ -287,3 +296,35 @@ def test_receiver_elicits_setup_naks_gaps_and_paces_sms(stack: ExitStack) -> Non
     peer.send(F.encode_heartbeat(term_offset=256, session_id=55, stream_id=STREAM, term_id=7,
                                  eos=True), port)
     assert wait_until(lambda: sub.image_count == 0, 3.0)
+
+
+def test_receiver_measures_rtt_with_rttm(stack: ExitStack) -> None:
+    peer = peer_in(stack)
+    rx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = ("127.0.0.1", int(sub.bound_endpoint.rsplit(":", 1)[1]))
+    peer.send(_setup(57), port)
+    assert wait_until(lambda: sub.image_count == 1, 2.0)
+    # the image asks at once (REPLY flag, its clock in echo_timestamp), then about once a second
+    request = peer.wait_for(F.RttmFrame, 1.0)
+    assert isinstance(request, F.RttmFrame)
+    assert (request.flags, request.session_id, request.stream_id) == (
+        L.RTTM_FLAG_REPLY, 57, STREAM)
+    assert request.receiver_id != 0
+    rtt_ids = [i for i, label in rx.allocated_counters().items() if label.startswith("rcv-rtt")]
+    assert len(rtt_ids) == 1
+    assert rx.counter_value(rtt_ids[0]) == 0
+    time.sleep(0.08)  # the answer takes 80 ms, 30 of which the peer says it held it
+    peer.send(F.encode_rttm(session_id=57, stream_id=STREAM,
+                            echo_timestamp=request.echo_timestamp, reception_delta=30 * MS,
+                            receiver_id=request.receiver_id, flags=0))
+    assert wait_until(lambda: rx.counter_value(rtt_ids[0]) > 0, 2.0)
+    assert 50 * MS <= rx.counter_value(rtt_ids[0]) < 1000 * MS
+    # answers with a foreign receiver id or a future timestamp are counted invalid
+    invalid = rx.counter_value(SystemCounter.INVALID_PACKETS)
+    peer.send(F.encode_rttm(session_id=57, stream_id=STREAM, echo_timestamp=1 << 62,
+                            reception_delta=0, receiver_id=request.receiver_id, flags=0))
+    assert wait_until(lambda: rx.counter_value(SystemCounter.INVALID_PACKETS) > invalid)
+    nxt = peer.wait_for(F.RttmFrame, 2.0)
+    assert isinstance(nxt, F.RttmFrame)
+    assert nxt.echo_timestamp - request.echo_timestamp >= 900 * MS
