@@ -18,7 +18,8 @@ Receiver half (``received``/``delivered``/``capacity``/``advertised``):
       ``delivered - flowed_delivered >= batch`` (or when the core's flow timer fires), with
       ``limit = delivered + capacity``.
 
-Shared counters: :meth:`CreditLedger.attach` moves ``limit``, ``sent``, ``advertised``,
+Shared counters: :meth:`CreditLedger.attach` moves ``limit``, ``sent``, ``confirmed``,
+``hold_flow`` (non-zero while cookies wait: FLOWs must then reach the core), ``advertised``,
 ``received``, ``delivered`` and ``flowed_delivered`` into an external record (any object
 with those attributes: the Node's native link table entry, ``exon_lt_link_t``, or a plain
 object in tests) and makes the ledger read and write them there, so a native DATA fast
@@ -33,7 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_SHARED = ("limit", "sent", "advertised", "received", "delivered", "flowed_delivered")
+_SHARED = ("limit", "sent", "confirmed", "hold_flow", "advertised", "received", "delivered",
+           "flowed_delivered")
 
 
 def _shared(name: str) -> property:
@@ -56,12 +58,17 @@ def _shared(name: str) -> property:
 class CreditLedger:
     """Both halves of one link's credit state (ours as a sender and as a receiver)."""
 
-    __slots__ = ("_advertised", "_delivered", "_ext", "_flowed_delivered", "_limit",
-                 "_received", "_sent", "batch", "capacity", "confirmed", "violations")
+    __slots__ = ("_advertised", "_confirmed", "_delivered", "_ext", "_flowed_delivered",
+                 "_hold_flow", "_limit", "_received", "_sent", "batch", "capacity",
+                 "violations")
 
     # sender half
     limit = _shared("limit")  #: the peer lets us send sequence numbers < limit
     sent = _shared("sent")
+    confirmed = _shared("confirmed")  #: the peer's application has received this many of ours
+    #: != 0 while cookies wait for confirmation: an attached record must hand FLOWs to the
+    #: core (which returns the cookies) instead of applying them itself
+    hold_flow = _shared("hold_flow")
     # receiver half
     advertised = _shared("advertised")  #: last limit we told the peer
     received = _shared("received")
@@ -74,7 +81,8 @@ class CreditLedger:
         self._ext: Any = None
         self._limit = limit
         self._sent = sent
-        self.confirmed = confirmed  #: the peer's application has received this many of ours
+        self._confirmed = confirmed
+        self._hold_flow = 0
         self.capacity = capacity  #: credits we grant (our initial credits)
         self.batch = batch
         self._received = received
@@ -84,7 +92,7 @@ class CreditLedger:
         self.violations = violations  #: DATA frames beyond credit, dropped
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)}" for n in (*_SHARED, "confirmed", "capacity"))
+        fields = ", ".join(f"{n}={getattr(self, n)}" for n in (*_SHARED, "capacity"))
         return f"CreditLedger({fields}{', attached' if self._ext is not None else ''})"
 
     # ---- shared counters ----------------------------------------------------------------

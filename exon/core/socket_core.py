@@ -374,6 +374,7 @@ class SocketCore:
         seq = ledger.spend()
         if cookie is not None:
             link.cookies.add(seq, cookie)
+            ledger.hold_flow = len(link.cookies)
         self._emit_frame(dest.address, encode_data(tag, dest.tag, link.incarnation, payload))
         return dest
 
@@ -759,6 +760,8 @@ class SocketCore:
         for cookie in link.cookies.lose_all():
             self._stats["cookies_lost"] += 1
             self._events.append(CookieLost(tag=sock.tag, peer=link.peer, cookie=cookie))
+        if link.ledger is not None:
+            link.ledger.hold_flow = 0
 
     def _force_close(self, sock: _Socket, link: _Link, reason: str, *, error: bool) -> None:
         self._lose_cookies(sock, link)
@@ -921,6 +924,7 @@ class SocketCore:
             for cookie in link.cookies.confirm(link.ledger.confirmed):
                 self._stats["cookies_returned"] += 1
                 self._events.append(CookieReturned(tag=sock.tag, peer=link.peer, cookie=cookie))
+            link.ledger.hold_flow = len(link.cookies)
         if before <= 0 < link.ledger.credit:
             self._events.append(CreditAvailable(tag=sock.tag, peer=link.peer,
                                                 credits=link.ledger.credit))

@@ -13,8 +13,9 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   offer of header + payload, ``sent += 1`` only when the offer succeeded.
 * ``poll`` (C): DATA of an attached link whose incarnation matches, within ``advertised``
   and size, is counted (``received += 1``) and handed to the socket without the core.
-  Every other frame, and every later frame of the same image in that poll, goes to the
-  core, in order.
+  A FLOW of an attached link is applied there too (``limit``/``confirmed`` maxima) unless
+  ``hold_flow`` says cookies wait (the core returns them). Every other frame, and every
+  later frame of the same image in that poll, goes to the core, in order.
 * ``deliver`` (C): ``delivered += 1``; when a FLOW is due (or the first delivery since the
   last FLOW needs a FLOW timer), the Node calls ``core.delivered_natively``.
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
@@ -33,11 +34,13 @@ from exon.core import PeerId
 from exon.core.credits import CreditLedger
 from exon.native import check, fast_link_calls, ffi, lib
 
-__all__ = ["NO_CREDIT", "NO_LINK", "TOO_LARGE", "FastLink", "FastLinks"]
+__all__ = ["FLOW_CREDIT", "FLOW_DONE", "NO_CREDIT", "NO_LINK", "TOO_LARGE", "FastLink", "FastLinks"]
 
 NO_CREDIT = int(lib.EXON_LT_NO_CREDIT)
 TOO_LARGE = int(lib.EXON_LT_TOO_LARGE)
 NO_LINK = int(lib.EXON_LT_NO_LINK)
+FLOW_DONE = int(lib.EXON_LT_FLOW_DONE)
+FLOW_CREDIT = int(lib.EXON_LT_FLOW_CREDIT)
 HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
 _MAX_PAYLOAD = 0x7FFF_FFFF
 

@@ -49,7 +49,7 @@ from exon.core import (
     PeerId,
     SocketCore,
 )
-from exon.middleware.fastpath import FastLinks
+from exon.middleware.fastpath import FLOW_CREDIT, FLOW_DONE, FastLinks
 from exon.middleware.node_transport import NodeTransport
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -82,6 +82,8 @@ EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
 
 _DISPATCHER = -1
 _HEADER = 20  # exon frame header bytes in front of a DATA payload
+_FLOW_DONE = FLOW_DONE  # exon_lt_desc_t.link of a FLOW applied natively
+_FLOW_CREDIT = FLOW_CREDIT  # ... that gave credit back to link i: _FLOW_CREDIT - i
 
 
 def _monotonic() -> float:
@@ -437,8 +439,14 @@ class Node:
             addresses: dict[int, str | None] = {}
             head = _HEADER
             for k in range(0, 4 * n, 4):
-                off = ints[k + 2]
                 link = ints[k]
+                if link < -1:  # a FLOW applied natively (exon_lt_classify)
+                    if link != _FLOW_DONE:  # it gave credit back: wake the senders
+                        sock = sockets.get(tokens[_FLOW_CREDIT - link].tag)
+                        if sock is not None:
+                            touched.add(sock)
+                    continue
+                off = ints[k + 2]
                 if link >= 0:
                     token = tokens[link]
                     sock = sockets.get(token.tag)

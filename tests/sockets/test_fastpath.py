@@ -183,3 +183,33 @@ def test_req_rep_replies_go_through_the_chosen_link(make_node) -> None:
     tok = _token(a, req)
     assert a._fast.record(tok).sent == 50
     assert b._fast.record(_token(b, rep)).sent == 50
+
+
+def test_flow_without_cookies_is_applied_natively_and_with_cookies_by_the_core(make_node) -> None:
+    a, _b, push, pull = _pair(make_node, credits=4)
+    tok = _token(a, push)
+    ledger = a._core._sockets[push.tag].links[tok.peer].ledger
+    before = a._core.statistics().frames_received
+    for _ in range(3):
+        for _ in range(4):
+            push.send(b"x", timeout=5)
+        for _ in range(4):
+            assert pull.receive(timeout=5).payload == b"x"
+    push.send(b"y", timeout=5)  # needs the last FLOW's credit
+    assert pull.receive(timeout=5).payload == b"y"
+    # every FLOW was applied by the table: the core saw none of them
+    assert a._core.statistics().frames_received == before
+    rec = a._fast.record(tok)
+    assert rec.sent == 13 == ledger.sent
+    assert rec.limit >= 13
+    assert rec.confirmed == ledger.confirmed >= 12
+    assert rec.hold_flow == 0
+    # a cookie pending holds FLOWs for the core, which returns it exactly once
+    push.send(b"c", cookie="k", timeout=5)
+    assert rec.hold_flow == 1
+    assert pull.receive(timeout=5).payload == b"c"
+    assert push.receive(timeout=5) == exon.Cookie("k")
+    assert rec.hold_flow == 0
+    assert a._core.statistics().frames_received > before
+    with pytest.raises(exon.StateError):
+        push.receive(timeout=0.05)  # exactly once: nothing else pending

@@ -10,6 +10,8 @@
 #define EXON_LT_VERSION 1
 #define EXON_LT_PROTOCOL_SOCKETS 0x01
 #define EXON_LT_TYPE_DATA 0x02
+#define EXON_LT_TYPE_FLOW 0x06
+#define EXON_LT_FLOW_LENGTH (EXON_LT_HEADER_LENGTH + 16)
 
 static inline void lt_put_u16(uint8_t *p, uint16_t v)
 {
@@ -23,6 +25,16 @@ static inline void lt_put_u32(uint8_t *p, uint32_t v)
     p[1] = (uint8_t)(v >> 8);
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint64_t lt_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+    {
+        v = (v << 8) | p[k];
+    }
+    return v;
 }
 
 static inline uint32_t lt_get_u32(const uint8_t *p)
@@ -197,7 +209,42 @@ static int32_t lt_find(exon_link_table_t *t, int32_t key, uint32_t dst, uint32_t
     return -1;
 }
 
-/* The link index for a fast DATA frame, or -1 (the core decides). */
+/* A FLOW of an attached link without pending cookies, applied like the core's
+ * CreditLedger.apply_flow: EXON_LT_FLOW_DONE / EXON_LT_FLOW_CREDIT - index, or -1 (the core
+ * decides: unknown link, stale incarnation, cookies pending, malformed). */
+static int32_t lt_flow(exon_link_table_t *t, int32_t key, const uint8_t *frame, int32_t length)
+{
+    if (length != EXON_LT_FLOW_LENGTH)
+    {
+        return -1;
+    }
+    int32_t i = lt_find(t, key, lt_get_u32(frame + 12), lt_get_u32(frame + 8));
+    if (i < 0)
+    {
+        return -1;
+    }
+    exon_lt_link_t *l = &t->links[i];
+    uint64_t delivered = lt_get_u64(frame + EXON_LT_HEADER_LENGTH);
+    uint64_t limit = lt_get_u64(frame + EXON_LT_HEADER_LENGTH + 8);
+    if (lt_get_u32(frame + 16) != l->peer_incarnation || l->hold_flow != 0 || delivered > limit)
+    {
+        return -1;
+    }
+    bool had_credit = l->sent < l->limit;
+    if (limit > l->limit)
+    {
+        l->limit = limit;
+    }
+    uint64_t top = delivered < l->sent ? delivered : l->sent;
+    if (top > l->confirmed)
+    {
+        l->confirmed = top;
+    }
+    return (!had_credit && l->sent < l->limit) ? EXON_LT_FLOW_CREDIT - i : EXON_LT_FLOW_DONE;
+}
+
+/* The link index for a fast DATA frame, EXON_LT_FLOW_* for a FLOW applied here, or -1 (the
+ * core decides). */
 static int32_t lt_classify(exon_link_table_t *t, int32_t key, const uint8_t *frame, int32_t length)
 {
     if (key < 0 || length < EXON_LT_HEADER_LENGTH)
@@ -205,7 +252,15 @@ static int32_t lt_classify(exon_link_table_t *t, int32_t key, const uint8_t *fra
         return -1;
     }
     if (frame[0] != EXON_LT_VERSION || frame[1] != 0 || frame[2] != EXON_LT_PROTOCOL_SOCKETS ||
-        frame[3] != EXON_LT_TYPE_DATA || lt_get_u32(frame + 4) != (uint32_t)(length - 8))
+        lt_get_u32(frame + 4) != (uint32_t)(length - 8))
+    {
+        return -1;
+    }
+    if (frame[3] == EXON_LT_TYPE_FLOW)
+    {
+        return lt_flow(t, key, frame, length);
+    }
+    if (frame[3] != EXON_LT_TYPE_DATA)
     {
         return -1;
     }
@@ -280,11 +335,11 @@ int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint
             continue;
         }
         d->link = lt_classify(t, image_keys[d->image], copy_buf + d->offset, d->length);
-        if (d->link < 0)
+        if (d->link == -1)
         {
             slow_image = d->image; /* messages of an image come in one run */
         }
-        else
+        else if (d->link >= 0)
         {
             fast++;
         }

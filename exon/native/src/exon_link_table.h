@@ -12,7 +12,9 @@
  *  - exon_lt_poll: poll a set of images into one copy buffer (no lock needed);
  *    exon_lt_classify (under the lock): DATA of an attached link with credit and within
  *    size -> a fast descriptor (link index; `received` counted here); anything else -> a
- *    slow descriptor for the core. After the first slow message of an image in one batch,
+ *    slow descriptor for the core; a FLOW of an attached link without pending cookies
+ *    (hold_flow == 0) is applied here (limit and confirmed are maxima, as in the core) and
+ *    marked EXON_LT_FLOW_*. After the first slow message of an image in one batch,
  *    every later message of that image is slow too (the core may change the link).
  *  - exon_lt_deliver: count one message handed to the application; tells when a FLOW is
  *    due (or when a FLOW timer must be armed).
@@ -34,6 +36,11 @@
 #define EXON_LT_TOO_LARGE (-101)   /* payload above the peer's max message size */
 #define EXON_LT_NO_LINK (-102)     /* the given link is not attached to the socket */
 
+/* exon_lt_desc_t.link of a FLOW applied natively: EXON_LT_FLOW_DONE, or
+ * EXON_LT_FLOW_CREDIT - index when it gave credit to a link that had none (wake senders). */
+#define EXON_LT_FLOW_DONE (-2)
+#define EXON_LT_FLOW_CREDIT (-3)
+
 #define EXON_LT_DELIVER_NONE 0
 #define EXON_LT_DELIVER_FIRST 1    /* first delivery since the last FLOW: arm a FLOW timer */
 #define EXON_LT_DELIVER_DUE 2      /* a batch of deliveries: send a FLOW now */
@@ -48,6 +55,8 @@ typedef struct exon_lt_link_stct
     uint64_t delivered;
     uint64_t flowed_delivered;     /* delivered count of our last FLOW */
     uint64_t batch;                /* deliveries per FLOW */
+    uint64_t confirmed;            /* sender half: the peer's application got this many */
+    uint64_t hold_flow;            /* != 0 (cookies pending): FLOWs go to the core */
     uint32_t source_tag;           /* ours */
     uint32_t destination_tag;      /* the peer's */
     uint32_t incarnation;          /* ours, written in every DATA header */
@@ -100,9 +109,10 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count,
 
 /* Classify polled messages (under the table's lock): image i's peer key is image_keys[i]
  * (< 0: unknown peer). DATA of an attached link (matching peer incarnation, within the
- * advertised limit and max_in) gets its link index and counts `received`; the rest keeps
- * -1, and so does every later message of an image after its first slow one. Returns the
- * number of fast messages. */
+ * advertised limit and max_in) gets its link index and counts `received`; a well-formed
+ * FLOW of an attached link (matching incarnation, hold_flow == 0) is applied and gets
+ * EXON_LT_FLOW_DONE or EXON_LT_FLOW_CREDIT - index; the rest keeps -1, and so does every
+ * later message of an image after its first slow one. Returns the number of fast DATA. */
 int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf,
                      exon_lt_desc_t *descs, int32_t count);
 
