@@ -22,6 +22,7 @@ from exon.transport.aeron.publication import (
     ADMIN_ACTION,
     BACK_PRESSURED,
     CLOSED,
+    MAX_POSITION_EXCEEDED,
     NOT_CONNECTED,
     ClaimRefused,
     ExclusivePublication,
@@ -324,3 +325,22 @@ def test_two_processes_offer_concurrently(log: LogBuffer, tmp_path) -> None:
                 p.kill()
                 p.wait(5)
         del limit
+
+
+@pytest.mark.parametrize("cls", [Publication, ExclusivePublication])
+def test_offer_at_the_end_of_the_position_space_is_max_position_exceeded(log, cls) -> None:
+    # Put the log in its last term (term count 2^31 - 1), one frame short of the end of the
+    # stream's position space (term_length << 31), as if it had been written that far.
+    last_term_count = 2**31 - 1
+    index = last_term_count % L.LOG_PARTITION_COUNT
+    term_id = (log.initial_term_id + last_term_count) & 0xFFFFFFFF
+    offset = TERM - 64
+    meta = log.meta
+    meta.active_term_count = last_term_count
+    raw_tail = struct.unpack("<q", struct.pack("<Q", (term_id << 32) | offset))[0]
+    meta.term_tail_counters[index] = raw_tail
+    position = (last_term_count << (TERM.bit_length() - 1)) + offset
+    pub = cls.standalone(log, limit=position)
+    assert pub.position == position
+    assert pub.offer(b"m" * 100) == MAX_POSITION_EXCEEDED
+    assert pub.position == position  # nothing was written
