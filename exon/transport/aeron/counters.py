@@ -44,6 +44,7 @@ class CounterType(enum.IntEnum):
     PUBLISHER_POSITION = 12  # pub-pos
     SENDER_BPE = 13  # snd-bpe
     DOORBELL = 100
+    RECEIVER_RTT = 101  # rcv-rtt: the last round trip an image measured with RTTM (ns)
 
     @property
     def short_name(self) -> str:
@@ -64,6 +65,7 @@ _SHORT_NAMES: Final = {
     CounterType.PUBLISHER_POSITION: "pub-pos",
     CounterType.SENDER_BPE: "snd-bpe",
     CounterType.DOORBELL: "doorbell",
+    CounterType.RECEIVER_RTT: "rcv-rtt",
 }
 
 PUB_POS: Final = CounterType.PUBLISHER_POSITION

@@ -1,0 +1,59 @@
+"""The command line: ``exon driver`` + ``exon stat`` through the CLI itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from click.testing import CliRunner
+
+from exon.cli import main
+from exon.transport.aeron import Aeron, MediaDriver
+
+
+def test_stat_once_json_through_the_cli(tmp_path) -> None:
+    with MediaDriver.launch(dir=str(tmp_path / "driver")) as driver, \
+            Aeron.connect(dir=driver.dir) as aeron:
+        aeron.add_subscription("aeron:ipc", 42)
+        pub = aeron.add_publication("aeron:ipc", 42)
+        deadline = time.monotonic() + 5
+        while not pub.is_connected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pub.offer(b"counted") > 0
+        result = CliRunner().invoke(main, ["stat", "--dir", driver.dir, "--once", "--json"])
+        assert result.exit_code == 0, result.output
+        snapshot = json.loads(result.output)
+        assert snapshot["driver_alive"] is True
+        kinds = {c["type"] for c in snapshot["counters"]}
+        assert {"system", "pub-lmt", "sub-pos"} <= kinds
+        text = CliRunner().invoke(main, ["stat", "--dir", driver.dir, "--once"])
+        assert text.exit_code == 0
+        assert "sub-pos" in text.output
+
+
+def test_stat_on_a_dir_without_a_driver_fails_with_the_reason(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["stat", "--dir", str(tmp_path), "--once"])
+    assert result.exit_code != 0
+    assert "cnc.dat" in result.output
+
+
+def test_driver_command_runs_until_sigterm_and_cleans_its_dir(tmp_path) -> None:
+    directory = tmp_path / "ext"
+    proc = subprocess.Popen([sys.executable, "-m", "exon.cli", "driver", "--dir", str(directory)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == str(directory)
+        with Aeron.connect(dir=str(directory), timeout=5) as aeron:
+            assert aeron.client_id >= 0
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+        assert not directory.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
