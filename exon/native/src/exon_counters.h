@@ -65,6 +65,7 @@
 #define EXON_COUNTER_TYPE_PUBLISHER_POSITION 12    /* pub-pos */
 #define EXON_COUNTER_TYPE_SENDER_BPE 13            /* snd-bpe: back-pressure events */
 #define EXON_COUNTER_TYPE_DOORBELL 100             /* exon: futex word of a reader doorbell */
+#define EXON_COUNTER_TYPE_RECEIVER_RTT 101         /* exon: rcv-rtt, the last RTT an image measured (ns) */
 
 /* ---- system counters: fixed ids, in this order ---- */
 #define EXON_SYSTEM_COUNTER_BYTES_SENT 0

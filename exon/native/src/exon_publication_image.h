@@ -44,7 +44,6 @@
 #define EXON_ENDPOINT_BUFFER_LENGTH (64 * 1024)
 
 #define EXON_RTTM_INTERVAL_NS (1000LL * 1000 * 1000) /* an image asks for an RTT this often */
-#define EXON_COUNTER_TYPE_RECEIVER_RTT 101            /* rcv-rtt: last measured RTT in ns */
 
 #define EXON_IMAGE_ACTIVE 0
 #define EXON_IMAGE_EOS 1       /* every byte up to the EOS position arrived */
