@@ -32,15 +32,17 @@ from typing import Any
 from exon import errors
 from exon.core import PeerId
 from exon.core.credits import CreditLedger
-from exon.native import check, fast_link_calls, ffi, lib
+from exon.native import check, fast_dispatch, fast_link_calls, fast_recv_queue, ffi, lib
 
-__all__ = ["FLOW_CREDIT", "FLOW_DONE", "NO_CREDIT", "NO_LINK", "TOO_LARGE", "FastLink", "FastLinks"]
+__all__ = ["FLOW_CREDIT", "FLOW_DONE", "HANDLED", "NO_CREDIT", "NO_LINK", "TOO_LARGE",
+           "FastLink", "FastLinks"]
 
 NO_CREDIT = int(lib.EXON_LT_NO_CREDIT)
 TOO_LARGE = int(lib.EXON_LT_TOO_LARGE)
 NO_LINK = int(lib.EXON_LT_NO_LINK)
 FLOW_DONE = int(lib.EXON_LT_FLOW_DONE)
 FLOW_CREDIT = int(lib.EXON_LT_FLOW_CREDIT)
+HANDLED = FLOW_DONE  #: a descriptor queued by ``fast_dispatch`` (exon_fast.c: LT_HANDLED)
 HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
 _MAX_PAYLOAD = 0x7FFF_FFFF
 
@@ -67,7 +69,7 @@ class FastLinks:
     ``ExclusivePublication`` or None."""
 
     def __init__(self, publication_of: Any, *, capacity: int = 1024,
-                 socket_capacity: int = 1024) -> None:
+                 socket_capacity: int = 1024, public_peer: Any = None) -> None:
         self._table = ffi.new("exon_link_table_t *")
         check(lib.exon_lt_init(self._table, capacity, socket_capacity), "link table")
         self._publication_of = publication_of
@@ -85,6 +87,12 @@ class FastLinks:
         self.slots: dict[int, int] = {}
         self._free_slots = list(range(socket_capacity - 1, -1, -1))
         self.keys: dict[str, int] = {}
+        self._capacity = capacity
+        self._public_peer = public_peer if public_peer is not None else (lambda peer: peer)
+        #: per socket slot: the native receive queue of a plain socket (None: none)
+        self.queues: list[Any] = [None] * socket_capacity
+        self._drains: dict[int, Any] = {}
+        self.slot_owners: dict[int, Any] = {}
         self._closed = False
 
     # ---- sockets and peers ------------------------------------------------------------
@@ -97,9 +105,29 @@ class FastLinks:
         self.slots[tag] = slot
         return slot
 
+    def open_queue(self, slot: int, owner: Any, message_type: type) -> Any:
+        """A native receive queue for the plain socket ``owner`` of ``slot`` (None: not
+        available). ``owner._on_due(link)``: a popped delivery needs the core (FLOW due or
+        timer); ``owner._drain_native(items)``: a link of the socket is detaching: every
+        queued (link, payload) leaves the native queue, in order, for the socket's own."""
+        if slot < 0 or self._closed:
+            return None
+        queue = fast_recv_queue(self._table, owner._on_due, message_type, self._capacity)
+        if queue is not None:
+            self.queues[slot] = queue
+            self.slot_owners[slot] = owner
+            self._drains[slot] = owner._drain_native
+            for token in self.tokens.values():  # links attached before the queue existed
+                if self._table.links[token.index].socket_slot == slot:
+                    queue.attach(token.index, self._public_peer(token.peer))
+        return queue
+
     def close_socket(self, tag: int) -> None:
         slot = self.slots.pop(tag, None)
         if slot is not None:
+            self.queues[slot] = None
+            self.slot_owners.pop(slot, None)
+            self._drains.pop(slot, None)
             self._free_slots.append(slot)
 
     def key_of(self, address: str) -> int:
@@ -134,6 +162,9 @@ class FastLinks:
         rec.peer_key = self.key_of(peer.address)
         rec.pub = pub._pub  # last: the entry is live from here on
         token = FastLink(index, tag, peer, incarnation)
+        queue = self.queues[slot]
+        if queue is not None:
+            queue.attach(index, self._public_peer(peer))
         self.tokens[index] = token
         self.by_link[(tag, peer)] = token
         return token
@@ -141,6 +172,12 @@ class FastLinks:
     def detach(self, token: FastLink | None) -> None:
         if token is None or not token.attached:
             return
+        slot = self._table.links[token.index].socket_slot
+        queue = self.queues[slot] if 0 <= slot < self._socket_capacity else None
+        if queue is not None:
+            if len(queue):
+                self._drains[slot](queue.take_all())  # before the index can be reused
+            queue.detach(token.index)
         token.attached = False
         lib.exon_lt_detach(self._table, token.index)
         if self.tokens.get(token.index) is token:
@@ -162,6 +199,9 @@ class FastLinks:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self.queues = [None] * self._socket_capacity
+            self._drains.clear()
+            self.slot_owners.clear()
             for token in list(self.tokens.values()):
                 token.attached = False
             self.tokens.clear()
@@ -199,6 +239,11 @@ class Poller:
     def set_key(self, index: int, key: int) -> None:
         self._keys[index] = key
 
+    def dispatch(self, count: int, queues: list[Any]) -> tuple[int, list[int]]:
+        """After :meth:`classify`: queue the batch's fast DATA into the native receive
+        queues (``queues`` by socket slot): (descriptors left to look at, slots touched)."""
+        return fast_dispatch(self._descs, count, self._copy, int(self._used[0]), queues)
+
     def poll(self) -> int:
         """Poll the images (lock NOT held); the count of messages in the batch."""
         if not self._count:
@@ -220,7 +265,7 @@ class Poller:
 
     def classify(self) -> tuple[int, Any, Any]:
         """Classify the batch (lock held): (count, int32 view of the descriptors: link,
-        image, offset, length per message, bytes of the copy buffer)."""
+        image, offset, length, slot per message, bytes of the copy buffer)."""
         n = self._n
         if n == 0:
             return 0, None, None

@@ -138,7 +138,7 @@ class Node:
         self.address: str = self._transport.address
         self.node_id = uuid.UUID(int=self._rng.getrandbits(128)).hex
         publications = self._transport.publications
-        self._fast = FastLinks(publications.get)
+        self._fast = FastLinks(publications.get, public_peer=lambda peer: self._peer(peer))
         self._poller = self._fast.poller(_POLL_LIMIT)
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
                                 settings=settings, rng=self._rng, accelerator=self._fast)
@@ -430,18 +430,28 @@ class Node:
         core = self._core
         now = _monotonic()
         n, ints, data = self._poller.classify()
+        count = n
         transport = self._transport
         if n and transport is not None:
+            # fast DATA of plain sockets straight into their native queues
+            left, slots = self._poller.dispatch(n, self._fast.queues)
+            if slots:
+                owners = self._fast.slot_owners
+                for slot in slots:
+                    self._touched.add(owners[slot])
+            if not left:
+                n = 0  # nothing left for Python to look at
             tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
             sockets = self._sockets
             touched = self._touched
             receive = core.receive_frame
             addresses: dict[int, str | None] = {}
             head = _HEADER
-            for k in range(0, 4 * n, 4):
+        if n and transport is not None:
+            for k in range(0, 5 * n, 5):
                 link = ints[k]
-                if link < -1:  # a FLOW applied natively (exon_lt_classify)
-                    if link != _FLOW_DONE:  # it gave credit back: wake the senders
+                if link < -1:  # queued natively, or a FLOW applied natively (exon_lt_classify)
+                    if link <= _FLOW_CREDIT:  # it gave credit back: wake the senders
                         sock = sockets.get(tokens[_FLOW_CREDIT - link].tag)
                         if sock is not None:
                             touched.add(sock)
@@ -478,7 +488,7 @@ class Node:
         if self._backlog:
             self._retry_backlog()
         self._pump_locked()
-        return n + len(gone)
+        return count + len(gone)
 
     def _fast_orphan(self, token: Any) -> bool:
         """A fast DATA for a socket object that is gone. True: undo its count and let the

@@ -35,7 +35,8 @@ else:
     else:  # pragma: no cover - a stale build of the fast door
         _fast = None
 
-__all__ = ["check", "error_for", "fast_link_calls", "fast_offer", "ffi", "last_error", "lib"]
+__all__ = ["check", "error_for", "fast_dispatch", "fast_link_calls", "fast_offer",
+           "fast_recv_queue", "ffi", "last_error", "lib"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -99,6 +100,25 @@ def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
         return None
     address = int(ffi.cast("uintptr_t", table))
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
+
+
+def fast_recv_queue(table: Any, on_due: Any, message_type: type, capacity: int) -> Any:
+    """A GIL-holding receive queue of one plain socket over an ``exon_link_table_t *``
+    (``exon_fast.c``: ``RecvQueue``), or None without the fast door."""
+    if _fast is None or not hasattr(_fast, "RecvQueue"):
+        return None
+    return _fast.RecvQueue(int(ffi.cast("uintptr_t", table)), table, on_due, message_type,
+                           capacity)
+
+
+def fast_dispatch(descs: Any, count: int, copy: Any, copy_length: int,
+                  queues: list[Any]) -> tuple[int, list[int]]:
+    """Queue a classified batch's fast DATA into the sockets' receive queues (see
+    ``exon_fast.c``: ``dispatch``): (descriptors left for the caller, slots touched)."""
+    if _fast is None or not hasattr(_fast, "dispatch"):
+        return count, []
+    return _fast.dispatch(int(ffi.cast("uintptr_t", descs)), count,  # type: ignore[no-any-return]
+                          int(ffi.cast("uintptr_t", copy)), copy_length, queues)
 
 
 def errno_name(rc: int) -> str:

@@ -141,6 +141,12 @@ class Socket:
         cls = self.__class__
         self._plain = (cls._accept_locked is Socket._accept_locked
                        and cls._may_take_message is Socket._may_take_message)
+        # a plain socket's natively classified DATA is queued natively too (exon_fast.c
+        # RecvQueue): receive() pops it in one call (None: the Python queues only)
+        self._nq: Any = None
+        if self._plain:
+            with self._lock:
+                self._nq = node._fast.open_queue(self._fast_slot, self, Message)
 
     # ==== linking ===========================================================================
 
@@ -238,7 +244,25 @@ class Socket:
 
     # ==== events (called by the node, lock held) ============================================
 
+    def _on_due(self, link: int) -> None:
+        """A delivery popped from the native queue needs the core (a FLOW is due, or the
+        FLOW timer must be armed). Lock held."""
+        token = self.node._fast.tokens.get(link)
+        if token is not None:
+            self._core.delivered_natively(self.tag, token.peer, now=_monotonic())
+            self.node._flush_fast()
+
+    def _drain_native(self, items: list[tuple[int, bytes]]) -> None:
+        """Every message of the native queue moves to the Python queues, in order (a link
+        detaches, or a core-path message must queue behind them). Lock held."""
+        tokens = self.node._fast.tokens
+        for link, payload in items:
+            self._on_fast(tokens[link], payload)
+
     def _on_message(self, ev: MessageReceived) -> None:
+        nq = self._nq
+        if nq is not None and len(nq):
+            self._drain_native(nq.take_all())  # keep each peer's order
         q = self._inq.get(ev.peer)
         if q is None:
             q = self._inq[ev.peer] = deque()
@@ -350,6 +374,14 @@ class Socket:
                         or not self._may_take_message()):
             self._cookie_run += 1
             return cookies.popleft()
+        nq = self._nq
+        if nq is not None and cookies and len(nq):
+            self._drain_native(nq.take_all())  # the cookie ratio applies to Python's queues
+        if not self._queued and nq is not None and len(nq):
+            msg = nq()
+            if msg is not None:
+                self._cookie_run = 0
+                return msg  # type: ignore[no-any-return]
         while self._queued and self._may_take_message():
             taken = self._take_message_locked()
             if taken is None:
@@ -366,7 +398,10 @@ class Socket:
         return None
 
     def _can_take_locked(self) -> bool:
-        return bool(self._cookies) or (bool(self._queued) and self._may_take_message())
+        nq = self._nq
+        return bool(self._cookies) or (
+            (bool(self._queued) or (nq is not None and len(nq) > 0))
+            and self._may_take_message())
 
     def _check_receive_locked(self) -> None:
         """Raise StateError when this socket cannot receive now (subclasses)."""
@@ -381,6 +416,12 @@ class Socket:
     def receive(self, timeout: float | None = None) -> Message | Cookie | CookieLost:
         """The next cookie or message; blocks up to ``timeout`` seconds."""
         with self._lock:
+            nq = self._nq
+            if nq is not None and not self._queued and not self._cookies and not self._closed:
+                msg = nq()
+                if msg is not None:
+                    self.node._activity += 1
+                    return msg  # type: ignore[no-any-return]
             if self._queued and self._plain and not self._cookies and not self._closed:
                 msg = self._take_plain_locked()
                 if msg is not None:

@@ -33,6 +33,7 @@ typedef struct exon_lt_desc_stct {
     int32_t image;
     int32_t offset;
     int32_t length;
+    int32_t slot;
 } exon_lt_desc_t;
 typedef struct exon_link_table_stct {
     exon_lt_link_t *links;

@@ -303,6 +303,428 @@ static PyTypeObject LinkDeliverType = {
     .tp_vectorcall_offset = offsetof(TableCallObject, vectorcall),
 };
 
+/* ---- the receive queue of a plain socket (PULL): filled by dispatch, popped by receive --
+ *
+ * Per link (index into the link table) a FIFO of payload bytes and the sender's Peer; a
+ * ready ring of the links that have something queued gives round-robin (fair) queuing over
+ * the links. Popping counts the delivery through exon_lt_deliver and calls on_due(link) when
+ * the core must see it (a FLOW due, or a FLOW timer to arm). Every call under the Node's
+ * lock (the Python side serialises them). */
+
+/* exon_lt_desc_t (exon_link_table.h): link, image, offset, length, slot */
+typedef struct
+{
+    int32_t link;
+    int32_t image;
+    int32_t offset;
+    int32_t length;
+    int32_t slot;
+}
+lt_desc_t;
+
+#define LT_HEADER_LENGTH 20
+#define LT_FLOW_DONE (-2)
+#define LT_FLOW_CREDIT (-3)
+#define LT_HANDLED (-2) /* as EXON_LT_FLOW_DONE: nothing left to do */
+#define LT_DELIVER_NONE 0
+
+typedef struct
+{
+    PyObject *peer;     /* NULL: the link is not attached to this queue */
+    PyObject **items;
+    uint32_t head;
+    uint32_t count;
+    uint32_t cap;
+}
+rq_link_t;
+
+typedef struct
+{
+    PyObject_HEAD
+    void *table;
+    PyObject *owner;      /* keeps the table's memory alive */
+    PyObject *on_due;     /* callable(link) */
+    PyTypeObject *message_type;
+    rq_link_t *links;
+    int32_t capacity;
+    int32_t *ready;       /* ring of link indexes, each at most once */
+    int32_t ready_head;
+    int32_t ready_count;
+    Py_ssize_t total;
+    int marked;           /* touched by the current dispatch */
+    vectorcallfunc vectorcall;
+}
+RecvQueueObject;
+
+static PyTypeObject RecvQueueType;
+
+static int rq_push(RecvQueueObject *q, int32_t link, PyObject *payload)
+{
+    rq_link_t *l = &q->links[link];
+    if (l->count == l->cap)
+    {
+        uint32_t cap = l->cap == 0 ? 64 : 2 * l->cap;
+        PyObject **items = PyMem_Malloc(sizeof(PyObject *) * cap);
+        if (items == NULL)
+        {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (uint32_t k = 0; k < l->count; k++)
+        {
+            items[k] = l->items[(l->head + k) % l->cap];
+        }
+        PyMem_Free(l->items);
+        l->items = items;
+        l->head = 0;
+        l->cap = cap;
+    }
+    l->items[(l->head + l->count) % l->cap] = payload;
+    if (l->count++ == 0)
+    {
+        q->ready[(q->ready_head + q->ready_count) % q->capacity] = link;
+        q->ready_count++;
+    }
+    q->total++;
+    return 0;
+}
+
+/* Pop the next payload of `link` (count > 0); the caller owns the reference. */
+static PyObject *rq_pop_link(RecvQueueObject *q, rq_link_t *l)
+{
+    PyObject *payload = l->items[l->head];
+    l->head = (l->head + 1) % l->cap;
+    l->count--;
+    q->total--;
+    return payload;
+}
+
+/* RecvQueue()() -> the next Message (delivery counted), or None when empty */
+static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self_obj;
+    if (q->ready_count == 0)
+    {
+        Py_RETURN_NONE;
+    }
+    int32_t link = q->ready[q->ready_head];
+    q->ready_head = (q->ready_head + 1) % q->capacity;
+    q->ready_count--;
+    rq_link_t *l = &q->links[link];
+    PyObject *payload = rq_pop_link(q, l);
+    if (l->count > 0)
+    {
+        q->ready[(q->ready_head + q->ready_count) % q->capacity] = link;
+        q->ready_count++;
+    }
+    PyObject *msg = q->message_type->tp_alloc(q->message_type, 2);
+    if (msg == NULL)
+    {
+        Py_DECREF(payload);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(msg, 0, payload);
+    Py_INCREF(l->peer);
+    PyTuple_SET_ITEM(msg, 1, l->peer);
+    int64_t rc = lt_deliver_fn(q->table, link);
+    if (rc != LT_DELIVER_NONE)
+    {
+        PyObject *index = PyLong_FromLong(link);
+        PyObject *r = index == NULL ? NULL : PyObject_CallOneArg(q->on_due, index);
+        Py_XDECREF(index);
+        if (r == NULL)
+        {
+            Py_DECREF(msg);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    return msg;
+}
+
+static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    unsigned long long address;
+    PyObject *owner;
+    PyObject *on_due;
+    PyObject *message_type;
+    int capacity;
+    if (!PyArg_ParseTuple(args, "KOOOi:RecvQueue", &address, &owner, &on_due, &message_type, &capacity))
+    {
+        return NULL;
+    }
+    if (lt_deliver_fn == NULL)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "exon.native._fast is not bound (call bind_links first)");
+        return NULL;
+    }
+    if (address == 0 || capacity < 1 || !PyCallable_Check(on_due) || !PyType_Check(message_type) ||
+        !PyType_IsSubtype((PyTypeObject *)message_type, &PyTuple_Type))
+    {
+        PyErr_SetString(PyExc_ValueError, "RecvQueue(table address, owner, on_due, tuple subclass, capacity >= 1)");
+        return NULL;
+    }
+    RecvQueueObject *q = (RecvQueueObject *)type->tp_alloc(type, 0);
+    if (q == NULL)
+    {
+        return NULL;
+    }
+    q->links = PyMem_Calloc((size_t)capacity, sizeof(rq_link_t));
+    q->ready = PyMem_Calloc((size_t)capacity, sizeof(int32_t));
+    if (q->links == NULL || q->ready == NULL)
+    {
+        Py_DECREF(q);
+        return PyErr_NoMemory();
+    }
+    q->capacity = capacity;
+    q->table = (void *)(uintptr_t)address;
+    Py_INCREF(owner);
+    q->owner = owner;
+    Py_INCREF(on_due);
+    q->on_due = on_due;
+    Py_INCREF(message_type);
+    q->message_type = (PyTypeObject *)message_type;
+    q->vectorcall = rq_vectorcall;
+    return (PyObject *)q;
+}
+
+static int rq_link_arg(RecvQueueObject *q, PyObject *arg, int32_t *link)
+{
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+    {
+        return -1;
+    }
+    if (v < 0 || v >= q->capacity)
+    {
+        PyErr_SetString(PyExc_IndexError, "link index out of range");
+        return -1;
+    }
+    *link = (int32_t)v;
+    return 0;
+}
+
+/* q.attach(link, peer): messages of `link` may be queued here, as coming from `peer` */
+static PyObject *rq_attach(PyObject *self, PyObject *args)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    PyObject *index;
+    PyObject *peer;
+    int32_t link;
+    if (!PyArg_ParseTuple(args, "OO:attach", &index, &peer) || rq_link_arg(q, index, &link) < 0)
+    {
+        return NULL;
+    }
+    rq_link_t *l = &q->links[link];
+    if (l->count > 0)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "attach: the link still has queued messages");
+        return NULL;
+    }
+    Py_INCREF(peer);
+    Py_XSETREF(l->peer, peer);
+    Py_RETURN_NONE;
+}
+
+/* q.take_all() -> [(link, payload), ...] in the order the queue would hand them out; the
+ * queue is empty afterwards (links stay attached). */
+static PyObject *rq_take_all(PyObject *self, PyObject *unused)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+    {
+        return NULL;
+    }
+    while (q->ready_count > 0)
+    {
+        int32_t link = q->ready[q->ready_head];
+        q->ready_head = (q->ready_head + 1) % q->capacity;
+        q->ready_count--;
+        rq_link_t *l = &q->links[link];
+        PyObject *payload = rq_pop_link(q, l);
+        if (l->count > 0)
+        {
+            q->ready[(q->ready_head + q->ready_count) % q->capacity] = link;
+            q->ready_count++;
+        }
+        PyObject *pair = Py_BuildValue("(iN)", link, payload);
+        if (pair == NULL || PyList_Append(out, pair) < 0)
+        {
+            Py_XDECREF(pair);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return out;
+}
+
+/* q.detach(link): forget the link (its queued messages must have been taken first) */
+static PyObject *rq_detach(PyObject *self, PyObject *arg)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    int32_t link;
+    if (rq_link_arg(q, arg, &link) < 0)
+    {
+        return NULL;
+    }
+    rq_link_t *l = &q->links[link];
+    if (l->count > 0)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "detach: the link still has queued messages");
+        return NULL;
+    }
+    Py_CLEAR(l->peer);
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t rq_length(PyObject *self)
+{
+    return ((RecvQueueObject *)self)->total;
+}
+
+static void rq_clear_links(RecvQueueObject *q)
+{
+    if (q->links == NULL)
+    {
+        return;
+    }
+    for (int32_t i = 0; i < q->capacity; i++)
+    {
+        rq_link_t *l = &q->links[i];
+        while (l->count > 0)
+        {
+            Py_DECREF(rq_pop_link(q, l));
+        }
+        PyMem_Free(l->items);
+        l->items = NULL;
+        l->cap = 0;
+        Py_CLEAR(l->peer);
+    }
+    q->ready_count = 0;
+}
+
+static void rq_dealloc(RecvQueueObject *q)
+{
+    rq_clear_links(q);
+    PyMem_Free(q->links);
+    PyMem_Free(q->ready);
+    Py_XDECREF(q->owner);
+    Py_XDECREF(q->on_due);
+    Py_XDECREF((PyObject *)q->message_type);
+    Py_TYPE(q)->tp_free((PyObject *)q);
+}
+
+static PyMethodDef rq_methods[] = {
+    {"attach", rq_attach, METH_VARARGS, "attach(link, peer)"},
+    {"detach", rq_detach, METH_O, "detach(link)"},
+    {"take_all", rq_take_all, METH_NOARGS, "take_all() -> [(link, payload), ...]"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods rq_as_sequence = {
+    .sq_length = rq_length,
+};
+
+static PyTypeObject RecvQueueType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.RecvQueue",
+    .tp_doc = "RecvQueue(table_address, owner, on_due, message_type, capacity)() -> Message or None",
+    .tp_basicsize = sizeof(RecvQueueObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = rq_new,
+    .tp_dealloc = (destructor)rq_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(RecvQueueObject, vectorcall),
+    .tp_methods = rq_methods,
+    .tp_as_sequence = &rq_as_sequence,
+};
+
+/* dispatch(descs_address, count, copy_address, copy_length, queues) -> (left, touched):
+ * every fast DATA descriptor whose socket slot has a RecvQueue in `queues` (a list indexed
+ * by slot) with the link attached is queued there (payload bytes made here) and marked
+ * handled; FLOWs applied by classify are marked handled too, a FLOW that gave credit back
+ * adds its slot to `touched`. `left`: descriptors the caller must still look at. */
+static PyObject *fast_dispatch(PyObject *module, PyObject *args)
+{
+    unsigned long long descs_address;
+    unsigned long long copy_address;
+    int count;
+    Py_ssize_t copy_length;
+    PyObject *queues;
+    if (!PyArg_ParseTuple(args, "KiKnO!:dispatch", &descs_address, &count, &copy_address, &copy_length,
+                          &PyList_Type, &queues))
+    {
+        return NULL;
+    }
+    lt_desc_t *descs = (lt_desc_t *)(uintptr_t)descs_address;
+    const char *copy = (const char *)(uintptr_t)copy_address;
+    Py_ssize_t nq = PyList_GET_SIZE(queues);
+    PyObject *touched = PyList_New(0);
+    if (touched == NULL)
+    {
+        return NULL;
+    }
+    int left = 0;
+    for (int k = 0; k < count; k++)
+    {
+        lt_desc_t *d = &descs[k];
+        if (d->link == LT_FLOW_DONE)
+        {
+            d->link = LT_HANDLED;
+            continue;
+        }
+        if (d->link < 0 || d->slot < 0 || d->slot >= nq)
+        {
+            left++;
+            continue;
+        }
+        PyObject *obj = PyList_GET_ITEM(queues, d->slot);
+        if (Py_TYPE(obj) != &RecvQueueType)
+        {
+            left++;
+            continue;
+        }
+        RecvQueueObject *q = (RecvQueueObject *)obj;
+        if (d->link >= q->capacity || q->links[d->link].peer == NULL ||
+            d->offset < 0 || d->length < LT_HEADER_LENGTH || (Py_ssize_t)d->offset + d->length > copy_length)
+        {
+            left++;
+            continue;
+        }
+        PyObject *payload = PyBytes_FromStringAndSize(copy + d->offset + LT_HEADER_LENGTH,
+                                                      d->length - LT_HEADER_LENGTH);
+        if (payload == NULL || rq_push(q, d->link, payload) < 0)
+        {
+            Py_XDECREF(payload);
+            Py_DECREF(touched);
+            return NULL;
+        }
+        d->link = LT_HANDLED;
+        if (!q->marked)
+        {
+            q->marked = 1;
+            PyObject *slot = PyLong_FromLong(d->slot);
+            if (slot == NULL || PyList_Append(touched, slot) < 0)
+            {
+                Py_XDECREF(slot);
+                Py_DECREF(touched);
+                return NULL;
+            }
+            Py_DECREF(slot);
+        }
+    }
+    /* clear the marks */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(touched); i++)
+    {
+        long slot = PyLong_AsLong(PyList_GET_ITEM(touched, i));
+        PyObject *obj = PyList_GET_ITEM(queues, slot);
+        ((RecvQueueObject *)obj)->marked = 0;
+    }
+    return Py_BuildValue("(iN)", left, touched);
+}
+
 static PyObject *fast_bind_links(PyObject *module, PyObject *args)
 {
     unsigned long long send_address;
@@ -340,6 +762,7 @@ static PyObject *fast_bind(PyObject *module, PyObject *args)
 static PyMethodDef fast_methods[] = {
     {"bind", fast_bind, METH_VARARGS, "bind(exon_publication_offer address)"},
     {"bind_links", fast_bind_links, METH_VARARGS, "bind_links(exon_lt_send, exon_lt_deliver addresses)"},
+    {"dispatch", fast_dispatch, METH_VARARGS, "dispatch(descs, count, copy, copy_length, queues) -> (left, touched slots)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -354,7 +777,7 @@ static struct PyModuleDef fast_module = {
 PyMODINIT_FUNC PyInit__fast(void)
 {
     if (PyType_Ready(&OfferType) < 0 || PyType_Ready(&LinkSendType) < 0 ||
-        PyType_Ready(&LinkDeliverType) < 0)
+        PyType_Ready(&LinkDeliverType) < 0 || PyType_Ready(&RecvQueueType) < 0)
     {
         return NULL;
     }
@@ -372,8 +795,10 @@ PyMODINIT_FUNC PyInit__fast(void)
     }
     Py_INCREF(&LinkSendType);
     Py_INCREF(&LinkDeliverType);
+    Py_INCREF(&RecvQueueType);
     if (PyModule_AddObject(module, "LinkSend", (PyObject *)&LinkSendType) < 0 ||
-        PyModule_AddObject(module, "LinkDeliver", (PyObject *)&LinkDeliverType) < 0)
+        PyModule_AddObject(module, "LinkDeliver", (PyObject *)&LinkDeliverType) < 0 ||
+        PyModule_AddObject(module, "RecvQueue", (PyObject *)&RecvQueueType) < 0)
     {
         Py_DECREF(module);
         return NULL;

@@ -314,6 +314,7 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
             d->offset = used + scratch[k].offset;
             d->length = scratch[k].length;
             d->link = -1;
+            d->slot = -1;
         }
         used += got_used;
     }
@@ -329,6 +330,7 @@ int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint
     for (int32_t k = 0; k < count; k++)
     {
         exon_lt_desc_t *d = &descs[k];
+        d->slot = -1;
         if (d->image == slow_image)
         {
             d->link = -1;
@@ -338,8 +340,14 @@ int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint
         if (d->link == -1)
         {
             slow_image = d->image; /* messages of an image come in one run */
+            continue;
         }
-        else if (d->link >= 0)
+        int32_t i = d->link >= 0 ? d->link : (d->link == EXON_LT_FLOW_DONE ? -1 : EXON_LT_FLOW_CREDIT - d->link);
+        if (i >= 0)
+        {
+            d->slot = t->links[i].socket_slot;
+        }
+        if (d->link >= 0)
         {
             fast++;
         }

@@ -74,6 +74,7 @@ typedef struct exon_lt_desc_stct
     int32_t image;                 /* index into the polled images */
     int32_t offset;                /* of the whole exon frame in the copy buffer */
     int32_t length;                /* of the whole exon frame */
+    int32_t slot;                  /* fast DATA / FLOW: the link's socket slot; else -1 */
 }
 exon_lt_desc_t;
 
