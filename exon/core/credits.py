@@ -19,7 +19,8 @@ Receiver half (``received``/``delivered``/``capacity``/``advertised``):
       ``limit = delivered + capacity``.
 
 Shared counters: :meth:`CreditLedger.attach` moves ``limit``, ``sent``, ``confirmed``,
-``hold_flow`` (non-zero while cookies wait: FLOWs must then reach the core), ``advertised``,
+``hold_flow`` (non-zero while cookies wait: FLOWs must then reach the core), ``flow_timer``
+(the core's FLOW timer is armed), ``advertised``,
 ``received``, ``delivered`` and ``flowed_delivered`` into an external record (any object
 with those attributes: the Node's native link table entry, ``exon_lt_link_t``, or a plain
 object in tests) and makes the ledger read and write them there, so a native DATA fast
@@ -35,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 _SHARED = ("limit", "sent", "confirmed", "hold_flow", "advertised", "received", "delivered",
-           "flowed_delivered")
+           "flowed_delivered", "flow_timer")
 
 
 def _shared(name: str) -> property:
@@ -58,9 +59,21 @@ def _shared(name: str) -> property:
 class CreditLedger:
     """Both halves of one link's credit state (ours as a sender and as a receiver)."""
 
-    __slots__ = ("_advertised", "_confirmed", "_delivered", "_ext", "_flowed_delivered",
-                 "_hold_flow", "_limit", "_received", "_sent", "batch", "capacity",
-                 "violations")
+    __slots__ = (
+        "_advertised",
+        "_confirmed",
+        "_delivered",
+        "_ext",
+        "_flow_timer",
+        "_flowed_delivered",
+        "_hold_flow",
+        "_limit",
+        "_received",
+        "_sent",
+        "batch",
+        "capacity",
+        "violations",
+    )
 
     # sender half
     limit = _shared("limit")  #: the peer lets us send sequence numbers < limit
@@ -74,6 +87,9 @@ class CreditLedger:
     received = _shared("received")
     delivered = _shared("delivered")
     flowed_delivered = _shared("flowed_delivered")  #: delivered count in our last FLOW
+    #: 1 while the core's FLOW timer is armed for this link (an attached record then does
+    #: not ask the core again on the first delivery after a FLOW)
+    flow_timer = _shared("flow_timer")
 
     def __init__(self, limit: int, sent: int = 0, confirmed: int = 0, capacity: int = 128,
                  batch: int = 16, received: int = 0, delivered: int = 0, advertised: int = 0,
@@ -83,6 +99,7 @@ class CreditLedger:
         self._sent = sent
         self._confirmed = confirmed
         self._hold_flow = 0
+        self._flow_timer = 0
         self.capacity = capacity  #: credits we grant (our initial credits)
         self.batch = batch
         self._received = received

@@ -478,7 +478,7 @@ class SocketCore:
             if sock is None:
                 continue
             if kind == "flow":
-                link.flow_deadline = None
+                self._clear_flow_timer(link)
                 self._send_flow(link)
                 self._check_drained(sock, link, now)
             else:
@@ -568,7 +568,7 @@ class SocketCore:
             ledger = link.ledger
             if (ledger is not None and link.peer_unlink_count is not None
                     and ledger.delivered == link.peer_unlink_count and ledger.flow_pending):
-                link.flow_deadline = None
+                self._clear_flow_timer(link)
                 self._send_flow(link)
             self._check_drained(sock, link, now)
 
@@ -611,9 +611,16 @@ class SocketCore:
 
     # ==== internals: timers =================================================================
 
+    def _clear_flow_timer(self, link: _Link) -> None:
+        link.flow_deadline = None
+        if link.ledger is not None:
+            link.ledger.flow_timer = 0
+
     def _arm(self, link: _Link, kind: str, when: float) -> None:
         if kind == "flow":
             link.flow_deadline = when
+            if link.ledger is not None:
+                link.ledger.flow_timer = 1  # a native record stops asking for the timer
         else:
             link.deadline = when
         self._timer_seq += 1
@@ -787,7 +794,7 @@ class SocketCore:
         unlinking_done = (link.state is LinkState.UNLINKING and link.peer_unlink_count is not None
                           and ledger.delivered == link.peer_unlink_count)
         if ledger.flow_due or unlinking_done or self.settings.flow_delay == 0:
-            link.flow_deadline = None
+            self._clear_flow_timer(link)
             self._send_flow(link)
         elif link.flow_deadline is None and ledger.flow_pending:
             self._arm(link, "flow", now + self.settings.flow_delay)

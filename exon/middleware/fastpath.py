@@ -152,6 +152,7 @@ class FastLinks:
         rec = self._table.links[index]
         ledger.attach(rec)
         rec.batch = ledger.batch
+        rec.capacity = ledger.capacity  # FLOWs of a due batch are sent natively
         rec.source_tag = tag
         rec.destination_tag = peer.tag
         rec.incarnation = incarnation

@@ -295,3 +295,43 @@ def test_a_core_path_message_queues_behind_the_native_ones(make_node) -> None:
     push.send(b"after", timeout=5)
     got = [pull.receive(timeout=5).payload for _ in range(6)]
     assert got == [b"m0", b"m1", b"m2", b"m3", b"late", b"after"]
+
+
+def test_due_flows_are_sent_natively_and_the_timer_still_covers_a_partial_batch(
+        make_node) -> None:
+    a, b, push, pull = _pair(make_node, credits=8)  # a FLOW per delivery
+    rtok = _token(b, pull)
+    rec = b._fast.record(rtok)
+    assert rec.capacity == 8
+    sent_before = b._core.statistics().frames_sent
+    for i in range(40):
+        push.send(b"m%d" % i, timeout=5)
+        assert pull.receive(timeout=5).payload == b"m%d" % i
+    assert rec.delivered == 40
+    assert rec.advertised >= 40  # FLOWs moved the advertised limit...
+    # ...without the core sending them (the timer FLOWs, if any, are few)
+    assert b._core.statistics().frames_sent - sent_before < 10
+    ptok = _token(a, push)
+    assert a._fast.record(ptok).limit >= 40
+
+
+def test_partial_batch_is_flowed_by_the_core_timer(make_node) -> None:
+    a, b, push, pull = _pair(make_node, credits=64)  # batch 8
+    for i in range(3):
+        push.send(b"m%d" % i, timeout=5)
+    for i in range(3):
+        assert pull.receive(timeout=5).payload == b"m%d" % i
+    rec = b._fast.record(_token(b, pull))
+    # 3 < batch: the core's FLOW timer (flow_delay) sends it
+    end = time.monotonic() + 5
+    while rec.flowed_delivered < 3 and time.monotonic() < end:
+        with pytest.raises(exon.Timeout):
+            pull.receive(timeout=0.01)
+    assert rec.flowed_delivered == 3
+    ptok = _token(a, push)
+    end = time.monotonic() + 5
+    while a._fast.record(ptok).confirmed < 3 and time.monotonic() < end:
+        with pytest.raises(exon.StateError):
+            push.receive(timeout=0.01)  # no cookie pending: raises at once
+        time.sleep(0.01)
+    assert a._fast.record(ptok).limit == 3 + 64

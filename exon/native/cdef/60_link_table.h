@@ -19,6 +19,8 @@ typedef struct exon_lt_link_stct {
     uint64_t batch;
     uint64_t confirmed;
     uint64_t hold_flow;
+    uint64_t flow_timer;
+    uint64_t capacity;
     uint32_t source_tag;
     uint32_t destination_tag;
     uint32_t incarnation;

@@ -111,18 +111,23 @@ void exon_lt_detach(exon_link_table_t *t, int32_t link)
     }
 }
 
-static int64_t lt_offer(exon_lt_link_t *l, const char *payload, int32_t length)
+static int64_t lt_offer_frame(exon_lt_link_t *l, uint8_t type, const char *payload, int32_t length)
 {
     uint8_t header[EXON_LT_HEADER_LENGTH];
     lt_put_u16(header, EXON_LT_VERSION);
     header[2] = EXON_LT_PROTOCOL_SOCKETS;
-    header[3] = EXON_LT_TYPE_DATA;
+    header[3] = type;
     lt_put_u32(header + 4, (uint32_t)(12 + length));
     lt_put_u32(header + 8, l->source_tag);
     lt_put_u32(header + 12, l->destination_tag);
     lt_put_u32(header + 16, l->incarnation);
-    int64_t rc = exon_publication_offer2(
+    return exon_publication_offer2(
         l->pub, (const char *)header, EXON_LT_HEADER_LENGTH, payload, length, 0);
+}
+
+static int64_t lt_offer(exon_lt_link_t *l, const char *payload, int32_t length)
+{
+    int64_t rc = lt_offer_frame(l, EXON_LT_TYPE_DATA, payload, length);
     if (rc >= 0)
     {
         l->sent++;
@@ -370,9 +375,25 @@ int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link)
     uint64_t pending = l->delivered - l->flowed_delivered;
     if (pending >= l->batch)
     {
+        if (l->capacity > 0)
+        {
+            uint64_t limit = l->delivered + l->capacity;
+            uint8_t body[16];
+            for (int k = 0; k < 8; k++)
+            {
+                body[k] = (uint8_t)(l->delivered >> (8 * k));
+                body[8 + k] = (uint8_t)(limit >> (8 * k));
+            }
+            if (lt_offer_frame(l, EXON_LT_TYPE_FLOW, (const char *)body, 16) >= 0)
+            {
+                l->flowed_delivered = l->delivered;
+                l->advertised = limit;
+                return EXON_LT_DELIVER_NONE;
+            }
+        }
         return EXON_LT_DELIVER_DUE;
     }
-    return pending == 1 ? EXON_LT_DELIVER_FIRST : EXON_LT_DELIVER_NONE;
+    return l->flow_timer == 0 ? EXON_LT_DELIVER_FIRST : EXON_LT_DELIVER_NONE;
 }
 
 static bool lt_any_available(exon_image_t **images, int32_t count)
