@@ -1438,6 +1438,25 @@ static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *im
 static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, const exon_pending_setup_t *setup,
     int64_t now_ns)
 {
+    /*
+     * The receiver can queue this session's SETUP again while an earlier one is turned into
+     * an image: from the moment this conductor takes the pending list until the image is in
+     * the endpoint's list, the receiver knows neither (the sender repeats SETUP until an SM,
+     * and DATA of an unknown session elicits one). The conductor alone creates images and
+     * adds them to c->images first, so an image already here means this SETUP is a repeat:
+     * a second image would show the subscription one publication twice. An old image of the
+     * session on its way out (EOS, inactive) also wins: once it is removed, the next DATA
+     * elicits a fresh SETUP.
+     */
+    for (int32_t i = 0; i < c->images.length; i++)
+    {
+        const exon_dc_image_t *existing = c->images.items[i];
+        if (existing->img.endpoint == ep && existing->img.session_id == setup->session_id &&
+            existing->img.stream_id == setup->stream_id)
+        {
+            return;
+        }
+    }
     bool subscribed = false;
     for (int32_t i = 0; i < c->subscriptions.length; i++)
     {

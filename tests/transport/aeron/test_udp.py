@@ -167,6 +167,62 @@ def test_setup_is_elicited_for_a_late_subscription(stack: ExitStack) -> None:
     assert pump(pub, sub, [b"late"]) == [b"late"]
 
 
+def _setup_frame(session: int, stream: int = STREAM) -> bytes:
+    """A SETUP frame (type 5) at term 0 offset 0, TERM long, mtu 1408."""
+    return struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, session, stream, 0, 0, TERM, 1408, 0)
+
+
+def _receiver_drained(peer: socket.socket, port: int) -> None:
+    """Return once the receiver has read every datagram ``peer`` sent before: it answers an
+    RTTM request at once, in order, on the same socket (SMs to ``peer`` are skipped)."""
+    request = struct.pack("<iBBhiiqqq", 40, 0, 0x80, 6, 1, STREAM, 987654321, 0, 0)
+    peer.sendto(request, ("127.0.0.1", port))
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        reply, _ = peer.recvfrom(2048)
+        if len(reply) >= 40 and struct.unpack_from("<hiiq", reply, 6)[::3] == (6, 987654321):
+            return
+    raise AssertionError("the receiver never answered the RTTM request")
+
+
+def test_setups_repeated_while_images_are_created_make_one_image_each(stack: ExitStack) -> None:
+    """SETUPs for a session that arrive while the conductor is creating its image (taken
+    from the receiver's pending list, not yet in the endpoint's image list) must not make a
+    second image for that session, or the subscription sees two images of one publication
+    (a sender repeats SETUP every 100 ms until an SM, and DATA of an unknown session elicits
+    one). Sixteen sessions at once (a full pending list) and eight subscriptions to link
+    each image to keep that window open; three endpoints in turn."""
+    _, rx = launch(stack, counters_values_buffer_length=1 << 20)
+    for attempt in range(3):
+        sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+        port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+        others = [rx.add_subscription(sub.resolved_channel, STREAM) for _ in range(7)]
+        sessions = [0x3C3C + 100 * attempt + k for k in range(16)]
+        frames = [_setup_frame(session) for session in sessions]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.settimeout(5.0)
+            end = time.monotonic() + 0.3
+            while time.monotonic() < end:  # every session's SETUP, again and again
+                for frame in frames:
+                    peer.sendto(frame, ("127.0.0.1", port))
+                time.sleep(0.001)
+            _receiver_drained(peer, port)
+        # three conductor round trips: a full duty cycle ran after the last SETUP was queued
+        for k in range(3):
+            rx.add_subscription("aeron:ipc", 1000 + k).close()
+        count = len(sessions)
+        assert wait_until(lambda sub=sub, count=count: sub.image_count >= count)
+        labels = [label for label in rx.allocated_counters().values()
+                  if label.startswith("rcv-pos:") and f"endpoint={sub.bound_endpoint} " in label]
+        for session in sessions:
+            assert sum(f" {session} {STREAM} " in label for label in labels) == 1, labels
+        for each in [sub, *others]:
+            assert wait_until(lambda each=each, count=count: each.image_count >= count)
+            assert each.image_count == count
+            assert sorted(image.log.session_id for image in each.images) == sessions
+            each.close()
+
+
 def _mutations(rng: random.Random, sample: bytes) -> bytes:
     kind = rng.randrange(7)
     if kind == 0:
