@@ -16,8 +16,11 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   A FLOW of an attached link is applied there too (``limit``/``confirmed`` maxima) unless
   ``hold_flow`` says cookies wait (the core returns them). Every other frame, and every
   later frame of the same image in that poll, goes to the core, in order.
-* ``deliver`` (C): ``delivered += 1``; when a FLOW is due (or the first delivery since the
-  last FLOW needs a FLOW timer), the Node calls ``core.delivered_natively``.
+* ``deliver`` (C): ``delivered += 1``; a due FLOW is offered natively; the Node calls
+  ``core.delivered_natively`` only when that offer failed or a FLOW timer must be armed
+  (``flow_timer`` is 0 while deliveries wait for a FLOW).
+* Plain sockets (PULL) get a native receive queue (``open_queue``, exon_fast.c
+  ``RecvQueue``): ``Poller.dispatch`` queues their fast DATA there, ``receive()`` pops it.
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
   table entry take the core's path (same counters, same publication, same order).
 
