@@ -69,10 +69,14 @@ def exon_req_rep(driver_dir: str, size: int, round_trips: int, credits: int) -> 
 
 
 def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
-                      round_trips: int = 10_000, credits: int = 128,
+                      round_trips: int = 10_000, credits: int | None = None,
                       with_zmq: bool = True) -> list[dict[str, object]]:
     from exon.transport.aeron import MediaDriver
 
+    if credits is None:
+        from exon.core import LinkSettings
+
+        credits = LinkSettings().initial_credits  # the default a user gets
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
     base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
     directory = os.path.join(base, f"exon-bench-sockets-{uuid.uuid4().hex[:10]}")

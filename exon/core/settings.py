@@ -12,7 +12,7 @@ class LinkSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    initial_credits: int = Field(128, ge=1, le=1 << 20, description="default per-link credits")
+    initial_credits: int = Field(1024, ge=1, le=1 << 20, description="default per-link credits")
     grant_batch_fraction: float = Field(
         0.125, gt=0.0, le=1.0, description="send FLOW after this fraction of credits delivered"
     )
