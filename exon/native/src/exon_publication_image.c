@@ -244,6 +244,24 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
                 img->eos_seen = true;
             }
         }
+        else if (check == EXON_FLOW_OVER_RUN)
+        {
+            /*
+             * The sender's position passes the window's end by the padding that closes a
+             * term (a PAD travels as its header alone; the sender steps over the rest). If
+             * the last frames before that PAD were lost, this heartbeat is the only news
+             * of them: ignoring it left the hwm at the last frame received, no gap to NAK,
+             * no SM to move the window, a stalled stream. The sender sends contiguously, so
+             * a position past the window's end proves everything up to that end was sent:
+             * the hwm goes there and the loss detector NAKs what is missing.
+             */
+            int64_t window_end = img->sm.last_sm_position + img->window;
+            if (window_end > img->hwm)
+            {
+                img->hwm = window_end;
+                exon_counter_set(ep->counters, img->rcv_hwm_id, window_end);
+            }
+        }
         return;
     }
     if (check == EXON_FLOW_UNDER_RUN)
@@ -273,7 +291,10 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
 static bool exon_ep_valid_setup(const exon_setup_header_t *s)
 {
     int32_t tl = s->term_length;
-    return tl >= EXON_TERM_MIN_LENGTH && tl <= EXON_TERM_MAX_LENGTH && (tl & (tl - 1)) == 0 &&
+    /* the active term must not precede the initial one (term ids wrap): a negative join
+     * position would index the log's terms with a negative partition */
+    int32_t term_count = (int32_t)((uint32_t)s->active_term_id - (uint32_t)s->initial_term_id);
+    return term_count >= 0 && tl >= EXON_TERM_MIN_LENGTH && tl <= EXON_TERM_MAX_LENGTH && (tl & (tl - 1)) == 0 &&
         s->mtu >= 64 && s->mtu <= EXON_MAX_UDP_PAYLOAD_LENGTH && (s->mtu & (EXON_FRAME_ALIGNMENT - 1)) == 0 &&
         s->mtu <= tl && s->term_offset >= 0 && s->term_offset < tl &&
         (s->term_offset & (EXON_FRAME_ALIGNMENT - 1)) == 0;

@@ -223,6 +223,71 @@ def test_setups_repeated_while_images_are_created_make_one_image_each(stack: Exi
             each.close()
 
 
+def test_heartbeat_past_the_window_end_recovers_a_lost_tail(stack: ExitStack) -> None:
+    """A sender's position passes the window's end by the PAD that closes a term. If the
+    frames before that PAD are lost, the heartbeat at the next term's start is the only news
+    of them: the receiver must NAK the window it advertised, not ignore the heartbeat (the
+    stream used to stall for good when a flood made the receiver's socket drop the tail)."""
+    _, rx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+    session = 0x2B2B
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.settimeout(5.0)
+        peer.sendto(_setup_frame(session), ("127.0.0.1", port))
+        window = -1
+        deadline = time.monotonic() + 5.0
+        while window < 0 and time.monotonic() < deadline:
+            reply, _ = peer.recvfrom(2048)
+            if len(reply) >= 28 and struct.unpack_from("<h", reply, 6)[0] == 3:  # SM
+                s_id, _st, term_id, term_offset, window = struct.unpack_from("<iiiii", reply, 8)
+                assert (s_id, term_id, term_offset) == (session, 0, 0)
+        assert 0 < window < TERM
+        # the frames [0, window) and the PAD to the term's end "were lost": the heartbeat
+        # is at term 1 offset 0, past the window's end
+        heartbeat = struct.pack("<iBBhiiiiq", 0, 0, 0xC0, 1, 0, session, STREAM, 1, 0)
+        peer.settimeout(0.1)
+        naks: list[tuple[int, int, int]] = []
+        deadline = time.monotonic() + 5.0
+        while not naks and time.monotonic() < deadline:
+            peer.sendto(heartbeat, ("127.0.0.1", port))
+            try:
+                reply, _ = peer.recvfrom(2048)
+            except TimeoutError:
+                continue
+            if len(reply) >= 28 and struct.unpack_from("<h", reply, 6)[0] == 2:  # NAK
+                s_id, _st, term_id, term_offset, length = struct.unpack_from("<iiiii", reply, 8)
+                assert s_id == session
+                naks.append((term_id, term_offset, length))
+        assert naks, "the receiver never NAKed the lost tail"
+        term_id, term_offset, length = naks[0]
+        assert (term_id, term_offset) == (0, 0)
+        assert 0 < length <= window
+
+
+def test_setup_whose_active_term_precedes_the_initial_one_is_refused(stack: ExitStack) -> None:
+    """Such a SETUP would join at a negative position: the image's partition index would be
+    negative (a wild read in the driver and in the subscriber's poll). It is counted."""
+    _, rx = launch(stack)
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+    before = rx.counter_value(SystemCounter.INVALID_PACKETS)
+    bad = struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, 0x1D1D, STREAM, 5, 2, TERM, 1408, 0)
+    wrapped = struct.pack("<iBBhiiiiiiii", 40, 0, 0, 5, 0, 0x1D1E, STREAM,
+                          -(1 << 31), (1 << 31) - 1, TERM, 1408, 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.settimeout(5.0)
+        peer.sendto(bad, ("127.0.0.1", port))
+        peer.sendto(wrapped, ("127.0.0.1", port))
+        peer.sendto(_setup_frame(0x1D1F), ("127.0.0.1", port))
+        _receiver_drained(peer, port)
+    assert rx.counter_value(SystemCounter.INVALID_PACKETS) >= before + 2
+    assert wait_until(lambda: sub.image_count >= 1)
+    for k in range(3):  # full conductor duty cycles: every queued SETUP was handled
+        rx.add_subscription("aeron:ipc", 1000 + k).close()
+    assert [image.log.session_id for image in sub.images] == [0x1D1F]
+
+
 def _mutations(rng: random.Random, sample: bytes) -> bytes:
     kind = rng.randrange(7)
     if kind == 0:
