@@ -66,7 +66,11 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    import faulthandler
     import os
+    import signal
+
+    faulthandler.register(signal.SIGUSR1)  # a stuck run: `kill -USR1 PID` dumps the stacks
 
     if os.environ.get("EXON_BENCH_PROFILE"):
         import cProfile
