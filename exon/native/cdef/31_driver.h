@@ -44,7 +44,7 @@ typedef struct exon_driver_context_stct {
     int64_t retransmit_delay_ns;
     int64_t retransmit_linger_ns;
     int32_t max_resend;
-    int32_t pad_udp0;
+    int32_t max_image_term_length;
     int64_t heartbeat_interval_ns;
     int64_t setup_interval_ns;
     ...;

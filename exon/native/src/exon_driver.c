@@ -54,6 +54,7 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->retransmit_delay_ns = 0;
     ctx->retransmit_linger_ns = 10000000;
     ctx->max_resend = 16;
+    ctx->max_image_term_length = 64 * 1024 * 1024;
     ctx->heartbeat_interval_ns = 100000000;
     ctx->setup_interval_ns = 100000000;
 }
@@ -225,6 +226,7 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     cc.retransmit_delay_ns = ctx->retransmit_delay_ns;
     cc.retransmit_linger_ns = ctx->retransmit_linger_ns;
     cc.max_resend = ctx->max_resend;
+    cc.max_image_term_length = ctx->max_image_term_length;
     cc.heartbeat_interval_ns = ctx->heartbeat_interval_ns;
     cc.setup_interval_ns = ctx->setup_interval_ns;
     rc = exon_driver_conductor_init(&d->conductor, &d->cnc, &cc);

@@ -67,7 +67,7 @@ typedef struct exon_driver_context_stct
     int64_t retransmit_delay_ns;              /* UDP: 0 = resend at once */
     int64_t retransmit_linger_ns;             /* UDP: ignore NAKs for a resent range */
     int32_t max_resend;
-    int32_t pad_udp0;
+    int32_t max_image_term_length;            /* UDP: SETUPs with longer terms are refused */
     int64_t heartbeat_interval_ns;
     int64_t setup_interval_ns;
 }

@@ -1586,6 +1586,10 @@ static int exon_dc_setup_udp_subscription(
             return -1;
         }
         snprintf(ep->bind_text, sizeof(ep->bind_text), "%s", uri->endpoint.port != 0 ? key : ep->bound_text);
+        if (c->config.max_image_term_length > 0)
+        {
+            ep->max_term_length = c->config.max_image_term_length;
+        }
         exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
         pthread_mutex_lock(&c->receiver_lock);
         int rc = exon_dc_array_add(&c->endpoints, ep);

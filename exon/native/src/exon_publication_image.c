@@ -25,6 +25,7 @@ int exon_receive_endpoint_open(
     ep->counters = counters;
     ep->receiver_id = receiver_id;
     ep->last_elicit_ns = INT64_MIN / 2;
+    ep->max_term_length = EXON_TERM_MAX_LENGTH;
     int rc = exon_loss_generator_init(&ep->loss, loss_rate, loss_seed, true);
     if (rc < 0)
     {
@@ -311,7 +312,7 @@ static void exon_ep_on_setup(exon_receive_endpoint_t *ep, const uint8_t *buf, in
     }
     exon_setup_header_t s;
     memcpy(&s, buf, sizeof(s));
-    if (!exon_ep_valid_setup(&s))
+    if (!exon_ep_valid_setup(&s) || s.term_length > ep->max_term_length)
     {
         exon_ep_invalid(ep);
         return;

@@ -11,7 +11,11 @@
  *   - DATA for an unknown session of a subscribed stream: an SM with the SETUP flag goes
  *     back to the source (at most once per ms) to elicit a SETUP;
  *   - SETUP for a subscribed stream without image: queued for the conductor, which creates
- *     the image log and tells the subscriptions (ON_AVAILABLE_IMAGE);
+ *     the image log and tells the subscriptions (ON_AVAILABLE_IMAGE); a SETUP whose term
+ *     length exceeds max_term_length (the driver's max_image_term_length) is counted invalid
+ *     and dropped, and at most EXON_ENDPOINT_MAX_IMAGES images (plus
+ *     EXON_ENDPOINT_MAX_PENDING queued SETUPs) exist per endpoint: further sessions are
+ *     dropped, so a spoofed SETUP never drives an unbounded allocation;
  *   - RTTM without the reply flag is answered; anything else is counted invalid and dropped.
  * Per image and duty cycle: gap scan + NAK (exon_loss_detector), SMs as the subscribers
  * consume (window / 4) or every sm_timeout, cleaning behind the slowest subscriber, EOS,
@@ -115,6 +119,7 @@ struct exon_receive_endpoint_stct
     exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
     int32_t pending_count;
     int32_t refcount;                                 /* subscriptions using it (conductor) */
+    int32_t max_term_length;                          /* SETUPs over it are invalid (set before use) */
     char bind_text[EXON_UDP_ADDR_TEXT_MAX];           /* as asked: "host:port" */
     char bound_text[EXON_UDP_ADDR_TEXT_MAX];          /* as bound */
     uint8_t *buffers;                                 /* EXON_ENDPOINT_BATCH x BUFFER_LENGTH */

@@ -80,6 +80,7 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.retransmit_delay_ns = settings.retransmit_unicast_delay_ns
     ctx.retransmit_linger_ns = settings.retransmit_unicast_linger_ns
     ctx.max_resend = settings.max_resend
+    ctx.max_image_term_length = settings.max_image_term_length
     ctx.heartbeat_interval_ns = settings.heartbeat_interval_ns
     ctx.setup_interval_ns = settings.setup_interval_ns
     return ctx

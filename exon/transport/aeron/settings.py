@@ -80,6 +80,9 @@ class DriverSettings(BaseModel):
 
     term_buffer_length: int = Field(16 * MIB, description="UDP publications")
     ipc_term_buffer_length: int = Field(64 * MIB, description="IPC publications")
+    max_image_term_length: int = Field(
+        64 * MIB, description="UDP: SETUPs announcing longer terms are refused (counted invalid)"
+    )
     file_page_size: int = 4 * KIB
     mtu_length: int = 1408
     ipc_mtu_length: int = 1408
@@ -121,6 +124,7 @@ class DriverSettings(BaseModel):
     @field_validator(
         "term_buffer_length",
         "ipc_term_buffer_length",
+        "max_image_term_length",
         "file_page_size",
         "mtu_length",
         "ipc_mtu_length",
@@ -168,7 +172,7 @@ class DriverSettings(BaseModel):
 
     # ---- limits ---------------------------------------------------------------------
 
-    @field_validator("term_buffer_length", "ipc_term_buffer_length")
+    @field_validator("term_buffer_length", "ipc_term_buffer_length", "max_image_term_length")
     @classmethod
     def _term_length(cls, value: int) -> int:
         try:

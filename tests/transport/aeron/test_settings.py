@@ -20,6 +20,7 @@ def test_defaults_are_aerons() -> None:
     assert s.client_liveness_timeout_ns == 10_000_000_000
     assert s.retransmit_unicast_linger_ns == 10_000_000
     assert s.max_resend == 16
+    assert s.max_image_term_length == 64 * 1024 * 1024  # above Aeron's 16 MiB UDP default
     assert s.threading_mode == "DEDICATED"
 
 
@@ -40,6 +41,9 @@ def test_windows_follow_term_length() -> None:
         ("file_page_size", 3000, "power of two"),
         ("max_resend", 0, "max_resend"),
         ("to_driver_buffer_length", 1000, "power of two"),
+        ("max_image_term_length", 3 * 1024 * 1024, "power of two"),
+        ("max_image_term_length", 32 * 1024, "term length"),
+        ("max_image_term_length", 2 * 1024 * 1024 * 1024, "term length"),
     ],
 )
 def test_bad_values_name_the_field(field: str, value: int, fragment: str) -> None:
@@ -55,12 +59,14 @@ def test_environment_is_read_with_units() -> None:
         "EXON_TERM_BUFFER_LENGTH": "1m",
         "EXON_IMAGE_LIVENESS_TIMEOUT_NS": "2s",
         "EXON_NAK_UNICAST_DELAY_NS": "50us",
+        "EXON_MAX_IMAGE_TERM_LENGTH": "128k",
     }
     s = DriverSettings.from_env(env)
     assert s.threading_mode == "SHARED"
     assert s.term_buffer_length == 1024 * 1024
     assert s.image_liveness_timeout_ns == 2_000_000_000
     assert s.nak_unicast_delay_ns == 50_000
+    assert s.max_image_term_length == 128 * 1024
 
 
 def test_explicit_arguments_win_over_environment() -> None:

@@ -9,6 +9,7 @@ The driver runs on its own threads with a wall clock: timing checks allow for sc
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -328,3 +329,29 @@ def test_receiver_measures_rtt_with_rttm(stack: ExitStack) -> None:
     nxt = peer.wait_for(F.RttmFrame, 2.0)
     assert isinstance(nxt, F.RttmFrame)
     assert nxt.echo_timestamp - request.echo_timestamp >= 900 * MS
+
+
+def test_receiver_refuses_setups_over_the_max_image_term_length(stack: ExitStack) -> None:
+    """A spoofed SETUP announcing a huge (but Aeron-valid) term never makes an image log."""
+    peer = peer_in(stack)
+    rx = launch(stack, max_image_term_length="128k")
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = ("127.0.0.1", int(sub.bound_endpoint.rsplit(":", 1)[1]))
+    images_dir = os.path.join(rx.dir, "images")
+
+    def logs() -> list[str]:
+        return os.listdir(images_dir) if os.path.isdir(images_dir) else []
+
+    for session, term_length in ((60, 1 << 30), (61, 256 * 1024)):
+        invalid = rx.counter_value(SystemCounter.INVALID_PACKETS)
+        peer.send(F.encode_setup(term_offset=0, session_id=session, stream_id=STREAM,
+                                 initial_term_id=7, active_term_id=7, term_length=term_length,
+                                 mtu=MTU), port)
+        assert wait_until(lambda i=invalid: rx.counter_value(SystemCounter.INVALID_PACKETS) > i)
+    # the refusal happens on receipt: a later, acceptable SETUP is served and is the only image
+    peer.send(F.encode_setup(term_offset=0, session_id=62, stream_id=STREAM, initial_term_id=7,
+                             active_term_id=7, term_length=128 * 1024, mtu=MTU), port)
+    assert wait_until(lambda: sub.image_count == 1, 2.0)
+    assert len(logs()) == 1
+    assert all(os.path.getsize(os.path.join(images_dir, name)) < 1 << 20 for name in logs())
+    assert sub.image_count == 1
