@@ -61,7 +61,7 @@ def native_ipc_throughput(size: int, seconds: float) -> float:
         image = sub.images[0]
         result = ffi.new("exon_bench_result_t *")
         rc = lib.exon_bench_ipc_throughput(
-            pub.cdata, image.cdata, size, int(seconds * 1e9), 0, result
+            pub.cdata, image.cdata, size, int(seconds * 1e9), lib.EXON_BENCH_DRIVER_MANAGED, result
         )
         if rc < 0:
             raise RuntimeError(f"native benchmark failed: {rc}")

@@ -7,4 +7,5 @@ typedef struct exon_bench_result_stct {
     double messages_per_second;
     ...;
 } exon_bench_result_t;
+#define EXON_BENCH_DRIVER_MANAGED ...
 int exon_bench_ipc_throughput(exon_publication_t *pub, exon_image_t *img, int32_t msg_len, int64_t duration_ns, int32_t window, exon_bench_result_t *result);

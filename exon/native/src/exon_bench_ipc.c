@@ -72,8 +72,11 @@ static void *subscriber_main(void *arg)
         {
             messages += n;
             bytes += polled_bytes;
-            exon_log_clean_to(log, &st->clean_position, position - log->term_length);
-            EXON_STORE_REL(st->pub->position_limit, position + st->window);
+            if (st->window > 0)
+            {
+                exon_log_clean_to(log, &st->clean_position, position - log->term_length);
+                EXON_STORE_REL(st->pub->position_limit, position + st->window);
+            }
             idle = 0;
         }
         else if (++idle > 1000)
@@ -109,12 +112,16 @@ int exon_bench_ipc_throughput(
     st.pub = pub;
     st.img = img;
     st.msg_len = msg_len;
-    st.window = window > 0 ? window : pub->term_length / 2;
+    bool driver_managed = window == EXON_BENCH_DRIVER_MANAGED;
+    st.window = driver_managed ? 0 : (window > 0 ? window : pub->term_length / 2);
     st.running = 1;
     st.clean_position = 0;
     int64_t position = EXON_LOAD_ACQ(img->subscriber_position);
     st.clean_position = position - pub->term_length > 0 ? position - pub->term_length : 0;
-    EXON_STORE_REL(pub->position_limit, position + st.window);
+    if (!driver_managed)
+    {
+        EXON_STORE_REL(pub->position_limit, position + st.window);
+    }
 
     pthread_t sub_thread;
     pthread_t pub_thread;

@@ -2,8 +2,11 @@
  * exon_bench_ipc.h: native IPC throughput loop (publisher thread + subscriber thread over
  * one log), the exon side of `exon bench transport` (peer: Aeron's EmbeddedIpcThroughput).
  *
- * The subscriber thread also plays the driver: after each poll it cleans the log behind
- * the subscriber and sets *pub->position_limit = subscriber position + window.
+ * Standalone (window >= 0), the subscriber thread also plays the driver: after each poll
+ * it cleans the log behind the subscriber and sets *pub->position_limit = subscriber
+ * position + window. Under a media driver pass EXON_BENCH_DRIVER_MANAGED: the driver's
+ * conductor owns the limit and the cleaning (two cleaners working from different views of
+ * the subscriber position would zero live frames).
  * Thread safety: runs its own two threads; the caller must not use pub/img meanwhile.
  */
 #ifndef EXON_BENCH_IPC_H
@@ -24,7 +27,10 @@ typedef struct exon_bench_result_stct
 }
 exon_bench_result_t;
 
-/* Run for duration_ns with messages of msg_len bytes; window <= 0 -> term_length / 2.
+#define EXON_BENCH_DRIVER_MANAGED (-1)
+
+/* Run for duration_ns with messages of msg_len bytes; window 0 -> term_length / 2,
+ * EXON_BENCH_DRIVER_MANAGED -> the driver keeps the limit and cleans the log.
  * Returns 0 or a negative code; figures in *result. */
 int exon_bench_ipc_throughput(
     exon_publication_t *pub,
