@@ -129,9 +129,10 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--size", "sizes", multiple=True, type=int, help="message sizes (default 64, 1024)")
 @click.option("--messages", default=200_000, show_default=True, help="push/pull messages per run")
 @click.option("--round-trips", default=10_000, show_default=True, help="req/rep round trips")
-@click.option("--credits", default=128, show_default=True, help="credits of the receiving socket")
+@click.option("--credits", type=int, default=None,
+              help="credits of the receiving socket (default: the link default)")
 @click.option("--no-zmq", is_flag=True, help="skip the pyzmq peer")
-def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int,
+def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     from exon.bench.sockets import run_sockets_bench
