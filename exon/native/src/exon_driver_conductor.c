@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +79,7 @@ struct exon_dc_net_publication_stct
     int64_t drain_deadline_ns;
     int64_t linger_deadline_ns;
     char key[EXON_UDP_ADDR_TEXT_MAX];       /* destination "host:port" */
+    char control_key[EXON_UDP_ADDR_TEXT_MAX]; /* control "host:port" as asked ("" = none) */
     exon_log_t log;
     exon_network_publication_t np;
 };
@@ -887,7 +889,16 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
         return;
     }
 
-    if (err == EXON_DC_CHANNEL_UDP && exon_dc_setup_udp_subscription(c, sub, &uri, why, sizeof(why)) < 0)
+    int32_t sub_error = EXON_DRIVER_ERR_CHANNEL_ENDPOINT;
+    if (err == EXON_DC_CHANNEL_UDP && uri.control.present)
+    {
+        /* Aeron uses control on a subscription for multi-destination (MDC) only */
+        snprintf(why, sizeof(why), "invalid channel: control=%s:%d on a subscription is not supported "
+            "(multi-destination); use endpoint=HOST:PORT", uri.control.host, uri.control.port);
+        sub_error = EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    if (err == EXON_DC_CHANNEL_UDP &&
+        (sub_error == EXON_DRIVER_ERR_INVALID_CHANNEL || exon_dc_setup_udp_subscription(c, sub, &uri, why, sizeof(why)) < 0))
     {
         exon_dc_array_remove(&c->subscriptions, sub);
         if (sub->doorbell_owned)
@@ -895,7 +906,7 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
             exon_counters_free(&c->counters, sub->doorbell_id, exon_epoch_ms());
         }
         free(sub);
-        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_CHANNEL_ENDPOINT, "%s", why);
+        exon_dc_send_error(c, correlation_id, sub_error, "%s", why);
         return;
     }
 
@@ -1093,6 +1104,28 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
     }
     char key[EXON_UDP_ADDR_TEXT_MAX];
     exon_udp_addr_format(&dest, key, sizeof(key));
+    /* control = the local address the send socket binds (SMs, NAKs and RTTMs come back to
+     * it); port 0 = an ephemeral port */
+    exon_udp_addr_t control;
+    char control_key[EXON_UDP_ADDR_TEXT_MAX] = "";
+    if (uri->control.present)
+    {
+        if (exon_udp_addr_resolve(&control, uri->control.host, uri->control.port) < 0)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL,
+                "cannot resolve control '%s': %s", uri->control.host, exon_last_error());
+            return;
+        }
+        if (((const struct sockaddr *)control.storage)->sa_family !=
+            ((const struct sockaddr *)dest.storage)->sa_family)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL,
+                "control '%s' and endpoint '%s' are of different address families", uri->control.host,
+                uri->endpoint.host);
+            return;
+        }
+        exon_udp_addr_format(&control, control_key, sizeof(control_key));
+    }
 
     exon_dc_net_publication_t *pub = NULL;
     for (int32_t i = 0; uri->has_session_id && i < c->net_publications.length; i++)
@@ -1113,7 +1146,8 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         {
             exon_dc_net_publication_t *candidate = c->net_publications.items[i];
             if (!candidate->exclusive && candidate->state == EXON_NP_ACTIVE &&
-                candidate->stream_id == cmd->stream_id && 0 == strcmp(candidate->key, key))
+                candidate->stream_id == cmd->stream_id && 0 == strcmp(candidate->key, key) &&
+                0 == strcmp(candidate->control_key, control_key))
             {
                 pub = candidate;
                 pub->refcount++;
@@ -1139,6 +1173,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         pub->refcount = 1;
         pub->np.channel.fd = -1;
         snprintf(pub->key, sizeof(pub->key), "%s", key);
+        snprintf(pub->control_key, sizeof(pub->control_key), "%s", control_key);
         int32_t window = c->config.publication_window_length;
         pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
 
@@ -1190,7 +1225,15 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         {
             snprintf(bind_host, sizeof(bind_host), "%s", uri->endpoint.is_ipv6 ? "::" : "0.0.0.0");
         }
-        int rc = exon_udp_addr_resolve(&bind_addr, bind_host, 0);
+        int rc = 0;
+        if (uri->control.present)
+        {
+            bind_addr = control;
+        }
+        else
+        {
+            rc = exon_udp_addr_resolve(&bind_addr, bind_host, 0);
+        }
         if (rc >= 0)
         {
             rc = exon_udp_channel_open(&pub->np.channel, &bind_addr, c->config.socket_rcvbuf_length,

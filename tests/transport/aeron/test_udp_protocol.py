@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from exon import errors
 from exon.transport.aeron import Aeron, MediaDriver
 from exon.transport.aeron import frames as F
 from exon.transport.aeron import layout as L
@@ -355,3 +356,43 @@ def test_receiver_refuses_setups_over_the_max_image_term_length(stack: ExitStack
     assert len(logs()) == 1
     assert all(os.path.getsize(os.path.join(images_dir, name)) < 1 << 20 for name in logs())
     assert sub.image_count == 1
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_publication_control_is_the_local_address_of_its_socket(stack: ExitStack) -> None:
+    """``control`` on a publication binds its send socket: SETUPs leave from it, SMs return."""
+    peer = peer_in(stack)
+    tx = launch(stack)
+    control = _free_udp_port()
+    pub = tx.add_publication(
+        f"aeron:udp?endpoint=127.0.0.1:{peer.port}|control=127.0.0.1:{control}|session-id=56",
+        STREAM)
+    setup = peer.wait_for(F.SetupFrame)
+    assert isinstance(setup, F.SetupFrame)
+    assert peer.source == ("127.0.0.1", control)
+    # an SM sent to the control address connects the publication
+    peer.send(F.encode_sm(session_id=56, stream_id=STREAM,
+                          consumption_term_id=setup.initial_term_id, consumption_term_offset=0,
+                          receiver_window=4096, receiver_id=99, flags=0),
+              ("127.0.0.1", control))
+    assert wait_until(lambda: pub.is_connected, 2.0)
+    # port 0: an ephemeral port on the control host
+    other = peer_in(stack)
+    tx.add_publication(f"aeron:udp?endpoint=127.0.0.1:{other.port}|control=127.0.0.1:0", STREAM)
+    other.wait_for(F.SetupFrame)
+    assert other.source is not None
+    assert other.source[0] == "127.0.0.1"
+    assert other.source[1] not in (0, control)
+    # a control address another socket holds is a driver error naming it
+    with pytest.raises(errors.DriverError, match="send channel"):
+        tx.add_publication(
+            f"aeron:udp?endpoint=127.0.0.1:{other.port}|control=127.0.0.1:{control}|session-id=57",
+            STREAM)
+    # on a subscription control would mean multi-destination: refused
+    with pytest.raises(errors.ChannelUriError, match="control"):
+        tx.add_subscription(f"aeron:udp?endpoint=127.0.0.1:0|control=127.0.0.1:{control}", STREAM)
