@@ -72,6 +72,7 @@ struct exon_dc_net_publication_stct
     int32_t state;                          /* EXON_NETPUB_* */
     int32_t refcount;
     int32_t pub_lmt_id;
+    int32_t pub_pos_id;                     /* producer position, updated every duty cycle */
     int32_t snd_pos_id;
     int32_t snd_lmt_id;
     int32_t window;
@@ -1048,6 +1049,7 @@ static void exon_dc_free_net_publication(exon_driver_conductor_t *c, exon_dc_net
     exon_udp_channel_close(&pub->np.channel);
     int64_t now_ms = exon_epoch_ms();
     exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+    exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
     exon_counters_free(&c->counters, pub->snd_pos_id, now_ms);
     exon_counters_free(&c->counters, pub->snd_lmt_id, now_ms);
     char path[EXON_LOG_PATH_MAX];
@@ -1241,16 +1243,19 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         }
         pub->pub_lmt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_PUBLISHER_LIMIT, "pub-lmt", correlation_id,
             pub->session_id, pub->stream_id, key);
+        pub->pub_pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_PUBLISHER_POSITION, "pub-pos",
+            correlation_id, pub->session_id, pub->stream_id, key);
         pub->snd_pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_SENDER_POSITION, "snd-pos", correlation_id,
             pub->session_id, pub->stream_id, key);
         pub->snd_lmt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_SENDER_LIMIT, "snd-lmt", correlation_id,
             pub->session_id, pub->stream_id, key);
-        if (rc < 0 || pub->pub_lmt_id < 0 || pub->snd_pos_id < 0 || pub->snd_lmt_id < 0)
+        if (rc < 0 || pub->pub_lmt_id < 0 || pub->pub_pos_id < 0 || pub->snd_pos_id < 0 || pub->snd_lmt_id < 0)
         {
             char saved[512];
             snprintf(saved, sizeof(saved), "%s", rc < 0 ? exon_last_error() : "no counters left");
             int64_t now_ms = exon_epoch_ms();
             if (pub->pub_lmt_id >= 0) exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+            if (pub->pub_pos_id >= 0) exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
             if (pub->snd_pos_id >= 0) exon_counters_free(&c->counters, pub->snd_pos_id, now_ms);
             if (pub->snd_lmt_id >= 0) exon_counters_free(&c->counters, pub->snd_lmt_id, now_ms);
             exon_udp_channel_close(&pub->np.channel);
@@ -1262,6 +1267,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             return;
         }
         exon_counter_set(&c->counters, pub->pub_lmt_id, 0);
+        exon_counter_set(&c->counters, pub->pub_pos_id, exon_log_producer_position(&pub->log));
         exon_network_publication_params_t np_params = {
             .connection_timeout_ns = c->config.publication_connection_timeout_ns,
             .heartbeat_interval_ns = c->config.heartbeat_interval_ns,
@@ -1277,6 +1283,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             exon_udp_channel_close(&pub->np.channel);
             int64_t now_ms = exon_epoch_ms();
             exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
+            exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
             exon_counters_free(&c->counters, pub->snd_pos_id, now_ms);
             exon_counters_free(&c->counters, pub->snd_lmt_id, now_ms);
             exon_log_close(&pub->log);
@@ -1317,6 +1324,7 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
         exon_dc_net_publication_t *pub = c->net_publications.items[i];
         int64_t snd_pos = exon_counter_get(&c->counters, pub->snd_pos_id);
         bool connected = 0 != EXON_LOAD_ACQ(&pub->log.meta->is_connected);
+        exon_counter_set(&c->counters, pub->pub_pos_id, exon_log_producer_position(&pub->log));
         if (pub->state == EXON_NP_ACTIVE)
         {
             int64_t clean_to = snd_pos - pub->log.term_length;

@@ -77,8 +77,13 @@ def test_round_trip_between_two_drivers(stack: ExitStack, mode: str) -> None:
     assert rx.counter_value(SystemCounter.STATUS_MESSAGES_SENT) > 0
     assert rx.counter_value(SystemCounter.INVALID_PACKETS) == 0
     labels = " ".join(tx.allocated_counters().values())
-    for name in ("snd-pos", "snd-lmt", "pub-lmt"):
+    for name in ("pub-pos", "snd-pos", "snd-lmt", "pub-lmt"):
         assert name in labels
+    # pub-pos follows the producer: the position of the last message once all were sent
+    pub_pos = [i for i, label in tx.allocated_counters().items() if label.startswith("pub-pos")]
+    assert len(pub_pos) == 1
+    assert "aeron:udp?endpoint=127.0.0.1:" in tx.allocated_counters()[pub_pos[0]]
+    assert wait_until(lambda: tx.counter_value(pub_pos[0]) == pub.position > 0, 2.0)
     labels = " ".join(rx.allocated_counters().values())
     for name in ("rcv-hwm", "rcv-pos", "sub-pos"):
         assert name in labels
