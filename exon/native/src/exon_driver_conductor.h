@@ -22,7 +22,9 @@
  * Channels: "aeron:ipc" (optionally "aeron:ipc?k=v|..." with keys ignored) and
  * "aeron:udp?endpoint=HOST:PORT|..." (parsed by exon_uri; a malformed URI is refused with
  * EXON_DRIVER_ERR_INVALID_CHANNEL naming the bad part). UDP publications are
- * exon_network_publication_t driven by the sender agent; UDP subscriptions share receive
+ * exon_network_publication_t driven by the sender agent (send socket bound to the channel's
+ * `control` HOST:PORT when given, else `interface`/any on an ephemeral port; pub-pos,
+ * pub-lmt, snd-pos and snd-lmt counters; `control` on a subscription is refused); UDP subscriptions share receive
  * endpoints (exon_publication_image.h) driven by the receiver agent; a SETUP queued by the
  * receiver becomes an image log under <dir>/images/<id>.logbuffer and ON_AVAILABLE_IMAGE.
  *
