@@ -143,5 +143,5 @@ def test_core_handles_every_state_frame_pair(state: LinkState, event: LinkInput)
 def test_the_wire_spec_embeds_the_current_table() -> None:
     from pathlib import Path
 
-    doc = Path(__file__).resolve().parents[2] / "docs" / "_exon_section.md"
+    doc = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
     assert table_markdown() in doc.read_text()

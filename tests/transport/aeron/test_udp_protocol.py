@@ -2,7 +2,7 @@
 
 One side is a real exon driver (a publication, or a subscription); the other is a plain
 socket that speaks Aeron frames through exon's codecs (exon.transport.aeron.frames), so every
-frame the driver sends is decoded and checked against the rules in docs/_aeron_section.md.
+frame the driver sends is decoded and checked against the rules in docs/protocol.md (section 1).
 The driver runs on its own threads with a wall clock: timing checks allow for scheduling.
 """
 
