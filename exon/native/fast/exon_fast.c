@@ -33,6 +33,27 @@ typedef struct
 }
 OfferObject;
 
+/* The bytes of `data` (exact bytes, or any object with the buffer protocol), the length
+ * clamped to `max` (a longer message is then refused as too large by the callee).
+ * Returns 1 when `view` is held (the caller releases it), 0 for bytes, -1 with an exception. */
+static inline int data_bytes(PyObject *data, Py_ssize_t max, Py_buffer *view, const char **buf, int32_t *length)
+{
+    if (PyBytes_CheckExact(data))
+    {
+        Py_ssize_t len = PyBytes_GET_SIZE(data);
+        *buf = PyBytes_AS_STRING(data);
+        *length = (int32_t)(len > max ? max : len);
+        return 0;
+    }
+    if (PyObject_GetBuffer(data, view, PyBUF_SIMPLE) < 0)
+    {
+        return -1;
+    }
+    *buf = (const char *)view->buf;
+    *length = (int32_t)(view->len > max ? max : view->len);
+    return 1;
+}
+
 static PyObject *offer_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     OfferObject *self = (OfferObject *)self_obj;
@@ -54,26 +75,17 @@ static PyObject *offer_vectorcall(PyObject *self_obj, PyObject *const *args, siz
             return NULL;
         }
     }
-    PyObject *data = args[0];
-    int64_t rc;
-    if (PyBytes_CheckExact(data))
+    Py_buffer view;
+    const char *buf;
+    int32_t length;
+    int held = data_bytes(args[0], INT32_MAX, &view, &buf, &length);
+    if (held < 0)
     {
-        Py_ssize_t length = PyBytes_GET_SIZE(data);
-        if (length > INT32_MAX)
-        {
-            length = INT32_MAX; /* refused as too large by the offer itself */
-        }
-        rc = offer_fn(self->pub, PyBytes_AS_STRING(data), (int32_t)length, reserved);
+        return NULL;
     }
-    else
+    int64_t rc = offer_fn(self->pub, buf, length, reserved);
+    if (held)
     {
-        Py_buffer view;
-        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        {
-            return NULL;
-        }
-        Py_ssize_t length = view.len > INT32_MAX ? INT32_MAX : view.len;
-        rc = offer_fn(self->pub, (const char *)view.buf, (int32_t)length, reserved);
         PyBuffer_Release(&view);
     }
     if (rc < EXON_LOWEST_OUTCOME)
@@ -191,26 +203,17 @@ static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, s
     {
         return NULL;
     }
-    PyObject *data = args[2];
-    int64_t rc;
-    if (PyBytes_CheckExact(data))
+    Py_buffer view;
+    const char *buf;
+    int32_t length;
+    int held = data_bytes(args[2], INT32_MAX - 64, &view, &buf, &length);
+    if (held < 0)
     {
-        Py_ssize_t length = PyBytes_GET_SIZE(data);
-        if (length > INT32_MAX - 64)
-        {
-            length = INT32_MAX - 64; /* refused as too large by the offer */
-        }
-        rc = lt_send_fn(self->table, slot, link, PyBytes_AS_STRING(data), (int32_t)length);
+        return NULL;
     }
-    else
+    int64_t rc = lt_send_fn(self->table, slot, link, buf, length);
+    if (held)
     {
-        Py_buffer view;
-        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
-        {
-            return NULL;
-        }
-        Py_ssize_t length = view.len > INT32_MAX - 64 ? INT32_MAX - 64 : view.len;
-        rc = lt_send_fn(self->table, slot, link, (const char *)view.buf, (int32_t)length);
         PyBuffer_Release(&view);
     }
     return PyLong_FromLongLong(rc);
@@ -399,14 +402,10 @@ static PyObject *rq_pop_link(RecvQueueObject *q, rq_link_t *l)
     return payload;
 }
 
-/* RecvQueue()() -> the next Message (delivery counted), or None when empty */
-static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* Pop the next payload in round-robin order (ready_count > 0): the link at the head of the
+ * ready ring, which goes back to the tail if it has more queued. The caller owns the reference. */
+static inline PyObject *rq_pop_next(RecvQueueObject *q, int32_t *link_out)
 {
-    RecvQueueObject *q = (RecvQueueObject *)self_obj;
-    if (q->ready_count == 0)
-    {
-        Py_RETURN_NONE;
-    }
     int32_t link = q->ready[q->ready_head];
     q->ready_head = (q->ready_head + 1) % q->capacity;
     q->ready_count--;
@@ -417,6 +416,21 @@ static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
         q->ready[(q->ready_head + q->ready_count) % q->capacity] = link;
         q->ready_count++;
     }
+    *link_out = link;
+    return payload;
+}
+
+/* RecvQueue()() -> the next Message (delivery counted), or None when empty */
+static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self_obj;
+    if (q->ready_count == 0)
+    {
+        Py_RETURN_NONE;
+    }
+    int32_t link;
+    PyObject *payload = rq_pop_next(q, &link);
+    rq_link_t *l = &q->links[link];
     PyObject *msg = q->message_type->tp_alloc(q->message_type, 2);
     if (msg == NULL)
     {
@@ -538,16 +552,8 @@ static PyObject *rq_take_all(PyObject *self, PyObject *unused)
     }
     while (q->ready_count > 0)
     {
-        int32_t link = q->ready[q->ready_head];
-        q->ready_head = (q->ready_head + 1) % q->capacity;
-        q->ready_count--;
-        rq_link_t *l = &q->links[link];
-        PyObject *payload = rq_pop_link(q, l);
-        if (l->count > 0)
-        {
-            q->ready[(q->ready_head + q->ready_count) % q->capacity] = link;
-            q->ready_count++;
-        }
+        int32_t link;
+        PyObject *payload = rq_pop_next(q, &link);
         PyObject *pair = Py_BuildValue("(iN)", link, payload);
         if (pair == NULL || PyList_Append(out, pair) < 0)
         {
