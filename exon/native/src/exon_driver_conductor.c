@@ -712,25 +712,41 @@ static void exon_dc_remove_client(exon_driver_conductor_t *c, exon_dc_client_t *
 
 /* ---- commands ----------------------------------------------------------------------- */
 
+/*
+ * The channel of an ADD_PUBLICATION / ADD_SUBSCRIPTION command of `length` bytes: `fixed`
+ * bytes of command (with *channel_length in it, read only once `length` covers it), then
+ * the channel. Returns EXON_DC_CHANNEL_* (<= 0, `uri` filled for UDP), or an
+ * EXON_DRIVER_ERR_* code (> 0) once the error has been sent to the client.
+ */
+static int exon_dc_command_channel(
+    exon_driver_conductor_t *c, const char *name, int64_t correlation_id, const uint8_t *buf, int32_t length,
+    int32_t fixed, const int32_t *channel_length, char *why, size_t why_length, exon_uri_t *uri)
+{
+    if (length < fixed || *channel_length < 0 || *channel_length > length - fixed)
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_MALFORMED_COMMAND,
+            "%s of %d bytes is malformed", name, length);
+        return EXON_DRIVER_ERR_MALFORMED_COMMAND;
+    }
+    int err = exon_dc_parse_channel((const char *)buf + fixed, *channel_length, why, why_length, uri);
+    if (err > 0)
+    {
+        exon_dc_send_error(c, correlation_id, err, "%s", why);
+    }
+    return err;
+}
+
 static void exon_dc_on_add_publication(
     exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, bool exclusive, int64_t now_ns)
 {
     const exon_publication_command_t *cmd = (const exon_publication_command_t *)buf;
     int64_t correlation_id = cmd->correlated.correlation_id;
-    if (length < (int32_t)sizeof(*cmd) || cmd->channel_length < 0 ||
-        cmd->channel_length > length - (int32_t)sizeof(*cmd))
-    {
-        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_MALFORMED_COMMAND,
-            "ADD_PUBLICATION of %d bytes is malformed", length);
-        return;
-    }
-    const char *channel = (const char *)buf + sizeof(*cmd);
     char why[512];
     exon_uri_t uri;
-    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why), &uri);
+    int err = exon_dc_command_channel(c, "ADD_PUBLICATION", correlation_id, buf, length, (int32_t)sizeof(*cmd),
+        &cmd->channel_length, why, sizeof(why), &uri);
     if (err > 0)
     {
-        exon_dc_send_error(c, correlation_id, err, "%s", why);
         return;
     }
     exon_dc_client_t *client = exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
@@ -826,20 +842,12 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
 {
     const exon_subscription_command_t *cmd = (const exon_subscription_command_t *)buf;
     int64_t correlation_id = cmd->correlated.correlation_id;
-    if (length < (int32_t)sizeof(*cmd) || cmd->channel_length < 0 ||
-        cmd->channel_length > length - (int32_t)sizeof(*cmd))
-    {
-        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_MALFORMED_COMMAND,
-            "ADD_SUBSCRIPTION of %d bytes is malformed", length);
-        return;
-    }
-    const char *channel = (const char *)buf + sizeof(*cmd);
     char why[512];
     exon_uri_t uri;
-    int err = exon_dc_parse_channel(channel, cmd->channel_length, why, sizeof(why), &uri);
+    int err = exon_dc_command_channel(c, "ADD_SUBSCRIPTION", correlation_id, buf, length, (int32_t)sizeof(*cmd),
+        &cmd->channel_length, why, sizeof(why), &uri);
     if (err > 0)
     {
-        exon_dc_send_error(c, correlation_id, err, "%s", why);
         return;
     }
     exon_dc_client_t *client = exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
