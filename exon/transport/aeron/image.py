@@ -13,7 +13,7 @@ from typing import Any
 
 from exon.errors import LogBufferError
 from exon.native import check, error_for, ffi, lib
-from exon.transport.aeron.logbuffer import LogBuffer
+from exon.transport.aeron.logbuffer import LogBuffer, LogUser
 
 __all__ = ["FragmentHeader", "Image"]
 
@@ -70,7 +70,7 @@ class FragmentHeader:
         return int(self._frag[self._i].fragments)
 
 
-class Image:
+class Image(LogUser):
     """One publication's stream as seen by one subscription (``exon_image_t``)."""
 
     def __init__(
@@ -85,13 +85,10 @@ class Image:
     ) -> None:
         """``subscriber_position`` is an ``int64_t *`` (the sub-pos counter, or a test's
         own cell) holding the start position."""
-        self.log = log
+        self._init_log_user(log, on_close, owns_log)
         self.correlation_id = correlation_id
         self._position_cell = subscriber_position
         self._counters = counters_values if counters_values is not None else ffi.NULL
-        self._on_close = on_close
-        self._owns_log = owns_log
-        self._closed = False
         img = ffi.new("exon_image_t *")
         check(lib.exon_image_init(img, log.cdata, subscriber_position, self._counters))
         self._img = img
@@ -230,26 +227,9 @@ class Image:
             return False
         return check(rc) == 1
 
-    @property
-    def is_closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        """Stop reading (idempotent); frees the assembly buffer."""
-        if self._closed:
-            return
-        self._closed = True
+    def _close_native(self) -> None:
+        """Stop reading (close() is idempotent); frees the assembly buffer."""
         lib.exon_image_close(self._img)
-        if self._on_close is not None:
-            self._on_close(self)
-        if self._owns_log:
-            self.log.close()
-
-    def __enter__(self) -> Image:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Image session={self.session_id} stream={self.stream_id} position={self.position}>"

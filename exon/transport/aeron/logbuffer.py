@@ -9,13 +9,14 @@ and the bad field; bad creation parameters raise :class:`~exon.errors.Configurat
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self
 
 from exon.errors import ClosedError
 from exon.native import check, ffi, lib
 from exon.transport.aeron import layout as L
 
-__all__ = ["LogBuffer"]
+__all__ = ["LogBuffer", "LogUser"]
 
 
 class LogBuffer:
@@ -229,3 +230,46 @@ class LogBuffer:
         new_limit = min_subscriber_position + window
         limit[0] = new_limit
         return new_limit
+
+
+class LogUser:
+    """What Image and the publications share around a log: ``is_closed``, an idempotent
+    ``close()`` (marks closed, ``_close_native()``, then ``on_close(self)``, then closes the
+    log when it owns it) and the context manager that closes."""
+
+    log: LogBuffer
+    _closed: bool
+    _on_close: Callable[[Any], None] | None
+    _owns_log: bool
+
+    def _init_log_user(
+        self, log: LogBuffer, on_close: Callable[[Any], None] | None, owns_log: bool
+    ) -> None:
+        self.log = log
+        self._on_close = on_close
+        self._owns_log = owns_log
+        self._closed = False
+
+    def _close_native(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Idempotent; see the class for the order of things."""
+        if self._closed:
+            return
+        self._closed = True
+        self._close_native()
+        if self._on_close is not None:
+            self._on_close(self)
+        if self._owns_log:
+            self.log.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

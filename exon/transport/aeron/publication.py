@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from exon import errors
 from exon.native import check, error_for, fast_offer, ffi, lib
-from exon.transport.aeron.logbuffer import LogBuffer
+from exon.transport.aeron.logbuffer import LogBuffer, LogUser
 
 __all__ = [
     "ADMIN_ACTION",
@@ -112,7 +112,7 @@ class Claim:
             self.abort()
 
 
-class _PublicationBase:
+class _PublicationBase(LogUser):
     _exclusive = 0
 
     def __init__(
@@ -127,13 +127,10 @@ class _PublicationBase:
     ) -> None:
         """``position_limit`` is an ``int64_t *`` (the pub-lmt counter, or a test's own
         ``ffi.new("int64_t[...]")``); ``counters_values`` the counters base (doorbells)."""
-        self.log = log
+        self._init_log_user(log, on_close, owns_log)
         self.registration_id = registration_id
         self._limit = position_limit
         self._counters = counters_values if counters_values is not None else ffi.NULL
-        self._on_close = on_close
-        self._owns_log = owns_log
-        self._closed = False
         pub = ffi.new("exon_publication_t *")
         check(lib.exon_publication_init(pub, log.cdata, position_limit, self._counters,
                                         self._exclusive))
@@ -250,26 +247,9 @@ class _PublicationBase:
     def is_connected(self) -> bool:
         return not self._closed and bool(lib.exon_publication_is_connected(self._pub))
 
-    @property
-    def is_closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        """Later offers return CLOSED. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    def _close_native(self) -> None:
+        """Later offers return CLOSED (close() is idempotent)."""
         lib.exon_publication_close(self._pub)
-        if self._on_close is not None:
-            self._on_close(self)
-        if self._owns_log:
-            self.log.close()
-
-    def __enter__(self) -> _PublicationBase:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         kind = type(self).__name__
