@@ -123,16 +123,28 @@ int exon_bench_ipc_throughput(
         EXON_STORE_REL(pub->position_limit, position + st.window);
     }
 
+    int64_t elapsed = exon_bench_run_threads(subscriber_main, publisher_main, &st, &st.running, duration_ns);
+    if (elapsed < 0)
+    {
+        return (int)elapsed;
+    }
+    return exon_bench_fill_result(result, st.messages, st.bytes, st.back_pressured, elapsed, st.rc);
+}
+
+int64_t exon_bench_run_threads(
+    void *(*sub_main)(void *), void *(*pub_main)(void *), void *state, volatile int32_t *running,
+    int64_t duration_ns)
+{
     pthread_t sub_thread;
     pthread_t pub_thread;
     int64_t t0 = exon_nano_clock();
-    if (pthread_create(&sub_thread, NULL, subscriber_main, &st) != 0)
+    if (pthread_create(&sub_thread, NULL, sub_main, state) != 0)
     {
         return exon_set_error(-EAGAIN, "bench: cannot start the subscriber thread");
     }
-    if (pthread_create(&pub_thread, NULL, publisher_main, &st) != 0)
+    if (pthread_create(&pub_thread, NULL, pub_main, state) != 0)
     {
-        EXON_STORE_RLX(&st.running, 0);
+        EXON_STORE_RLX(running, 0);
         pthread_join(sub_thread, NULL);
         return exon_set_error(-EAGAIN, "bench: cannot start the publisher thread");
     }
@@ -140,15 +152,20 @@ int exon_bench_ipc_throughput(
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
     {
     }
-    EXON_STORE_RLX(&st.running, 0);
+    EXON_STORE_RLX(running, 0);
     pthread_join(pub_thread, NULL);
     pthread_join(sub_thread, NULL);
-    int64_t elapsed = exon_nano_clock() - t0;
+    return exon_nano_clock() - t0;
+}
 
-    result->messages = st.messages;
-    result->bytes = st.bytes;
-    result->elapsed_ns = elapsed;
-    result->back_pressured = st.back_pressured;
-    result->messages_per_second = elapsed > 0 ? (double)st.messages * 1e9 / (double)elapsed : 0.0;
-    return st.rc < 0 ? exon_set_error(st.rc, "bench: offer failed with %d", st.rc) : 0;
+int exon_bench_fill_result(
+    exon_bench_result_t *result, int64_t messages, int64_t bytes, int64_t back_pressured, int64_t elapsed_ns,
+    int rc)
+{
+    result->messages = messages;
+    result->bytes = bytes;
+    result->elapsed_ns = elapsed_ns;
+    result->back_pressured = back_pressured;
+    result->messages_per_second = elapsed_ns > 0 ? (double)messages * 1e9 / (double)elapsed_ns : 0.0;
+    return rc < 0 ? exon_set_error(rc, "bench: offer failed with %d", rc) : 0;
 }

@@ -40,4 +40,16 @@ int exon_bench_ipc_throughput(
     int32_t window,
     exon_bench_result_t *result);
 
+/* Shared by the benches (not part of the cffi API). Start sub_main then pub_main on two
+ * threads over `state`, sleep duration_ns, clear *running and join both. Returns the elapsed
+ * ns (first start to last join), or a negative code when a thread could not start. */
+int64_t exon_bench_run_threads(
+    void *(*sub_main)(void *), void *(*pub_main)(void *), void *state, volatile int32_t *running,
+    int64_t duration_ns);
+
+/* Fill *result from a run's counts; returns 0, or the publisher's negative rc (error set). */
+int exon_bench_fill_result(
+    exon_bench_result_t *result, int64_t messages, int64_t bytes, int64_t back_pressured, int64_t elapsed_ns,
+    int rc);
+
 #endif /* EXON_BENCH_IPC_H */

@@ -76,33 +76,13 @@ int exon_bench_net_throughput(
     st.img = img;
     st.msg_len = msg_len;
     st.running = 1;
-    pthread_t sub_thread;
-    pthread_t pub_thread;
-    int64_t t0 = exon_nano_clock();
-    if (pthread_create(&sub_thread, NULL, bench_net_subscriber, &st) != 0)
+    int64_t elapsed = exon_bench_run_threads(bench_net_subscriber, bench_net_publisher, &st, &st.running,
+        duration_ns);
+    if (elapsed < 0)
     {
-        return exon_set_error(-EAGAIN, "bench: cannot start the subscriber thread");
+        return (int)elapsed;
     }
-    if (pthread_create(&pub_thread, NULL, bench_net_publisher, &st) != 0)
-    {
-        EXON_STORE_RLX(&st.running, 0);
-        pthread_join(sub_thread, NULL);
-        return exon_set_error(-EAGAIN, "bench: cannot start the publisher thread");
-    }
-    struct timespec ts = { .tv_sec = duration_ns / 1000000000LL, .tv_nsec = duration_ns % 1000000000LL };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    {
-    }
-    EXON_STORE_RLX(&st.running, 0);
-    pthread_join(pub_thread, NULL);
-    pthread_join(sub_thread, NULL);
-    int64_t elapsed = exon_nano_clock() - t0;
-    result->messages = st.messages;
-    result->bytes = st.bytes;
-    result->elapsed_ns = elapsed;
-    result->back_pressured = st.back_pressured;
-    result->messages_per_second = elapsed > 0 ? (double)st.messages * 1e9 / (double)elapsed : 0.0;
-    return st.rc < 0 ? exon_set_error(st.rc, "bench: offer failed with %d", st.rc) : 0;
+    return exon_bench_fill_result(result, st.messages, st.bytes, st.back_pressured, elapsed, st.rc);
 }
 
 typedef struct bench_pong_state_stct
