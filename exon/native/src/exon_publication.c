@@ -189,11 +189,15 @@ static inline int64_t term_begin_position(exon_publication_t *pub, int32_t term_
     return term_count << pub->position_bits_to_shift;
 }
 
-static int64_t append_unfragmented(
-    exon_publication_t *pub, int32_t term_count, int64_t *tail, int64_t seen_raw_tail,
-    const char *a, int32_t a_length, const char *b, int32_t b_length, int64_t reserved_value)
+/*
+ * Reserve one unfragmented frame for `length` payload bytes and write its header (not
+ * committed yet). Returns the frame with *position the position after it, or NULL with
+ * *position the outcome of the trip when the frame does not fit in the term.
+ */
+static inline uint8_t *begin_unfragmented(
+    exon_publication_t *pub, int32_t term_count, int64_t *tail, int64_t seen_raw_tail, int32_t length,
+    int64_t reserved_value, int64_t *position)
 {
-    int32_t length = a_length + b_length;
     int32_t frame_length = length + EXON_DATA_HEADER_LENGTH;
     int32_t aligned = EXON_ALIGN(frame_length, EXON_FRAME_ALIGNMENT);
     int64_t raw_tail = reserve(pub, tail, seen_raw_tail, aligned);
@@ -203,11 +207,28 @@ static int64_t append_unfragmented(
     int64_t resulting_offset = term_offset + aligned;
     if (EXON_UNLIKELY(resulting_offset > pub->term_length))
     {
-        return trip(pub, term, term_offset, term_id, term_count);
+        *position = trip(pub, term, term_offset, term_id, term_count);
+        return NULL;
     }
     uint8_t *frame = term + term_offset;
     frame_begin(pub, frame, frame_length, EXON_DATA_FLAG_UNFRAGMENTED, EXON_HDR_TYPE_DATA,
         (int32_t)term_offset, term_id, reserved_value);
+    *position = term_begin_position(pub, term_id) + resulting_offset;
+    return frame;
+}
+
+static int64_t append_unfragmented(
+    exon_publication_t *pub, int32_t term_count, int64_t *tail, int64_t seen_raw_tail,
+    const char *a, int32_t a_length, const char *b, int32_t b_length, int64_t reserved_value)
+{
+    int32_t length = a_length + b_length;
+    int32_t frame_length = length + EXON_DATA_HEADER_LENGTH;
+    int64_t position;
+    uint8_t *frame = begin_unfragmented(pub, term_count, tail, seen_raw_tail, length, reserved_value, &position);
+    if (EXON_UNLIKELY(NULL == frame))
+    {
+        return position;
+    }
     if (a_length > 0)
     {
         memcpy(frame + EXON_DATA_HEADER_LENGTH, a, (size_t)a_length);
@@ -218,7 +239,7 @@ static int64_t append_unfragmented(
     }
     frame_commit(frame, frame_length);
     ring_if_waiters(pub);
-    return term_begin_position(pub, term_id) + resulting_offset;
+    return position;
 }
 
 static int64_t append_fragmented(
@@ -325,25 +346,17 @@ int64_t exon_publication_try_claim(exon_publication_t *pub, int32_t length, exon
     {
         return rc;
     }
-    int32_t frame_length = length + EXON_DATA_HEADER_LENGTH;
-    int32_t aligned = EXON_ALIGN(frame_length, EXON_FRAME_ALIGNMENT);
-    int64_t raw_tail = reserve(pub, tail, seen_raw_tail, aligned);
-    int64_t term_offset = raw_tail & 0xFFFFFFFFLL;
-    int32_t term_id = exon_log_tail_term_id(raw_tail);
-    uint8_t *term = pub->terms[exon_log_index_by_term_count(term_count)];
-    int64_t resulting_offset = term_offset + aligned;
-    if (EXON_UNLIKELY(resulting_offset > pub->term_length))
+    int64_t position;
+    uint8_t *frame = begin_unfragmented(pub, term_count, tail, seen_raw_tail, length, 0, &position);
+    if (EXON_UNLIKELY(NULL == frame))
     {
-        return trip(pub, term, term_offset, term_id, term_count);
+        return position;
     }
-    uint8_t *frame = term + term_offset;
-    frame_begin(pub, frame, frame_length, EXON_DATA_FLAG_UNFRAGMENTED, EXON_HDR_TYPE_DATA,
-        (int32_t)term_offset, term_id, 0);
     claim->frame = frame;
     claim->data = frame + EXON_DATA_HEADER_LENGTH;
     claim->length = length;
     claim->pub = pub;
-    return term_begin_position(pub, term_id) + resulting_offset;
+    return position;
 }
 
 int exon_claim_commit(exon_claim_t *claim)
