@@ -227,10 +227,9 @@ static bool would_block(int err)
     return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
 }
 
-int exon_udp_channel_send(
-    exon_udp_channel_t *channel, const uint8_t *data, int32_t length, const exon_udp_addr_t *to)
+/* The result of a send/receive call: n (>= 0), 0 when the socket would block, or the error. */
+static inline int io_outcome(ssize_t n, const char *call)
 {
-    ssize_t n = sendto(channel->fd, data, (size_t)length, 0, (const struct sockaddr *)to->storage, to->length);
     if (n < 0)
     {
         int err = errno;
@@ -238,15 +237,17 @@ int exon_udp_channel_send(
         {
             return 0;
         }
-        return exon_set_error(-err, "udp channel: sendto: %s", strerror(err));
+        return exon_set_error(-err, "udp channel: %s: %s", call, strerror(err));
     }
     return (int)n;
 }
 
-int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
+/* Point headers[i] and iovs[i] at msgs[i] for count messages (clamped to EXON_UDP_BATCH_MAX;
+ * returns the count, 0 when count <= 0): receiving, at the whole buffer and address storage;
+ * sending, at the message and its address. */
+static inline int32_t batch_headers(
+    struct mmsghdr *headers, struct iovec *iovs, exon_udp_msg_t *msgs, int32_t count, bool receiving)
 {
-    struct mmsghdr headers[EXON_UDP_BATCH_MAX];
-    struct iovec iovs[EXON_UDP_BATCH_MAX];
     if (count > EXON_UDP_BATCH_MAX)
     {
         count = EXON_UDP_BATCH_MAX;
@@ -259,21 +260,35 @@ int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msg
     for (int32_t i = 0; i < count; i++)
     {
         iovs[i].iov_base = msgs[i].buffer;
-        iovs[i].iov_len = (size_t)msgs[i].capacity;
+        iovs[i].iov_len = (size_t)(receiving ? msgs[i].capacity : msgs[i].length);
         headers[i].msg_hdr.msg_iov = &iovs[i];
         headers[i].msg_hdr.msg_iovlen = 1;
         headers[i].msg_hdr.msg_name = msgs[i].addr.storage;
-        headers[i].msg_hdr.msg_namelen = sizeof(msgs[i].addr.storage);
+        headers[i].msg_hdr.msg_namelen = receiving ? (socklen_t)sizeof(msgs[i].addr.storage) : msgs[i].addr.length;
+    }
+    return count;
+}
+
+int exon_udp_channel_send(
+    exon_udp_channel_t *channel, const uint8_t *data, int32_t length, const exon_udp_addr_t *to)
+{
+    ssize_t n = sendto(channel->fd, data, (size_t)length, 0, (const struct sockaddr *)to->storage, to->length);
+    return io_outcome(n, "sendto");
+}
+
+int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
+{
+    struct mmsghdr headers[EXON_UDP_BATCH_MAX];
+    struct iovec iovs[EXON_UDP_BATCH_MAX];
+    count = batch_headers(headers, iovs, msgs, count, true);
+    if (count == 0)
+    {
+        return 0;
     }
     int n = recvmmsg(channel->fd, headers, (unsigned)count, MSG_DONTWAIT, NULL);
     if (n < 0)
     {
-        int err = errno;
-        if (would_block(err))
-        {
-            return 0;
-        }
-        return exon_set_error(-err, "udp channel: recvmmsg: %s", strerror(err));
+        return io_outcome(n, "recvmmsg");
     }
     for (int i = 0; i < n; i++)
     {
@@ -288,33 +303,11 @@ int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msg
 {
     struct mmsghdr headers[EXON_UDP_BATCH_MAX];
     struct iovec iovs[EXON_UDP_BATCH_MAX];
-    if (count > EXON_UDP_BATCH_MAX)
-    {
-        count = EXON_UDP_BATCH_MAX;
-    }
-    if (count <= 0)
+    count = batch_headers(headers, iovs, msgs, count, false);
+    if (count == 0)
     {
         return 0;
     }
-    memset(headers, 0, sizeof(headers[0]) * (size_t)count);
-    for (int32_t i = 0; i < count; i++)
-    {
-        iovs[i].iov_base = msgs[i].buffer;
-        iovs[i].iov_len = (size_t)msgs[i].length;
-        headers[i].msg_hdr.msg_iov = &iovs[i];
-        headers[i].msg_hdr.msg_iovlen = 1;
-        headers[i].msg_hdr.msg_name = msgs[i].addr.storage;
-        headers[i].msg_hdr.msg_namelen = msgs[i].addr.length;
-    }
     int n = sendmmsg(channel->fd, headers, (unsigned)count, MSG_DONTWAIT);
-    if (n < 0)
-    {
-        int err = errno;
-        if (would_block(err))
-        {
-            return 0;
-        }
-        return exon_set_error(-err, "udp channel: sendmmsg: %s", strerror(err));
-    }
-    return n;
+    return io_outcome(n, "sendmmsg");
 }
