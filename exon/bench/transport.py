@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from exon.bench import peers as peer_runs
@@ -244,27 +245,37 @@ def java_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[str
     raise RuntimeError(f"no RTT line from ExonPingPong: {out.stderr[-500:]}")
 
 
+def _aeron_peer(
+    peers: tuple[str, ...], run: Callable[[], float]
+) -> tuple[float | None, str | None]:
+    """(the Aeron peer's figure, None) when asked for and available; else (None, the reason
+    it was not run, or None when not asked for)."""
+    if "aeron" not in peers:
+        return None, None
+    reason = peer_runs.aeron_peer_unavailable_reason()
+    if reason is not None:
+        return None, reason
+    return run(), None
+
+
+def _emit_throughput(case: str, *, exon: float | None, peer: float | None, peer_name: str,
+                     **extra: Any) -> None:
+    emit(case, exon=exon, peer=peer, peer_name=peer_name, unit="msgs/s", higher_is_better=True,
+         **extra)
+
+
 def run_udp_bench(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...],
                   seconds: float, messages: int) -> None:
     host = _udp_host(channel)
     for size in sizes:
-        peer = None
-        peer_note = None
-        if "aeron" in peers:
-            reason = peer_runs.aeron_peer_unavailable_reason()
-            if reason is None:
-                peer_channel = f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"
-                peer = peer_runs.java_udp_throughput(size, messages, peer_channel)
-            else:
-                peer_note = reason
+        peer, peer_note = _aeron_peer(peers, lambda size=size: peer_runs.java_udp_throughput(
+            size, messages, f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"))
         figures = native_udp_throughput(size, seconds, host)
-        emit(
+        _emit_throughput(
             f"native-udp-throughput-{size}B",
             exon=figures["rate"],
             peer=peer,
             peer_name="aeron-java EmbeddedThroughput (UDP loopback)",
-            unit="msgs/s",
-            higher_is_better=True,
             size=size,
             channel=channel,
             naks_per_million=round(figures["naks_per_million"], 3),
@@ -309,22 +320,15 @@ def run_transport_bench(
     if channel != "aeron:ipc":
         raise SystemExit(f"exon bench transport: channel {channel!r} is not supported yet")
     for size in sizes:
-        peer = None
-        peer_note = None
-        if "aeron" in peers:
-            reason = peer_runs.aeron_peer_unavailable_reason()
-            if reason is None:
-                peer = peer_runs.java_ipc_throughput(size, seconds=max(4, int(seconds) + 2))
-            else:
-                peer_note = reason
+        peer, peer_note = _aeron_peer(
+            peers,
+            lambda size=size: peer_runs.java_ipc_throughput(size, seconds=max(4, int(seconds) + 2)))
         exon = native_ipc_throughput(size, seconds)
-        emit(
+        _emit_throughput(
             f"native-ipc-throughput-{size}B",
             exon=exon,
             peer=peer,
             peer_name="aeron-java EmbeddedIpcThroughput",
-            unit="msgs/s",
-            higher_is_better=True,
             size=size,
             channel=channel,
             peer_note=peer_note,
@@ -334,13 +338,11 @@ def run_transport_bench(
         reason = peer_runs.zmq_unavailable_reason()
         peer = None if reason else peer_runs.zmq_push_pull(size, messages).rate
         exon = python_ipc_throughput(size, messages)
-        emit(
+        _emit_throughput(
             f"python-ipc-throughput-{size}B",
             exon=exon,
             peer=peer,
             peer_name="pyzmq PUSH/PULL ipc://",
-            unit="msgs/s",
-            higher_is_better=True,
             size=size,
             channel=channel,
             messages=messages,
