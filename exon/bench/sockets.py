@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from exon.bench.peers import Latency, Throughput, zmq_push_pull, zmq_req_rep, zmq_unavailable_reason
 from exon.bench.report import emit
@@ -40,32 +42,37 @@ def _finish(*procs: subprocess.Popen[str]) -> None:
             proc.wait(10)
 
 
-def exon_push_pull(driver_dir: str, size: int, messages: int, credits: int) -> Throughput:
-    pull = _worker("pull", driver_dir, str(messages), str(credits))
-    push = None
+@contextmanager
+def _worker_pair(
+    server: tuple[str, ...], client: tuple[str, ...]
+) -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str]]]:
+    """The server worker, then the client worker with the server's peer address (the
+    server's first line) as its last argument; whichever still runs is killed on the way out."""
+    first = _worker(*server)
+    second = None
     try:
-        assert pull.stdout is not None
-        peer = pull.stdout.readline().strip()
-        push = _worker("push", driver_dir, str(messages), str(size), peer)
+        assert first.stdout is not None
+        peer = first.stdout.readline().strip()
+        second = _worker(*client, peer)
+        yield first, second
+    finally:
+        _finish(*(p for p in (second, first) if p is not None))
+
+
+def exon_push_pull(driver_dir: str, size: int, messages: int, credits: int) -> Throughput:
+    with _worker_pair(("pull", driver_dir, str(messages), str(credits)),
+                      ("push", driver_dir, str(messages), str(size))) as (pull, push):
         out, _ = pull.communicate(timeout=600)
         push.communicate(timeout=120)
         return Throughput(messages, float(out.strip().splitlines()[-1]))
-    finally:
-        _finish(*(p for p in (push, pull) if p is not None))
 
 
 def exon_req_rep(driver_dir: str, size: int, round_trips: int, credits: int) -> Latency:
-    rep = _worker("rep", driver_dir, str(round_trips), str(credits))
-    req = None
-    try:
-        assert rep.stdout is not None
-        peer = rep.stdout.readline().strip()
-        req = _worker("req", driver_dir, str(round_trips), str(size), peer)
+    with _worker_pair(("rep", driver_dir, str(round_trips), str(credits)),
+                      ("req", driver_dir, str(round_trips), str(size))) as (rep, req):
         out, _ = req.communicate(timeout=600)
         rep.communicate(timeout=60)
         return Latency(tuple(float(x) for x in out.split()))
-    finally:
-        _finish(*(p for p in (req, rep) if p is not None))
 
 
 def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
