@@ -815,15 +815,27 @@ static void exon_dc_on_add_publication(
     }
 }
 
-static void exon_dc_on_remove_publication(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+/* A REMOVE_* command of `length` bytes (its client counted as seen), or NULL once logged as malformed. */
+static const exon_remove_command_t *exon_dc_remove_command(
+    exon_driver_conductor_t *c, const char *name, const uint8_t *buf, int32_t length, int64_t now_ns)
 {
     const exon_remove_command_t *cmd = (const exon_remove_command_t *)buf;
     if (length < (int32_t)sizeof(*cmd))
     {
-        exon_driver_conductor_error(c, "REMOVE_PUBLICATION of %d bytes is malformed", length);
-        return;
+        exon_driver_conductor_error(c, "%s of %d bytes is malformed", name, length);
+        return NULL;
     }
     exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
+    return cmd;
+}
+
+static void exon_dc_on_remove_publication(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    const exon_remove_command_t *cmd = exon_dc_remove_command(c, "REMOVE_PUBLICATION", buf, length, now_ns);
+    if (NULL == cmd)
+    {
+        return;
+    }
     for (int32_t i = 0; i < c->publication_links.length; i++)
     {
         exon_dc_publication_link_t *link = c->publication_links.items[i];
@@ -949,13 +961,11 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
 
 static void exon_dc_on_remove_subscription(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
 {
-    const exon_remove_command_t *cmd = (const exon_remove_command_t *)buf;
-    if (length < (int32_t)sizeof(*cmd))
+    const exon_remove_command_t *cmd = exon_dc_remove_command(c, "REMOVE_SUBSCRIPTION", buf, length, now_ns);
+    if (NULL == cmd)
     {
-        exon_driver_conductor_error(c, "REMOVE_SUBSCRIPTION of %d bytes is malformed", length);
         return;
     }
-    exon_dc_client_seen(c, cmd->correlated.client_id, now_ns);
     for (int32_t i = 0; i < c->subscriptions.length; i++)
     {
         exon_dc_subscription_t *sub = c->subscriptions.items[i];
