@@ -712,6 +712,22 @@ static void exon_dc_remove_client(exon_driver_conductor_t *c, exon_dc_client_t *
 
 /* ---- commands ----------------------------------------------------------------------- */
 
+/* A new link of `client_id` to a publication (set by the caller), registered as
+ * `registration_id` and held in c->publication_links; NULL when out of memory. */
+static exon_dc_publication_link_t *exon_dc_new_publication_link(
+    exon_driver_conductor_t *c, int64_t registration_id, int64_t client_id)
+{
+    exon_dc_publication_link_t *link = calloc(1, sizeof(*link));
+    if (NULL == link || exon_dc_array_add(&c->publication_links, link) < 0)
+    {
+        free(link);
+        return NULL;
+    }
+    link->registration_id = registration_id;
+    link->client_id = client_id;
+    return link;
+}
+
 /*
  * The channel of an ADD_PUBLICATION / ADD_SUBSCRIPTION command of `length` bytes: `fixed`
  * bytes of command (with *channel_length in it, read only once `length` covers it), then
@@ -787,16 +803,13 @@ static void exon_dc_on_add_publication(
         }
         created = true;
     }
-    exon_dc_publication_link_t *link = calloc(1, sizeof(*link));
-    if (NULL == link || exon_dc_array_add(&c->publication_links, link) < 0)
+    exon_dc_publication_link_t *link = exon_dc_new_publication_link(c, correlation_id, client->client_id);
+    if (NULL == link)
     {
-        free(link);
         exon_dc_publication_release(c, pub, now_ns);
         exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
         return;
     }
-    link->registration_id = correlation_id;
-    link->client_id = client->client_id;
     link->publication = pub;
 
     exon_dc_send_publication_ready(c, correlation_id, pub->registration_id, pub->session_id,
@@ -1318,16 +1331,13 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             return;
         }
     }
-    exon_dc_publication_link_t *link = calloc(1, sizeof(*link));
-    if (NULL == link || exon_dc_array_add(&c->publication_links, link) < 0)
+    exon_dc_publication_link_t *link = exon_dc_new_publication_link(c, correlation_id, client->client_id);
+    if (NULL == link)
     {
-        free(link);
         exon_dc_release_net_publication(c, pub, now_ns);
         exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
         return;
     }
-    link->registration_id = correlation_id;
-    link->client_id = client->client_id;
     link->net = pub;
 
     exon_dc_send_publication_ready(c, correlation_id, pub->registration_id, pub->session_id,
