@@ -62,8 +62,8 @@ def bench() -> None:
     "--vs",
     "peers",
     multiple=True,
-    type=click.Choice(["aeron", "zmq"]),
-    help="peers to run beside exon (default: both)",
+    type=click.Choice(["aeron", "zmq", "none"]),
+    help="peers to run beside exon (default: aeron and zmq; none: exon alone)",
 )
 @click.option("--seconds", default=5.0, show_default=True, help="duration of each native run")
 @click.option("--messages", default=2_000_000, show_default=True, help="messages per Python run")

@@ -151,7 +151,12 @@ def zmq_push_pull(size: int, messages: int) -> Throughput:
             text=True,
         )
         try:
-            pull_out, _ = pull.communicate(timeout=300)
+            try:
+                pull_out, _ = pull.communicate(timeout=60 + messages / 20_000)
+            except subprocess.TimeoutExpired:
+                # pyzmq's PULL never saw the tail of the stream (a PUSH closing right after
+                # its last send has been seen to lose it): say so instead of hanging.
+                raise RuntimeError(f"pyzmq PULL did not receive all {messages} messages") from None
             push.communicate(timeout=60)
         finally:
             for proc in (push, pull):

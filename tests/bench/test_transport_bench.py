@@ -20,17 +20,17 @@ def test_native_ipc_loop_under_a_driver_keeps_flowing(size: int) -> None:
 
 
 def test_bench_transport_prints_one_json_line_per_case() -> None:
-    pytest.importorskip("zmq")
+    # exon alone (``--vs none``): the peers' own behaviour is not what this test is about.
     out = subprocess.run(
-        [sys.executable, "-m", "exon.cli", "bench", "transport", "--vs", "zmq", "--size", "32",
+        [sys.executable, "-m", "exon.cli", "bench", "transport", "--vs", "none", "--size", "32",
          "--seconds", "0.2", "--messages", "20000"],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    cases = {line["case"] for line in lines}
-    assert cases == {"native-ipc-throughput-32B", "python-ipc-throughput-64B"}
-    python_line = next(line for line in lines if line["case"].startswith("python"))
-    assert python_line["exon"] > 0
-    assert python_line["peer"] > 0
-    expected = python_line["exon"] / python_line["peer"]
-    assert python_line["ratio"] == pytest.approx(expected, rel=0.01)
+    assert {line["case"] for line in lines} == {"native-ipc-throughput-32B",
+                                                 "python-ipc-throughput-64B"}
+    for line in lines:
+        assert line["exon"] > 0
+        assert line["peer"] is None
+        assert line["ratio"] is None
+        assert line["peer_note"] == "not requested"
