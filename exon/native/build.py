@@ -67,14 +67,15 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
 ffibuilder = make_ffibuilder()
 
 
-def fast_extension() -> Extension:
+def fast_extension(*, absolute_paths: bool = False) -> Extension:
     """``exon.native._fast``: the GIL-holding door for non-blocking hot calls (offer).
 
     It calls C functions of the cffi module through pointers it is handed at import, so it
     compiles no exon logic of its own (see fast/exon_fast.c)."""
+    source = HERE / "fast" / "exon_fast.c"
     return Extension(
         "exon.native._fast",
-        sources=[_relative(HERE / "fast" / "exon_fast.c")],
+        sources=[str(source) if absolute_paths else _relative(source)],
         extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                             "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
     )
@@ -84,34 +85,34 @@ def _build_fast_in_place() -> pathlib.Path:
     from setuptools import Distribution
     from setuptools.command.build_ext import build_ext
 
-    ext = fast_extension()
-    ext.sources = [str(HERE / "fast" / "exon_fast.c")]
+    ext = fast_extension(absolute_paths=True)
     dist = Distribution({"ext_modules": [ext]})
     cmd = build_ext(dist)
     cmd.build_temp = "build/fast-temp"
     cmd.build_lib = "build/fast-lib"
     cmd.ensure_finalized()
     cmd.run()
-    built = pathlib.Path(cmd.get_ext_fullpath(ext.name))
+    return _install(pathlib.Path(cmd.get_ext_fullpath(ext.name)))
+
+
+def _install(built: pathlib.Path) -> pathlib.Path:
+    """Copy a built module next to this file, replacing the old one atomically: a running
+    process has the old .so mapped, and overwriting it in place (copy2 truncates) crashes
+    that process with SIGBUS."""
     target = HERE / built.name
     staging = target.with_name(target.name + f".{os.getpid()}.tmp")
     shutil.copy2(built, staging)
-    os.replace(staging, target)  # atomically: running processes may have the old one mapped
+    os.replace(staging, target)
     return target
+
 
 if __name__ == "__main__":
     # In-place development build: python exon/native/build.py
     os.chdir(HERE.parent.parent)
     ffibuilder = make_ffibuilder(absolute_paths=True)
     built = pathlib.Path(ffibuilder.compile(tmpdir="build/cffi", verbose="-v" in sys.argv))
-    target = HERE / built.name
     for stale in HERE.glob("_exon*.so"):
-        if stale.name != target.name:
+        if stale.name != built.name:
             stale.unlink()  # an older build under another suffix would shadow or confuse
-    # Replace atomically: a running process has the old .so mapped, and overwriting it in
-    # place (copy2 truncates) crashes that process with SIGBUS.
-    staging = target.with_name(target.name + f".{os.getpid()}.tmp")
-    shutil.copy2(built, staging)
-    os.replace(staging, target)
-    print(target)
+    print(_install(built))
     print(_build_fast_in_place())
