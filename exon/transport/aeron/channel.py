@@ -205,6 +205,18 @@ def _int32(text: str) -> int | None:
     return value if _INT32_MIN <= value <= _INT32_MAX else None
 
 
+# (key, converter, what a good value looks like, ChannelUri field or "" when only checked),
+# in the order _typed checks them
+_SCALAR_PARAMS: Final = (
+    *[(key, _size, "a size (digits with optional k/m/g)", key.replace("-", "_"))
+      for key in _SIZE_KEYS],
+    *[(key, _duration, "a duration (digits with optional ns/us/ms/s)",
+       {"linger": "linger_ns", "nak-delay": "nak_delay_ns"}.get(key, ""))
+      for key in _DURATION_KEYS],
+    *[(key, _int32, "a 32-bit integer", key.replace("-", "_")) for key in _INT32_KEYS],
+)
+
+
 def parse(uri: str) -> ChannelUri:
     """Validate ``uri`` and return its :class:`ChannelUri`; raise ``ChannelUriError``."""
     if not isinstance(uri, str):
@@ -276,27 +288,13 @@ def _typed(uri: str, media: str, spy: bool, params: dict[str, str]) -> ChannelUr
         if tl is None or not L.TERM_MIN_LENGTH <= tl <= L.TERM_MAX_LENGTH or tl & (tl - 1):
             raise bad("term-length", "expected a power of two in [64k, 1g]")
         out["term_length"] = tl
-    for key in _SIZE_KEYS:
+    for key, convert, expected, name in _SCALAR_PARAMS:
         if key in params:
-            size = _size(params[key])
-            if size is None:
-                raise bad(key, "expected a size (digits with optional k/m/g)")
-            out[key.replace("-", "_")] = size
-    for key in _DURATION_KEYS:
-        if key in params:
-            ns = _duration(params[key])
-            if ns is None:
-                raise bad(key, "expected a duration (digits with optional ns/us/ms/s)")
-            if key == "linger":
-                out["linger_ns"] = ns
-            elif key == "nak-delay":
-                out["nak_delay_ns"] = ns
-    for key in _INT32_KEYS:
-        if key in params:
-            value = _int32(params[key])
+            value = convert(params[key])
             if value is None:
-                raise bad(key, "expected a 32-bit integer")
-            out[key.replace("-", "_")] = value
+                raise bad(key, f"expected {expected}")
+            if name:
+                out[name] = value
     for key in _BOOL_KEYS:
         if key in params:
             if params[key] not in ("true", "false"):

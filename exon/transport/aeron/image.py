@@ -93,8 +93,7 @@ class Image(LogUser):
         check(lib.exon_image_init(img, log.cdata, subscriber_position, self._counters))
         self._img = img
         self._used = ffi.new("int32_t *")
-        self._nfrags = _DEFAULT_BATCH
-        self._ensure_batch(_DEFAULT_BATCH)
+        self._new_batch(_DEFAULT_BATCH)
         self._set_copy_capacity(_INITIAL_COPY_CAPACITY)
 
     @classmethod
@@ -109,20 +108,19 @@ class Image(LogUser):
         self._copy_cap = capacity
         self._view = ffi.buffer(self._copy, capacity)
 
-    def _ensure_batch(self, n: int) -> None:
-        if n > self._nfrags or not hasattr(self, "_ints"):
-            n = max(n, self._nfrags)
-            self._frags = ffi.new("exon_fragment_t[]", n)
-            self._nfrags = n
-            self._header = FragmentHeader(self._frags)
-            # int32 view of the batch: reading offset/length through it is much cheaper
-            # than cdata attribute access on the hot path.
-            self._ints = memoryview(ffi.buffer(self._frags)).cast("i")
+    def _new_batch(self, n: int) -> None:
+        """Room for ``n`` fragment records (the batch only grows)."""
+        self._frags = ffi.new("exon_fragment_t[]", n)
+        self._nfrags = n
+        self._header = FragmentHeader(self._frags)
+        # int32 view of the batch: reading offset/length through it is much cheaper
+        # than cdata attribute access on the hot path.
+        self._ints = memoryview(ffi.buffer(self._frags)).cast("i")
 
     def _pull(self, limit: int) -> int:
         """One C call: up to ``limit`` fragments into the batch; returns the message count."""
         if limit > self._nfrags:
-            self._ensure_batch(limit)
+            self._new_batch(limit)
         while True:
             n = lib.exon_image_poll(self._img, self._frags, limit, limit, self._copy,
                                     self._copy_cap, self._used)
