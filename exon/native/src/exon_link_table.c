@@ -7,10 +7,6 @@
 #include "exon_doorbell.h"
 #include "exon_link_table.h"
 
-#define EXON_LT_VERSION 1
-#define EXON_LT_PROTOCOL_SOCKETS 0x01
-#define EXON_LT_TYPE_DATA 0x02
-#define EXON_LT_TYPE_FLOW 0x06
 #define EXON_LT_FLOW_LENGTH (EXON_LT_HEADER_LENGTH + 16)
 
 static inline void lt_put_u16(uint8_t *p, uint16_t v)
@@ -114,8 +110,8 @@ void exon_lt_detach(exon_link_table_t *t, int32_t link)
 static int64_t lt_offer_frame(exon_lt_link_t *l, uint8_t type, const char *payload, int32_t length)
 {
     uint8_t header[EXON_LT_HEADER_LENGTH];
-    lt_put_u16(header, EXON_LT_VERSION);
-    header[2] = EXON_LT_PROTOCOL_SOCKETS;
+    lt_put_u16(header, EXON_PROTOCOL_VERSION);
+    header[2] = EXON_PROTO_SOCKETS;
     header[3] = type;
     lt_put_u32(header + 4, (uint32_t)(12 + length));
     lt_put_u32(header + 8, l->source_tag);
@@ -127,7 +123,7 @@ static int64_t lt_offer_frame(exon_lt_link_t *l, uint8_t type, const char *paylo
 
 static int64_t lt_offer(exon_lt_link_t *l, const char *payload, int32_t length)
 {
-    int64_t rc = lt_offer_frame(l, EXON_LT_TYPE_DATA, payload, length);
+    int64_t rc = lt_offer_frame(l, EXON_MSG_DATA, payload, length);
     if (rc >= 0)
     {
         l->sent++;
@@ -256,16 +252,16 @@ static int32_t lt_classify(exon_link_table_t *t, int32_t key, const uint8_t *fra
     {
         return -1;
     }
-    if (frame[0] != EXON_LT_VERSION || frame[1] != 0 || frame[2] != EXON_LT_PROTOCOL_SOCKETS ||
+    if (frame[0] != EXON_PROTOCOL_VERSION || frame[1] != 0 || frame[2] != EXON_PROTO_SOCKETS ||
         lt_get_u32(frame + 4) != (uint32_t)(length - 8))
     {
         return -1;
     }
-    if (frame[3] == EXON_LT_TYPE_FLOW)
+    if (frame[3] == EXON_MSG_FLOW)
     {
         return lt_flow(t, key, frame, length);
     }
-    if (frame[3] != EXON_LT_TYPE_DATA)
+    if (frame[3] != EXON_MSG_DATA)
     {
         return -1;
     }
@@ -384,7 +380,7 @@ int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link)
                 body[k] = (uint8_t)(l->delivered >> (8 * k));
                 body[8 + k] = (uint8_t)(limit >> (8 * k));
             }
-            if (lt_offer_frame(l, EXON_LT_TYPE_FLOW, (const char *)body, 16) >= 0)
+            if (lt_offer_frame(l, EXON_MSG_FLOW, (const char *)body, 16) >= 0)
             {
                 l->flowed_delivered = l->delivered;
                 l->advertised = limit;

@@ -29,9 +29,10 @@
 
 #include "exon_common.h"
 #include "exon_image.h"
+#include "exon_layout.h"
 #include "exon_publication.h"
 
-#define EXON_LT_HEADER_LENGTH 20
+#define EXON_LT_HEADER_LENGTH EXON_SOCKET_HEADER_LENGTH
 #define EXON_LT_NO_CREDIT (-100)   /* no attached link of the socket has credit */
 #define EXON_LT_TOO_LARGE (-101)   /* payload above the peer's max message size */
 #define EXON_LT_NO_LINK (-102)     /* the given link is not attached to the socket */
