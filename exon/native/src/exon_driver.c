@@ -197,39 +197,7 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         return rc;
     }
 
-    exon_driver_conductor_config_t cc;
-    memset(&cc, 0, sizeof(cc));
-    snprintf(cc.dir, sizeof(cc.dir), "%s", ctx->dir);
-    cc.ipc_term_length = ctx->ipc_term_buffer_length;
-    cc.ipc_mtu_length = ctx->ipc_mtu_length;
-    cc.file_page_size = ctx->file_page_size;
-    cc.ipc_publication_window_length = ctx->ipc_publication_term_window_length;
-    cc.client_liveness_timeout_ns = ctx->client_liveness_timeout_ns;
-    cc.publication_linger_timeout_ns = ctx->publication_linger_timeout_ns;
-    cc.publication_unblock_timeout_ns = ctx->publication_unblock_timeout_ns;
-    cc.timer_interval_ns = ctx->timer_interval_ns;
-    cc.term_length = ctx->term_buffer_length;
-    cc.mtu_length = ctx->mtu_length;
-    cc.publication_window_length = ctx->publication_term_window_length;
-    cc.initial_window_length = ctx->initial_window_length;
-    cc.publication_connection_timeout_ns = ctx->publication_connection_timeout_ns;
-    cc.image_liveness_timeout_ns = ctx->image_liveness_timeout_ns;
-    cc.status_message_timeout_ns = ctx->status_message_timeout_ns;
-    cc.socket_rcvbuf_length = ctx->socket_rcvbuf_length;
-    cc.socket_sndbuf_length = ctx->socket_sndbuf_length;
-    cc.receive_loss_rate = ctx->receive_loss_rate;
-    cc.receive_loss_seed = ctx->receive_loss_seed;
-    cc.send_loss_rate = ctx->send_loss_rate;
-    cc.send_loss_seed = ctx->send_loss_seed;
-    cc.nak_delay_ns = ctx->nak_delay_ns;
-    cc.nak_retry_delay_ns = ctx->nak_retry_delay_ns;
-    cc.retransmit_delay_ns = ctx->retransmit_delay_ns;
-    cc.retransmit_linger_ns = ctx->retransmit_linger_ns;
-    cc.max_resend = ctx->max_resend;
-    cc.max_image_term_length = ctx->max_image_term_length;
-    cc.heartbeat_interval_ns = ctx->heartbeat_interval_ns;
-    cc.setup_interval_ns = ctx->setup_interval_ns;
-    rc = exon_driver_conductor_init(&d->conductor, &d->cnc, &cc);
+    rc = exon_driver_conductor_init(&d->conductor, &d->cnc, ctx);
     if (rc < 0)
     {
         exon_cnc_close(&d->cnc);

@@ -537,8 +537,8 @@ static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(
     pub->pub_pos_id = -1;
     pub->pub_lmt_id = -1;
     pub->end_of_stream_position = INT64_MAX;
-    int32_t term_length = c->config.ipc_term_length;
-    int32_t window = c->config.ipc_publication_window_length;
+    int32_t term_length = c->config.ipc_term_buffer_length;
+    int32_t window = c->config.ipc_publication_term_window_length;
     pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
 
     char path[EXON_LOG_PATH_MAX];
@@ -1190,7 +1190,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
     }
     if (NULL == pub)
     {
-        int32_t term_length = uri->term_length > 0 ? uri->term_length : c->config.term_length;
+        int32_t term_length = uri->term_length > 0 ? uri->term_length : c->config.term_buffer_length;
         int32_t mtu = uri->mtu > 0 ? uri->mtu : c->config.mtu_length;
         pub = calloc(1, sizeof(*pub));
         if (NULL == pub)
@@ -1207,7 +1207,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         pub->np.channel.fd = -1;
         snprintf(pub->key, sizeof(pub->key), "%s", key);
         snprintf(pub->control_key, sizeof(pub->control_key), "%s", control_key);
-        int32_t window = c->config.publication_window_length;
+        int32_t window = c->config.publication_term_window_length;
         pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
 
         char path[EXON_LOG_PATH_MAX];
@@ -2019,7 +2019,7 @@ int exon_driver_conductor_do_work(void *state, int64_t now_ns)
 }
 
 int exon_driver_conductor_init(
-    exon_driver_conductor_t *c, exon_cnc_t *cnc, const exon_driver_conductor_config_t *config)
+    exon_driver_conductor_t *c, exon_cnc_t *cnc, const exon_driver_context_t *config)
 {
     memset(c, 0, sizeof(*c));
     c->config = *config;

@@ -47,43 +47,8 @@
 #include "exon_error_log.h"
 #include "exon_logbuffer.h"
 #include "exon_loss_generator.h"
+#include "exon_driver_context.h"
 #include <pthread.h>
-
-typedef struct exon_driver_conductor_config_stct
-{
-    char dir[EXON_MAX_PATH_LENGTH];
-    int32_t ipc_term_length;
-    int32_t ipc_mtu_length;
-    int32_t file_page_size;
-    int32_t ipc_publication_window_length; /* 0 = term length / 2 */
-    int64_t client_liveness_timeout_ns;
-    int64_t publication_linger_timeout_ns;
-    int64_t publication_unblock_timeout_ns;
-    int64_t timer_interval_ns;              /* liveness checks: min(this, liveness / 4) */
-    /* UDP (issue 3) */
-    int32_t term_length;
-    int32_t mtu_length;
-    int32_t publication_window_length;      /* 0 = term length / 2 */
-    int32_t initial_window_length;
-    int32_t socket_rcvbuf_length;
-    int32_t socket_sndbuf_length;
-    int64_t publication_connection_timeout_ns;
-    int64_t image_liveness_timeout_ns;
-    int64_t status_message_timeout_ns;
-    double receive_loss_rate;
-    int64_t receive_loss_seed;
-    double send_loss_rate;
-    int64_t send_loss_seed;
-    int64_t nak_delay_ns;                     /* UDP: first NAK after a gap appears */
-    int64_t nak_retry_delay_ns;               /* UDP: NAK again while the gap persists */
-    int64_t retransmit_delay_ns;              /* UDP: 0 = resend at once */
-    int64_t retransmit_linger_ns;             /* UDP: ignore NAKs for a resent range */
-    int32_t max_resend;
-    int32_t max_image_term_length;            /* UDP: SETUPs with longer terms are refused */
-    int64_t heartbeat_interval_ns;
-    int64_t setup_interval_ns;
-}
-exon_driver_conductor_config_t;
 
 typedef struct exon_dc_client_stct exon_dc_client_t;
 typedef struct exon_dc_ipc_publication_stct exon_dc_ipc_publication_t;
@@ -103,7 +68,7 @@ exon_dc_array_t;
 
 typedef struct exon_driver_conductor_stct
 {
-    exon_driver_conductor_config_t config;
+    exon_driver_context_t config;     /* the driver's settings (a copy) */
     exon_cnc_t *cnc;
     exon_ring_t to_driver;
     exon_broadcast_transmitter_t to_clients;
@@ -143,7 +108,7 @@ exon_driver_conductor_t;
 
 /* Attach to an open, freshly created CnC (counters must have their system counters). */
 int exon_driver_conductor_init(
-    exon_driver_conductor_t *conductor, exon_cnc_t *cnc, const exon_driver_conductor_config_t *config);
+    exon_driver_conductor_t *conductor, exon_cnc_t *cnc, const exon_driver_context_t *config);
 
 /* One duty cycle (the agent's do_work; state is the conductor). Returns the work count. */
 int exon_driver_conductor_do_work(void *state, int64_t now_ns);
