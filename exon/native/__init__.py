@@ -22,16 +22,22 @@ except ImportError as exc:  # pragma: no cover - only when the package was not b
         "(or run `python exon/native/build.py`)"
     ) from exc
 
+
+def _address(pointer: Any) -> int:
+    """A cdata pointer as the integer the fast door takes."""
+    return int(ffi.cast("uintptr_t", pointer))
+
+
 try:
     from exon.native import _fast
 except ImportError:  # pragma: no cover - a build without the fast door: cffi paths only
     _fast = None
 else:
     # The fast door calls the cffi module's own functions through these addresses.
-    _fast.bind(int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_publication_offer"))))
+    _fast.bind(_address(ffi.addressof(lib, "exon_publication_offer")))
     if hasattr(_fast, "bind_links"):
-        _fast.bind_links(int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_lt_send"))),
-                         int(ffi.cast("uintptr_t", ffi.addressof(lib, "exon_lt_deliver"))))
+        _fast.bind_links(_address(ffi.addressof(lib, "exon_lt_send")),
+                         _address(ffi.addressof(lib, "exon_lt_deliver")))
     else:  # pragma: no cover - a stale build of the fast door
         _fast = None
 
@@ -89,7 +95,7 @@ def fast_offer(publication: Any, on_error: Any) -> Any:
     ``on_error(rc)`` is called (and must raise) for a code below Aeron's outcomes."""
     if _fast is None:
         return None
-    return _fast.Offer(int(ffi.cast("uintptr_t", publication)), on_error, publication)
+    return _fast.Offer(_address(publication), on_error, publication)
 
 
 def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
@@ -98,7 +104,7 @@ def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
     None without the fast door (use ``lib.exon_lt_send``/``lib.exon_lt_deliver`` then)."""
     if _fast is None:
         return None
-    address = int(ffi.cast("uintptr_t", table))
+    address = _address(table)
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
 
 
@@ -107,8 +113,7 @@ def fast_recv_queue(table: Any, on_due: Any, message_type: type, capacity: int) 
     (``exon_fast.c``: ``RecvQueue``), or None without the fast door."""
     if _fast is None or not hasattr(_fast, "RecvQueue"):
         return None
-    return _fast.RecvQueue(int(ffi.cast("uintptr_t", table)), table, on_due, message_type,
-                           capacity)
+    return _fast.RecvQueue(_address(table), table, on_due, message_type, capacity)
 
 
 def fast_dispatch(descs: Any, count: int, copy: Any, copy_length: int,
@@ -117,8 +122,8 @@ def fast_dispatch(descs: Any, count: int, copy: Any, copy_length: int,
     ``exon_fast.c``: ``dispatch``): (descriptors left for the caller, slots touched)."""
     if _fast is None or not hasattr(_fast, "dispatch"):
         return count, []
-    return _fast.dispatch(int(ffi.cast("uintptr_t", descs)), count,  # type: ignore[no-any-return]
-                          int(ffi.cast("uintptr_t", copy)), copy_length, queues)
+    return _fast.dispatch(_address(descs), count,  # type: ignore[no-any-return]
+                          _address(copy), copy_length, queues)
 
 
 def errno_name(rc: int) -> str:
