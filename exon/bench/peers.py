@@ -10,6 +10,7 @@ Every function returns plain numbers; :mod:`exon.bench.report` turns them into J
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # ---- locating the real Aeron peer -----------------------------------------------------
@@ -136,60 +138,49 @@ def _python() -> str:
     return sys.executable
 
 
-def zmq_push_pull(size: int, messages: int) -> Throughput:
-    """pyzmq PUSH -> PULL over ipc:// between two processes, one message per call."""
+@contextlib.contextmanager
+def _zmq_workers(
+    name: str, first: tuple[str, ...], second: tuple[str, ...]
+) -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str]]]:
+    """Two ``exon.bench.zmq_worker`` processes, each ``(ROLE, *ARGS)``, on a fresh
+    ``ipc://TMP/NAME`` address (``zmq_worker ROLE ADDRESS ARGS...``); whichever still runs
+    is killed on the way out."""
     with tempfile.TemporaryDirectory(prefix="exon-bench-zmq-") as tmp:
-        address = f"ipc://{tmp}/pushpull"
-        pull = subprocess.Popen(
-            [_python(), "-m", "exon.bench.zmq_worker", "pull", address, str(messages)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        push = subprocess.Popen(
-            [_python(), "-m", "exon.bench.zmq_worker", "push", address, str(messages), str(size)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        address = f"ipc://{tmp}/{name}"
+        procs = [
+            subprocess.Popen([_python(), "-m", "exon.bench.zmq_worker", role, address, *args],
+                             stdout=subprocess.PIPE, text=True)
+            for role, *args in (first, second)
+        ]
         try:
-            try:
-                pull_out, _ = pull.communicate(timeout=60 + messages / 20_000)
-            except subprocess.TimeoutExpired:
-                # pyzmq's PULL never saw the tail of the stream (a PUSH closing right after
-                # its last send has been seen to lose it): say so instead of hanging.
-                raise RuntimeError(f"pyzmq PULL did not receive all {messages} messages") from None
-            push.communicate(timeout=60)
+            yield procs[0], procs[1]
         finally:
-            for proc in (push, pull):
+            for proc in reversed(procs):
                 if proc.poll() is None:
                     proc.kill()
-        seconds = float(pull_out.strip().splitlines()[-1])
-        return Throughput(messages, seconds)
+
+
+def zmq_push_pull(size: int, messages: int) -> Throughput:
+    """pyzmq PUSH -> PULL over ipc:// between two processes, one message per call."""
+    with _zmq_workers("pushpull", ("pull", str(messages)),
+                      ("push", str(messages), str(size))) as (pull, push):
+        try:
+            pull_out, _ = pull.communicate(timeout=60 + messages / 20_000)
+        except subprocess.TimeoutExpired:
+            # pyzmq's PULL never saw the tail of the stream (a PUSH closing right after
+            # its last send has been seen to lose it): say so instead of hanging.
+            raise RuntimeError(f"pyzmq PULL did not receive all {messages} messages") from None
+        push.communicate(timeout=60)
+    return Throughput(messages, float(pull_out.strip().splitlines()[-1]))
 
 
 def zmq_req_rep(size: int, round_trips: int) -> Latency:
     """pyzmq REQ/REP round trips over ipc:// between two processes."""
-    with tempfile.TemporaryDirectory(prefix="exon-bench-zmq-") as tmp:
-        address = f"ipc://{tmp}/reqrep"
-        rep = subprocess.Popen(
-            [_python(), "-m", "exon.bench.zmq_worker", "rep", address, str(round_trips)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        req = subprocess.Popen(
-            [_python(), "-m", "exon.bench.zmq_worker", "req", address, str(round_trips),
-             str(size)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            req_out, _ = req.communicate(timeout=300)
-            rep.communicate(timeout=60)
-        finally:
-            for proc in (req, rep):
-                if proc.poll() is None:
-                    proc.kill()
-        samples = tuple(float(x) for x in req_out.split())
-        return Latency(samples)
+    with _zmq_workers("reqrep", ("rep", str(round_trips)),
+                      ("req", str(round_trips), str(size))) as (rep, req):
+        req_out, _ = req.communicate(timeout=300)
+        rep.communicate(timeout=60)
+    return Latency(tuple(float(x) for x in req_out.split()))
 
 
 def now() -> float:
