@@ -37,15 +37,11 @@ from exon.core import PeerId
 from exon.core.credits import CreditLedger
 from exon.native import check, fast_dispatch, fast_link_calls, fast_recv_queue, ffi, lib
 
-__all__ = ["FLOW_CREDIT", "FLOW_DONE", "HANDLED", "NO_CREDIT", "NO_LINK", "TOO_LARGE",
-           "FastLink", "FastLinks"]
+__all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "FastLink", "FastLinks"]
 
-NO_CREDIT = int(lib.EXON_LT_NO_CREDIT)
-TOO_LARGE = int(lib.EXON_LT_TOO_LARGE)
-NO_LINK = int(lib.EXON_LT_NO_LINK)
+#: exon_lt_desc_t.link of a FLOW applied natively, and of a DATA ``fast_dispatch`` queued
 FLOW_DONE = int(lib.EXON_LT_FLOW_DONE)
 FLOW_CREDIT = int(lib.EXON_LT_FLOW_CREDIT)
-HANDLED = FLOW_DONE  #: a descriptor queued by ``fast_dispatch`` (exon_fast.c: LT_HANDLED)
 HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
 _MAX_PAYLOAD = 0x7FFF_FFFF
 

@@ -49,7 +49,7 @@ from exon.core import (
     PeerId,
     SocketCore,
 )
-from exon.middleware.fastpath import FLOW_CREDIT, FLOW_DONE, FastLinks
+from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.node_transport import NodeTransport
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -81,9 +81,8 @@ EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
 }
 
 _DISPATCHER = -1
-_HEADER = 20  # exon frame header bytes in front of a DATA payload
-_FLOW_DONE = FLOW_DONE  # exon_lt_desc_t.link of a FLOW applied natively
-_FLOW_CREDIT = FLOW_CREDIT  # ... that gave credit back to link i: _FLOW_CREDIT - i
+_FLOW_CREDIT = FLOW_CREDIT  # exon_lt_desc_t.link of a FLOW that gave credit back to link i:
+# _FLOW_CREDIT - i (a FLOW applied natively otherwise is FLOW_DONE)
 
 
 def _monotonic() -> float:
@@ -439,46 +438,44 @@ class Node:
                 owners = self._fast.slot_owners
                 for slot in slots:
                     self._touched.add(owners[slot])
-            if not left:
-                n = 0  # nothing left for Python to look at
-            tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
-            sockets = self._sockets
-            touched = self._touched
-            receive = core.receive_frame
-            addresses: dict[int, str | None] = {}
-            head = _HEADER
-        if n and transport is not None:
-            for k in range(0, 5 * n, 5):
-                link = ints[k]
-                if link < -1:  # queued natively, or a FLOW applied natively (exon_lt_classify)
-                    if link <= _FLOW_CREDIT:  # it gave credit back: wake the senders
-                        sock = sockets.get(tokens[_FLOW_CREDIT - link].tag)
+            if left:  # something is left for Python to look at
+                tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
+                sockets = self._sockets
+                touched = self._touched
+                receive = core.receive_frame
+                addresses: dict[int, str | None] = {}
+                head = HEADER_LENGTH  # exon frame header bytes in front of a DATA payload
+                for k in range(0, 5 * n, 5):
+                    link = ints[k]
+                    if link < -1:  # queued natively, or a FLOW applied natively (exon_lt_classify)
+                        if link <= _FLOW_CREDIT:  # it gave credit back: wake the senders
+                            sock = sockets.get(tokens[_FLOW_CREDIT - link].tag)
+                            if sock is not None:
+                                touched.add(sock)
+                        continue
+                    off = ints[k + 2]
+                    if link >= 0:
+                        token = tokens[link]
+                        sock = sockets.get(token.tag)
                         if sock is not None:
+                            sock._on_fast(token, data[off + head : off + ints[k + 3]])
                             touched.add(sock)
-                    continue
-                off = ints[k + 2]
-                if link >= 0:
-                    token = tokens[link]
-                    sock = sockets.get(token.tag)
-                    if sock is not None:
-                        sock._on_fast(token, data[off + head : off + ints[k + 3]])
-                        touched.add(sock)
-                        continue
-                    if not self._fast_orphan(token):
-                        continue
-                frame = data[off : off + ints[k + 3]]
-                image = ints[k + 1]
-                address = addresses.get(image)
-                if address is None:
-                    address = transport.image_address(image)
+                            continue
+                        if not self._fast_orphan(token):
+                            continue
+                    frame = data[off : off + ints[k + 3]]
+                    image = ints[k + 1]
+                    address = addresses.get(image)
                     if address is None:
-                        address = transport.hello(image, frame)
-                        if address is not None:
-                            self._poller.set_key(image, self._fast.key_of(address))
-                            addresses[image] = address
-                        continue
-                    addresses[image] = address
-                receive(address, frame, now=now)
+                        address = transport.image_address(image)
+                        if address is None:
+                            address = transport.hello(image, frame)
+                            if address is not None:
+                                self._poller.set_key(image, self._fast.key_of(address))
+                                addresses[image] = address
+                            continue
+                        addresses[image] = address
+                    receive(address, frame, now=now)
         for address in gone:
             self._drop_peer(address)
             core.peer_gone(address, now=now)

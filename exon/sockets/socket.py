@@ -320,7 +320,7 @@ class Socket:
             if type(item) is tuple:
                 payload, token = item
                 if token.attached:
-                    if self.node._fast.deliver(token.index):
+                    if self._deliver(token.index):
                         self._core.delivered_natively(self.tag, peer, now=_monotonic())
                 else:  # detached since (unlinking, closed): the core counts it
                     self._core.deliver(MessageReceived(
