@@ -470,6 +470,26 @@ static int exon_client_request(
     return rc;
 }
 
+/* exon_client_request for a command whose answer carries nothing: 0 on any answer. */
+static int exon_client_request_ack(
+    exon_client_t *c,
+    int32_t type,
+    const void *msg,
+    int32_t length,
+    int64_t correlation_id,
+    int64_t timeout_ns,
+    const char *what)
+{
+    exon_client_pending_t *p = malloc(sizeof(*p));
+    if (NULL == p)
+    {
+        return exon_set_error(-ENOMEM, "out of memory");
+    }
+    int rc = exon_client_request(c, p, type, msg, length, correlation_id, timeout_ns, what);
+    free(p);
+    return rc < 0 ? rc : 0;
+}
+
 /* ---- public API --------------------------------------------------------------------- */
 
 int exon_client_connect(
@@ -788,14 +808,7 @@ static int exon_client_remove(exon_client_t *c, int32_t type, int64_t registrati
     cmd.correlated.client_id = c->client_id;
     cmd.correlated.correlation_id = correlation_id;
     cmd.registration_id = registration_id;
-    exon_client_pending_t *p = malloc(sizeof(*p));
-    if (NULL == p)
-    {
-        return exon_set_error(-ENOMEM, "out of memory");
-    }
-    int rc = exon_client_request(c, p, type, &cmd, (int32_t)sizeof(cmd), correlation_id, timeout_ns, what);
-    free(p);
-    return rc < 0 ? rc : 0;
+    return exon_client_request_ack(c, type, &cmd, (int32_t)sizeof(cmd), correlation_id, timeout_ns, what);
 }
 
 int exon_client_remove_publication(exon_client_t *c, int64_t registration_id, int64_t timeout_ns)
@@ -929,15 +942,8 @@ int exon_client_terminate_driver(exon_client_t *c, int64_t timeout_ns)
     int64_t correlation_id = exon_ring_next_correlation_id(&c->ring);
     cmd.client_id = c->client_id;
     cmd.correlation_id = correlation_id;
-    exon_client_pending_t *p = malloc(sizeof(*p));
-    if (NULL == p)
-    {
-        return exon_set_error(-ENOMEM, "out of memory");
-    }
-    int rc = exon_client_request(c, p, EXON_CMD_TERMINATE_DRIVER, &cmd, (int32_t)sizeof(cmd), correlation_id,
+    return exon_client_request_ack(c, EXON_CMD_TERMINATE_DRIVER, &cmd, (int32_t)sizeof(cmd), correlation_id,
         timeout_ns, "terminate_driver");
-    free(p);
-    return rc < 0 ? rc : 0;
 }
 
 static void exon_client_agent_ring(void *ctx, int32_t doorbell_id)
