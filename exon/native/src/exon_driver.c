@@ -247,8 +247,7 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     if (rc >= 0)
     {
         /* the sender's and receiver's runners: their sockets end the runner's parks */
-        int sender_runner = ctx->threading_mode == EXON_THREADING_DEDICATED ? 1 :
-            (ctx->threading_mode == EXON_THREADING_SHARED_NETWORK ? 1 : 0);
+        int sender_runner = ctx->threading_mode == EXON_THREADING_SHARED ? 0 : 1;
         int receiver_runner = ctx->threading_mode == EXON_THREADING_DEDICATED ? 2 : sender_runner;
         d->conductor.sender_epoll_fd = d->runners[sender_runner].epoll_fd;
         d->conductor.receiver_epoll_fd = d->runners[receiver_runner].epoll_fd;
