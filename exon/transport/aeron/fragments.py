@@ -16,14 +16,11 @@ functions over the same random logs, and as executable documentation of the rule
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from exon.transport.aeron import layout as L
 
 __all__ = ["FragmentAssembler", "FrameInfo", "Message", "read_messages", "scan_term"]
-
-_I32 = struct.Struct("<i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +53,7 @@ def scan_term(
     frames: list[FrameInfo] = []
     offset = term_offset
     while len(frames) < max_frames and offset < limit_offset:
-        (frame_length,) = _I32.unpack_from(term, offset)
+        (frame_length,) = L.INT32_FIELD.unpack_from(term, offset)
         if frame_length <= 0:
             break
         aligned = L.align(frame_length, L.FRAME_ALIGNMENT)
@@ -138,11 +135,11 @@ def read_messages(
         start = offset
         stopped = False
         while (fragments < fragment_limit or assembler.in_progress) and offset < term_length:
-            (frame_length,) = _I32.unpack_from(log, base + offset)
+            (frame_length,) = L.INT32_FIELD.unpack_from(log, base + offset)
             if frame_length <= 0:
                 stopped = True
                 break
-            (hdr_term_id,) = _I32.unpack_from(log, base + offset + L.DATA_TERM_ID_OFFSET)
+            (hdr_term_id,) = L.INT32_FIELD.unpack_from(log, base + offset + L.DATA_TERM_ID_OFFSET)
             aligned = L.align(frame_length, L.FRAME_ALIGNMENT)
             if hdr_term_id != term_id or frame_length < L.DATA_HEADER_LENGTH or (
                 aligned > term_length - offset

@@ -61,6 +61,8 @@ SETUP_HEADER = struct.Struct("<ibBhiiiiiiii")
 #       receiver_id
 SM_HEADER = struct.Struct("<ibBhiiiiiq")
 SM_GROUP_TAG = struct.Struct("<q")
+# one int32 field read on its own (a frame_length, a term_id...)
+INT32_FIELD = struct.Struct("<i")
 # NAK: + session_id, stream_id, term_id, term_offset, length
 NAK_HEADER = struct.Struct("<ibBhiiiii")
 # RTTM: + session_id, stream_id, echo_timestamp, reception_delta, receiver_id

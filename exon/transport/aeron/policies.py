@@ -7,7 +7,6 @@ meant for tests, docs and tools, not for the data path.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from exon.transport.aeron import layout as L
@@ -15,11 +14,10 @@ from exon.transport.aeron import layout as L
 __all__ = ["LossDetector", "ScanResult", "term_gap_scan", "term_rebuilder_insert"]
 
 NO_TIMER = 2**63 - 1
-_I32 = struct.Struct("<i")
 
 
 def _frame_length(term: bytes | bytearray | memoryview, offset: int) -> int:
-    return int(_I32.unpack_from(term, offset)[0])
+    return int(L.INT32_FIELD.unpack_from(term, offset)[0])
 
 
 def term_rebuilder_insert(term: bytearray, term_offset: int, packet: bytes) -> int:
