@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../src/exon_link_table.h" /* layouts and constants only: no exon code is linked */
+
 typedef int64_t (*exon_offer_fn)(void *pub, const char *buf, int32_t length, int64_t reserved);
 
 static exon_offer_fn offer_fn = NULL;
@@ -314,22 +316,7 @@ static PyTypeObject LinkDeliverType = {
  * the core must see it (a FLOW due, or a FLOW timer to arm). Every call under the Node's
  * lock (the Python side serialises them). */
 
-/* exon_lt_desc_t (exon_link_table.h): link, image, offset, length, slot */
-typedef struct
-{
-    int32_t link;
-    int32_t image;
-    int32_t offset;
-    int32_t length;
-    int32_t slot;
-}
-lt_desc_t;
-
-#define LT_HEADER_LENGTH 20
-#define LT_FLOW_DONE (-2)
-#define LT_FLOW_CREDIT (-3)
-#define LT_HANDLED (-2) /* as EXON_LT_FLOW_DONE: nothing left to do */
-#define LT_DELIVER_NONE 0
+#define LT_HANDLED EXON_LT_FLOW_DONE /* a descriptor dispatch queued: nothing left to do */
 
 typedef struct
 {
@@ -441,7 +428,7 @@ static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     Py_INCREF(l->peer);
     PyTuple_SET_ITEM(msg, 1, l->peer);
     int64_t rc = lt_deliver_fn(q->table, link);
-    if (rc != LT_DELIVER_NONE)
+    if (rc != EXON_LT_DELIVER_NONE)
     {
         PyObject *index = PyLong_FromLong(link);
         PyObject *r = index == NULL ? NULL : PyObject_CallOneArg(q->on_due, index);
@@ -664,7 +651,7 @@ static PyObject *fast_dispatch(PyObject *module, PyObject *args)
     {
         return NULL;
     }
-    lt_desc_t *descs = (lt_desc_t *)(uintptr_t)descs_address;
+    exon_lt_desc_t *descs = (exon_lt_desc_t *)(uintptr_t)descs_address;
     const char *copy = (const char *)(uintptr_t)copy_address;
     Py_ssize_t nq = PyList_GET_SIZE(queues);
     PyObject *touched = PyList_New(0);
@@ -675,8 +662,8 @@ static PyObject *fast_dispatch(PyObject *module, PyObject *args)
     int left = 0;
     for (int k = 0; k < count; k++)
     {
-        lt_desc_t *d = &descs[k];
-        if (d->link == LT_FLOW_DONE)
+        exon_lt_desc_t *d = &descs[k];
+        if (d->link == EXON_LT_FLOW_DONE)
         {
             d->link = LT_HANDLED;
             continue;
@@ -694,13 +681,13 @@ static PyObject *fast_dispatch(PyObject *module, PyObject *args)
         }
         RecvQueueObject *q = (RecvQueueObject *)obj;
         if (d->link >= q->capacity || q->links[d->link].peer == NULL ||
-            d->offset < 0 || d->length < LT_HEADER_LENGTH || (Py_ssize_t)d->offset + d->length > copy_length)
+            d->offset < 0 || d->length < EXON_LT_HEADER_LENGTH || (Py_ssize_t)d->offset + d->length > copy_length)
         {
             left++;
             continue;
         }
-        PyObject *payload = PyBytes_FromStringAndSize(copy + d->offset + LT_HEADER_LENGTH,
-                                                      d->length - LT_HEADER_LENGTH);
+        PyObject *payload = PyBytes_FromStringAndSize(copy + d->offset + EXON_LT_HEADER_LENGTH,
+                                                      d->length - EXON_LT_HEADER_LENGTH);
         if (payload == NULL || rq_push(q, d->link, payload) < 0)
         {
             Py_XDECREF(payload);
