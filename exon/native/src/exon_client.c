@@ -705,11 +705,6 @@ int64_t exon_client_keepalives_sent(exon_client_t *c)
     return c->keepalives_sent;
 }
 
-exon_cnc_t *exon_client_cnc(exon_client_t *c)
-{
-    return &c->cnc;
-}
-
 uint8_t *exon_client_counters_values(exon_client_t *c)
 {
     return c->cnc.counters_values_buffer;

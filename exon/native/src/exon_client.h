@@ -100,8 +100,7 @@ int exon_client_status(exon_client_t *client);
 int64_t exon_client_driver_heartbeat_age_ms(exon_client_t *client);
 int64_t exon_client_keepalives_sent(exon_client_t *client);
 
-/* The client's view of the CnC (counters values for pub-lmt / sub-pos / doorbells). */
-exon_cnc_t *exon_client_cnc(exon_client_t *client);
+/* The client's view of the CnC's counters values (pub-lmt / sub-pos / doorbells). */
 uint8_t *exon_client_counters_values(exon_client_t *client);
 int64_t *exon_client_counter_addr(exon_client_t *client, int32_t counter_id);
 /* Reader handle over the CnC's counters (exon_counters_state/type_id/label...). */
