@@ -176,15 +176,21 @@ class Aeron:
         return pub
 
     def _on_publication_close(self, pub: Any) -> None:
+        self._forget(self._publications, pub, lib.exon_client_remove_publication,
+                     "remove publication")
+
+    def _forget(self, owned: list[Any], item: Any, remove: Callable[[Any, int, int], int],
+                what: str) -> None:
+        """Drop a closed ``item`` from ``owned`` and, while the client is healthy, have the
+        driver remove its registration (``remove(handle, registration_id, timeout_ns)``)."""
         with self._lock:
-            if pub in self._publications:
-                self._publications.remove(pub)
+            if item in owned:
+                owned.remove(item)
         handle = self._handle
         if handle is not None and lib.exon_client_status(handle) == 0:
-            rc = lib.exon_client_remove_publication(handle, pub.registration_id,
-                                                    _ns(DEFAULT_TIMEOUT))
+            rc = remove(handle, item.registration_id, _ns(DEFAULT_TIMEOUT))
             if rc < 0 and rc != lib.EXON_E_CLIENT_CLOSED:
-                raise error_for(rc, "remove publication")
+                raise error_for(rc, what)
 
     # ---- subscriptions ---------------------------------------------------------------
 
@@ -200,15 +206,8 @@ class Aeron:
         return sub
 
     def _on_subscription_close(self, sub: Subscription) -> None:
-        with self._lock:
-            if sub in self._subscriptions:
-                self._subscriptions.remove(sub)
-        handle = self._handle
-        if handle is not None and lib.exon_client_status(handle) == 0:
-            rc = lib.exon_client_remove_subscription(handle, sub.registration_id,
-                                                     _ns(DEFAULT_TIMEOUT))
-            if rc < 0 and rc != lib.EXON_E_CLIENT_CLOSED:
-                raise error_for(rc, "remove subscription")
+        self._forget(self._subscriptions, sub, lib.exon_client_remove_subscription,
+                     "remove subscription")
 
     # ---- driver control --------------------------------------------------------------
 
