@@ -408,6 +408,10 @@ class Socket:
 
     def _receive_blocked_error(self, epoch: int) -> errors.ExonError | None:
         """Raise-worthy condition while blocked in receive (subclasses refine)."""
+        return self._every_link_broke(epoch)
+
+    def _every_link_broke(self, epoch: int) -> errors.BrokenLink | None:
+        """The error when a link broke since ``epoch`` and none is established now."""
         if self._broken_epoch != epoch and not self._core.established(self.tag):
             reasons = ", ".join(f"{p}: {r}" for p, r in self._broken.items())
             return errors.BrokenLink(f"socket {self.tag}: every link broke ({reasons})")
@@ -545,9 +549,8 @@ class Socket:
 
             if not node._await(self._cond, ready, deadline):
                 raise errors.Timeout("no linked peer had credit before the timeout")
-            if destination is None and self._broken_epoch != epoch and not core.established(tag):
-                reasons = ", ".join(f"{p}: {r}" for p, r in self._broken.items())
-                raise errors.BrokenLink(f"socket {tag}: every link broke ({reasons})")
+            if destination is None and (broke := self._every_link_broke(epoch)) is not None:
+                raise broke
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         raise errors.StateError(f"a {self.type} socket cannot send")
