@@ -943,10 +943,8 @@ class SocketCore:
 
     def _do_answer_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
                           now: float) -> None:
-        assert frame is not None
-        link.peer_unlink_count = frame.count
-        self._send_unlink(sock, link)
-        self._arm(link, "unlink", now + self.settings.unlink_timeout)
+        self._do_note_unlink(sock, link, frame, now)
+        self._do_start_unlink(sock, link, frame, now)
 
     def _do_note_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
                         now: float) -> None:
