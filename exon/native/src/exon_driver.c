@@ -108,6 +108,21 @@ static int exon_driver_prepare_dir(const exon_driver_context_t *ctx)
     return 0;
 }
 
+/*
+ * Per threading mode (EXON_THREADING_*): the runner (thread index) of each agent
+ * (EXON_AGENT_*), and the runners' names in thread-index order (NULL: no such runner).
+ */
+static const int32_t exon_driver_agent_runner[EXON_THREADING_SHARED + 1][EXON_AGENT_COUNT] = {
+    [EXON_THREADING_DEDICATED] = { 0, 1, 2 },
+    [EXON_THREADING_SHARED_NETWORK] = { 0, 1, 1 },
+    [EXON_THREADING_SHARED] = { 0, 0, 0 },
+};
+static const char *const exon_driver_runner_names[EXON_THREADING_SHARED + 1][EXON_AGENT_COUNT] = {
+    [EXON_THREADING_DEDICATED] = { "conductor", "sender", "receiver" },
+    [EXON_THREADING_SHARED_NETWORK] = { "conductor", "network", NULL },
+    [EXON_THREADING_SHARED] = { "shared", NULL, NULL },
+};
+
 static int exon_driver_add_runner(
     exon_driver_t *d, const char *name, int thread_index, const exon_idle_strategy_t *idle)
 {
@@ -164,23 +179,10 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     config.driver_instance_id = d->instance_id;
     config.threading_mode = ctx->threading_mode;
     config.file_page_size = ctx->file_page_size;
-    switch (ctx->threading_mode)
+    const int32_t *agent_runner = exon_driver_agent_runner[ctx->threading_mode];
+    for (int32_t i = 0; i < EXON_AGENT_COUNT; i++)
     {
-        case EXON_THREADING_DEDICATED:
-            config.agent_thread_index[EXON_AGENT_CONDUCTOR] = 0;
-            config.agent_thread_index[EXON_AGENT_SENDER] = 1;
-            config.agent_thread_index[EXON_AGENT_RECEIVER] = 2;
-            break;
-        case EXON_THREADING_SHARED_NETWORK:
-            config.agent_thread_index[EXON_AGENT_CONDUCTOR] = 0;
-            config.agent_thread_index[EXON_AGENT_SENDER] = 1;
-            config.agent_thread_index[EXON_AGENT_RECEIVER] = 1;
-            break;
-        default:
-            config.agent_thread_index[EXON_AGENT_CONDUCTOR] = 0;
-            config.agent_thread_index[EXON_AGENT_SENDER] = 0;
-            config.agent_thread_index[EXON_AGENT_RECEIVER] = 0;
-            break;
+        config.agent_thread_index[i] = agent_runner[i];
     }
     rc = exon_cnc_create(&d->cnc, ctx->dir, &config);
     if (rc < 0)
@@ -214,43 +216,19 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     exon_agent_t receiver_agent = {
         .name = "receiver", .do_work = exon_receiver_do_work, .on_close = NULL, .state = d };
 
-    switch (ctx->threading_mode)
+    const char *const *runner_names = exon_driver_runner_names[ctx->threading_mode];
+    for (int32_t i = 0; rc >= 0 && i < EXON_AGENT_COUNT && NULL != runner_names[i]; i++)
     {
-        case EXON_THREADING_DEDICATED:
-            if ((rc = exon_driver_add_runner(d, "conductor", 0, &idle)) >= 0 &&
-                (rc = exon_driver_add_runner(d, "sender", 1, &idle)) >= 0 &&
-                (rc = exon_driver_add_runner(d, "receiver", 2, &idle)) >= 0)
-            {
-                exon_agent_runner_add(&d->runners[0], &conductor_agent);
-                exon_agent_runner_add(&d->runners[1], &sender_agent);
-                exon_agent_runner_add(&d->runners[2], &receiver_agent);
-            }
-            break;
-        case EXON_THREADING_SHARED_NETWORK:
-            if ((rc = exon_driver_add_runner(d, "conductor", 0, &idle)) >= 0 &&
-                (rc = exon_driver_add_runner(d, "network", 1, &idle)) >= 0)
-            {
-                exon_agent_runner_add(&d->runners[0], &conductor_agent);
-                exon_agent_runner_add(&d->runners[1], &sender_agent);
-                exon_agent_runner_add(&d->runners[1], &receiver_agent);
-            }
-            break;
-        default:
-            if ((rc = exon_driver_add_runner(d, "shared", 0, &idle)) >= 0)
-            {
-                exon_agent_runner_add(&d->runners[0], &conductor_agent);
-                exon_agent_runner_add(&d->runners[0], &sender_agent);
-                exon_agent_runner_add(&d->runners[0], &receiver_agent);
-            }
-            break;
+        rc = exon_driver_add_runner(d, runner_names[i], i, &idle);
     }
     if (rc >= 0)
     {
+        exon_agent_runner_add(&d->runners[agent_runner[EXON_AGENT_CONDUCTOR]], &conductor_agent);
+        exon_agent_runner_add(&d->runners[agent_runner[EXON_AGENT_SENDER]], &sender_agent);
+        exon_agent_runner_add(&d->runners[agent_runner[EXON_AGENT_RECEIVER]], &receiver_agent);
         /* the sender's and receiver's runners: their sockets end the runner's parks */
-        int sender_runner = ctx->threading_mode == EXON_THREADING_SHARED ? 0 : 1;
-        int receiver_runner = ctx->threading_mode == EXON_THREADING_DEDICATED ? 2 : sender_runner;
-        d->conductor.sender_epoll_fd = d->runners[sender_runner].epoll_fd;
-        d->conductor.receiver_epoll_fd = d->runners[receiver_runner].epoll_fd;
+        d->conductor.sender_epoll_fd = d->runners[agent_runner[EXON_AGENT_SENDER]].epoll_fd;
+        d->conductor.receiver_epoll_fd = d->runners[agent_runner[EXON_AGENT_RECEIVER]].epoll_fd;
         /* a command for the sender ends the sender runner's park */
         struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = d->conductor.sender_commands.wake_fd } };
         epoll_ctl(d->conductor.sender_epoll_fd, EPOLL_CTL_ADD, d->conductor.sender_commands.wake_fd, &ev);
