@@ -23,17 +23,31 @@ Cases (one JSON line each, see :mod:`exon.bench.report`):
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from exon.bench import peers as peer_runs
 from exon.bench.report import emit
 from exon.native import ffi, lib
+
+
+@contextlib.contextmanager
+def _embedded_aeron() -> Iterator[Any]:
+    """A client of a fresh embedded SHARED-threading driver in a temporary /dev/shm dir."""
+    from exon.transport.aeron import Aeron, MediaDriver
+
+    with (
+        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
+        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
+        Aeron.connect(dir=driver.dir) as aeron,
+    ):
+        yield aeron
 
 
 def _ipc_pair(aeron: Any, channel: str, stream_id: int, timeout: float = 5.0,
@@ -51,13 +65,7 @@ def _ipc_pair(aeron: Any, channel: str, stream_id: int, timeout: float = 5.0,
 
 def native_ipc_throughput(size: int, seconds: float) -> float:
     """Messages/s of exon's C publisher/subscriber loop over an embedded driver's IPC log."""
-    from exon.transport.aeron import Aeron, MediaDriver
-
-    with (
-        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
-        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
-        Aeron.connect(dir=driver.dir) as aeron,
-    ):
+    with _embedded_aeron() as aeron:
         pub, sub = _ipc_pair(aeron, "aeron:ipc", 1001)
         image = sub.images[0]
         result = ffi.new("exon_bench_result_t *")
@@ -71,13 +79,7 @@ def native_ipc_throughput(size: int, seconds: float) -> float:
 
 def python_ipc_throughput(size: int, messages: int) -> float:
     """Messages/s from a Python publisher process to this process's Python poll loop."""
-    from exon.transport.aeron import Aeron, MediaDriver
-
-    with (
-        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
-        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
-        Aeron.connect(dir=driver.dir) as aeron,
-    ):
+    with _embedded_aeron() as aeron:
         sub = aeron.add_subscription("aeron:ipc", 1002)
         worker = subprocess.Popen(
             [
@@ -85,7 +87,7 @@ def python_ipc_throughput(size: int, messages: int) -> float:
                 "-m",
                 "exon.bench.exon_worker",
                 "offer",
-                driver.dir,
+                aeron.dir,
                 "aeron:ipc",
                 "1002",
                 str(messages),
@@ -144,14 +146,9 @@ def _udp_host(channel: str) -> str:
 
 def native_udp_throughput(size: int, seconds: float, host: str) -> dict[str, float]:
     """Messages/s of exon's C loop over a UDP publication looped back into one driver."""
-    from exon.transport.aeron import Aeron, MediaDriver
     from exon.transport.aeron.counters import SystemCounter
 
-    with (
-        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
-        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
-        Aeron.connect(dir=driver.dir) as aeron,
-    ):
+    with _embedded_aeron() as aeron:
         sub = aeron.add_subscription(f"aeron:udp?endpoint={host}:0", 1001)
         pub, sub = _ipc_pair(aeron, sub.resolved_channel, 1001, existing_sub=sub)
         naks0 = aeron.counter_value(SystemCounter.NAK_MESSAGES_SENT)
@@ -175,13 +172,7 @@ def native_udp_throughput(size: int, seconds: float, host: str) -> dict[str, flo
 
 def native_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[str, float]:
     """Round-trip percentiles (us) of a C ping/pong pair through one embedded driver."""
-    from exon.transport.aeron import Aeron, MediaDriver
-
-    with (
-        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
-        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
-        Aeron.connect(dir=driver.dir) as aeron,
-    ):
+    with _embedded_aeron() as aeron:
         if kind == "udp":
             ping_sub = aeron.add_subscription(f"aeron:udp?endpoint={host}:0", 1001)
             pong_sub = aeron.add_subscription(f"aeron:udp?endpoint={host}:0", 1002)
