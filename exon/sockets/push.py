@@ -30,8 +30,7 @@ class PushSocket(Socket):
                     and self._fast_send(self._fast_slot, -1, payload) >= 0):
                 node._activity += 1
                 return
-            deadline = None if timeout is None else _deadline(timeout)
-            self._send_locked(payload, cookie, None, deadline, False)
+            self._send_locked(payload, cookie, None, _deadline(timeout), False)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
         """Send now or raise :class:`exon.BackPressured` (no linked PULL has credit)."""
