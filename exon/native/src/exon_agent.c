@@ -90,13 +90,13 @@ static void exon_idle_park(exon_idle_strategy_t *idle, int64_t park_ns)
         EXON_STORE_REL(idle->sleeping_flag, 1);
         EXON_FENCE_SEQ();
     }
+    struct timespec ts = { .tv_sec = park_ns / 1000000000LL, .tv_nsec = park_ns % 1000000000LL };
     if (idle->doorbell_fd >= 0)
     {
         struct pollfd pfd[2] = {
             { .fd = idle->doorbell_fd, .events = POLLIN, .revents = 0 },
             { .fd = idle->extra_fd, .events = POLLIN, .revents = 0 },
         };
-        struct timespec ts = { .tv_sec = park_ns / 1000000000LL, .tv_nsec = park_ns % 1000000000LL };
         int rc = ppoll(pfd, idle->extra_fd >= 0 ? 2 : 1, &ts, NULL);
         if (rc > 0 && (pfd[0].revents & POLLIN))
         {
@@ -106,7 +106,6 @@ static void exon_idle_park(exon_idle_strategy_t *idle, int64_t park_ns)
     }
     else
     {
-        struct timespec ts = { .tv_sec = park_ns / 1000000000LL, .tv_nsec = park_ns % 1000000000LL };
         nanosleep(&ts, NULL);
     }
     if (NULL != idle->sleeping_flag)
