@@ -84,12 +84,17 @@ def bench_transport(
 
 # ---- the middleware: nodes and one-shot clients ------------------------------------------
 
+_DRIVER_DIR = click.option("--driver-dir", default=None,
+                           help="use the media driver of this directory")
+_STEP_TIMEOUT = click.option("--timeout", default=5.0, show_default=True,
+                             help="seconds for each step")
+
 
 @main.command("node")
 @click.option("--endpoint", default="127.0.0.1:0", show_default=True, help="HOST:PORT")
 @click.option("--echo", "echo", multiple=True, type=int, help="host an echo REP on this tag")
 @click.option("--sink", "sink", multiple=True, type=int, help="host a counting PULL on this tag")
-@click.option("--driver-dir", default=None, help="use the media driver of this directory")
+@_DRIVER_DIR
 def node_command(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
                  driver_dir: str | None) -> None:
     """Run an exon node until SIGINT/SIGTERM; prints its address first."""
@@ -101,8 +106,8 @@ def node_command(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
 @main.command("request")
 @click.argument("peer")
 @click.argument("data")
-@click.option("--timeout", default=5.0, show_default=True, help="seconds for each step")
-@click.option("--driver-dir", default=None, help="use the media driver of this directory")
+@_STEP_TIMEOUT
+@_DRIVER_DIR
 def request_command(peer: str, data: str, timeout: float, driver_dir: str | None) -> None:
     """Send DATA to the REP at PEER (HOST:PORT/TAG) and print the reply."""
     from exon.middleware.tools import request_once
@@ -114,8 +119,8 @@ def request_command(peer: str, data: str, timeout: float, driver_dir: str | None
 @click.argument("peer")
 @click.argument("data")
 @click.option("--count", default=1, show_default=True, help="how many times to send DATA")
-@click.option("--timeout", default=5.0, show_default=True, help="seconds for each step")
-@click.option("--driver-dir", default=None, help="use the media driver of this directory")
+@_STEP_TIMEOUT
+@_DRIVER_DIR
 def push_command(peer: str, data: str, count: int, timeout: float,
                  driver_dir: str | None) -> None:
     """Send DATA to the PULL at PEER (HOST:PORT/TAG); returns once it was delivered."""
