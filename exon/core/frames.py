@@ -27,9 +27,9 @@ All integers are little-endian. Payloads:
 
 ``decode_frame`` raises :class:`exon.errors.FrameDecodeError` (a ``ProtocolError``) on
 anything short, oversized, of another version or protocol, of unknown type or with a
-malformed payload, and never anything else. The layout is the same as
-``exon.transport.aeron.layout.EXON_SOCKET_HEADER`` (a test checks it); this module does not
-import the transport so that ``exon.core`` stays independent of it.
+malformed payload, and never anything else. This is the one Python declaration of the
+header; ``exon.transport.aeron.layout`` names it beside the other layouts, where a test checks
+it against the C struct. ``exon.core`` imports nothing from the transport.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from exon.errors import FrameDecodeError
 
 EXON_VERSION: Final = 1
 PROTOCOL_SOCKETS: Final = 0x01
-PROTOCOL_NODES: Final = 0x02  # reserved, not implemented
+PROTOCOL_NODES: Final = 0x02  # node-level frames (HELLO), handled by the Node
 
 HEADER = struct.Struct("<HBBIIII")
 HEADER_LENGTH: Final = HEADER.size  # 20
