@@ -32,7 +32,7 @@ typedef struct exon_driver_context_stct
     int32_t term_buffer_length;       /* UDP (issue 3) */
     int32_t mtu_length;               /* UDP (issue 3) */
     int32_t file_page_size;
-    int32_t ipc_publication_term_window_length;
+    int32_t ipc_publication_term_window_length; /* 0 = term length / 2 */
     int32_t to_driver_buffer_length;  /* ring capacity (power of two) */
     int32_t to_clients_buffer_length; /* broadcast capacity (power of two) */
     int32_t counters_values_buffer_length;
@@ -40,7 +40,7 @@ typedef struct exon_driver_context_stct
     int64_t client_liveness_timeout_ns;
     int64_t publication_linger_timeout_ns;
     int64_t publication_unblock_timeout_ns;
-    int64_t timer_interval_ns;
+    int64_t timer_interval_ns;        /* liveness checks: min(this, liveness / 4, 100 ms) */
     int64_t driver_timeout_ms;        /* written to the CnC: clients' heartbeat staleness limit */
     int64_t publication_connection_timeout_ns; /* UDP: not connected after this without SMs */
     int64_t image_liveness_timeout_ns;        /* UDP: image removed after this without packets */
