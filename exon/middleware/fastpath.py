@@ -35,7 +35,16 @@ from typing import Any
 from exon import errors
 from exon.core import PeerId
 from exon.core.credits import CreditLedger
-from exon.native import check, fast_dispatch, fast_link_calls, fast_recv_queue, ffi, lib
+from exon.native import (
+    check,
+    fast_dispatch,
+    fast_link_calls,
+    fast_recv_queue,
+    ffi,
+    lib,
+    socket_receive_door,
+    socket_send_door,
+)
 
 __all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "FastLink", "FastLinks"]
 
@@ -120,6 +129,20 @@ class FastLinks:
                 if self._table.links[token.index].socket_slot == slot:
                     queue.attach(token.index, self._public_peer(token.peer))
         return queue
+
+    def send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], fallback: Any) -> Any:
+        """The native ``send`` of the socket of ``slot`` (None: not available); see
+        :func:`exon.native.socket_send_door`."""
+        if slot < 0 or self._closed:
+            return None
+        return socket_send_door(lock, self._table, slot, backlog, fallback)
+
+    def receive_door(self, lock: Any, queue: Any, fallback: Any) -> Any:
+        """The native ``receive`` of a plain socket over its queue (None: not available);
+        see :func:`exon.native.socket_receive_door`."""
+        if self._closed:
+            return None
+        return socket_receive_door(lock, queue, fallback)
 
     def close_socket(self, tag: int) -> None:
         slot = self.slots.pop(tag, None)

@@ -51,6 +51,7 @@ from exon.core import (
 )
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.node_transport import NodeTransport
+from exon.native import node_lock
 from exon.transport.aeron import (
     ADMIN_ACTION,
     BACK_PRESSURED,
@@ -141,7 +142,7 @@ class Node:
         self._poller = self._fast.poller(_POLL_LIMIT)
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
                                 settings=settings, rng=self._rng, accelerator=self._fast)
-        self._lock = threading.Lock()
+        self._lock = node_lock()  # shared with the sockets' native doors (exon_fast.c)
         self._dispatch_cond = threading.Condition(self._lock)
         self._sockets: dict[int, Socket] = {}
         self._next_tag = 1 << 31
@@ -191,6 +192,7 @@ class Node:
                 sock.close(timeout=max(0.0, deadline - _monotonic()))
         with self._lock:
             self._closed = True
+            self._close_doors()
             self._dispatch_cond.notify_all()
             for sock in list(self._sockets.values()):
                 sock._cond.notify_all()
@@ -210,6 +212,7 @@ class Node:
         fast = getattr(self, "_fast", None)
         if fast is not None:
             with getattr(self, "_lock", contextlib.nullcontext()):
+                self._close_doors()
                 fast.close()
         if self._transport is not None:
             self._transport.close()
@@ -225,6 +228,18 @@ class Node:
         if self._owned_dir is not None:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
             self._owned_dir = None
+
+    def _close_doors(self) -> None:
+        """From now on the sockets' native doors hand every call to the Python methods
+        (lock held): the link table is about to go."""
+        close = getattr(getattr(self, "_lock", None), "close_doors", None)
+        if close is not None:
+            close()
+
+    def _client_activity(self) -> int:
+        """Client calls so far (Python paths and native doors): the dispatcher stays off
+        while it moves."""
+        return self._activity + getattr(self._lock, "activity", 0)
 
     def __enter__(self) -> Node:
         return self
@@ -599,9 +614,10 @@ class Node:
         with lock:
             while not self._closed:
                 now = _monotonic()
-                if (self._role is not None or self._role_waiters or seen != self._activity
+                activity = self._client_activity()
+                if (self._role is not None or self._role_waiters or seen != activity
                         or now - self._last_client_poll < DISPATCH_GRACE):
-                    seen = self._activity
+                    seen = activity
                     self._dispatch_cond.wait(DISPATCH_GRACE * 2)
                     continue
                 self._role = _DISPATCHER

@@ -42,7 +42,8 @@ else:
         _fast = None
 
 __all__ = ["check", "error_for", "fast_dispatch", "fast_link_calls", "fast_offer",
-           "fast_recv_queue", "ffi", "last_error", "lib"]
+           "fast_recv_queue", "ffi", "last_error", "lib", "node_lock", "socket_receive_door",
+           "socket_send_door"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -114,6 +115,35 @@ def fast_recv_queue(table: Any, on_due: Any, message_type: type, capacity: int) 
     if _fast is None or not hasattr(_fast, "RecvQueue"):
         return None
     return _fast.RecvQueue(_address(table), table, on_due, message_type, capacity)
+
+
+def node_lock() -> Any:
+    """A Node's lock: ``exon_fast.c``'s NodeLock (threading.Lock's interface, shared with
+    the sockets' doors), or a ``threading.Lock`` without the fast door."""
+    if _fast is None or not hasattr(_fast, "NodeLock"):
+        import threading
+
+        return threading.Lock()
+    return _fast.NodeLock()
+
+
+def socket_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any],
+                     fallback: Any) -> Any:
+    """A socket's ``send(data, *, cookie=None, timeout=None)`` as one native call over the
+    link table (``exon_fast.c``: SocketSend); what it cannot finish at once goes to
+    ``fallback`` with the same arguments. None without the fast door or a NodeLock."""
+    if _fast is None or not hasattr(_fast, "SocketSend") or type(lock) is not _fast.NodeLock:
+        return None
+    return _fast.SocketSend(lock, _address(table), table, slot, backlog, fallback)
+
+
+def socket_receive_door(lock: Any, queue: Any, fallback: Any) -> Any:
+    """A plain socket's ``receive(timeout=None)`` popping its native queue in one call
+    (``exon_fast.c``: SocketReceive) while ``queue.direct`` is set; otherwise
+    ``fallback``. None without the fast door or a NodeLock."""
+    if _fast is None or not hasattr(_fast, "SocketReceive") or type(lock) is not _fast.NodeLock:
+        return None
+    return _fast.SocketReceive(lock, queue, fallback)
 
 
 def fast_dispatch(descs: Any, count: int, copy: Any, copy_length: int,

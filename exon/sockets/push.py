@@ -20,17 +20,31 @@ class PushSocket(Socket):
     type = "push"
     can_receive = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        node = self.node
+        with self._lock:
+            # send() as one native call (credit, framing, offer); the method below takes
+            # whatever the door cannot finish at once (cookie, no credit, backlog, ...)
+            door = node._fast.send_door(node._lock, self._fast_slot, node._backlog,
+                                        PushSocket.send.__get__(self))
+            if door is not None and not self._closed:
+                self._doors.append(door)
+                self.send = door  # type: ignore[method-assign]
+
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send ``data`` to the next linked PULL with credit; blocks up to ``timeout``."""
         payload = data if type(data) is bytes else bytes(data)
+        deadline = _deadline(timeout)
         with self._lock:
             node = self.node
-            # short path: one native call picks a link with credit and offers
+            # short path (without the native door): one native call picks a link with
+            # credit and offers
             if (cookie is None and self._fast_slot >= 0 and not node._backlog
                     and self._fast_send(self._fast_slot, -1, payload) >= 0):
                 node._activity += 1
                 return
-            self._send_locked(payload, cookie, None, _deadline(timeout), False)
+            self._send_locked(payload, cookie, None, deadline, False)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
         """Send now or raise :class:`exon.BackPressured` (no linked PULL has credit)."""

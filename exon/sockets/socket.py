@@ -144,9 +144,18 @@ class Socket:
         # a plain socket's natively classified DATA is queued natively too (exon_fast.c
         # RecvQueue): receive() pops it in one call (None: the Python queues only)
         self._nq: Any = None
+        #: the native doors replacing this instance's send/receive (exon_fast.c)
+        self._doors: list[Any] = []
         if self._plain:
             with self._lock:
                 self._nq = node._fast.open_queue(self._fast_slot, self, Message)
+                if self._nq is not None:
+                    self._nq.direct = 1
+                    door = node._fast.receive_door(node._lock, self._nq,
+                                                   self.__class__.receive.__get__(self))
+                    if door is not None:
+                        self._doors.append(door)
+                        self.receive = door  # type: ignore[method-assign]
 
     # ==== linking ===========================================================================
 
@@ -259,10 +268,20 @@ class Socket:
         for link, payload in items:
             self._on_fast(tokens[link], payload)
 
+    def _sync_direct(self) -> None:
+        """Tell the native receive queue whether the receive door may pop it: only while
+        nothing waits on the Python side (queued messages, cookies) and the socket is open.
+        Everything that queues on the Python side clears it first; receive() sets it again."""
+        nq = self._nq
+        if nq is not None:
+            nq.direct = 0 if (self._queued or self._cookies or self._closed) else 1
+
     def _on_message(self, ev: MessageReceived) -> None:
         nq = self._nq
-        if nq is not None and len(nq):
-            self._drain_native(nq.take_all())  # keep each peer's order
+        if nq is not None:
+            nq.direct = 0
+            if len(nq):
+                self._drain_native(nq.take_all())  # keep each peer's order
         q = self._inq.get(ev.peer)
         if q is None:
             q = self._inq[ev.peer] = deque()
@@ -273,6 +292,8 @@ class Socket:
 
     def _on_fast(self, token: Any, payload: bytes) -> None:
         """DATA taken natively (exon.middleware.fastpath); counted as received already."""
+        if self._nq is not None:
+            self._nq.direct = 0
         peer = token.peer
         q = self._inq.get(peer)
         if q is None:
@@ -283,6 +304,8 @@ class Socket:
         self._queued += 1
 
     def _on_cookie(self, value: Any, *, lost: bool) -> None:
+        if self._nq is not None:
+            self._nq.direct = 0
         self._cookies.append(CookieLost(value) if lost else Cookie(value))
 
     def _on_established(self, ev: LinkEstablished) -> None:
@@ -420,67 +443,81 @@ class Socket:
     def receive(self, timeout: float | None = None) -> Message | Cookie | CookieLost:
         """The next cookie or message; blocks up to ``timeout`` seconds."""
         with self._lock:
-            nq = self._nq
-            if nq is not None and not self._queued and not self._cookies and not self._closed:
-                msg = nq()
-                if msg is not None:
-                    self.node._activity += 1
-                    return msg  # type: ignore[no-any-return]
-            if self._queued and self._plain and not self._cookies and not self._closed:
-                msg = self._take_plain_locked()
-                if msg is not None:
-                    self.node._activity += 1
-                    return msg
+            try:
+                return self._receive_locked(timeout)
+            finally:
+                if self._nq is not None:
+                    self._sync_direct()
+
+    def _receive_locked(self, timeout: float | None) -> Message | Cookie | CookieLost:
+        nq = self._nq
+        if nq is not None and not self._queued and not self._cookies and not self._closed:
+            msg = nq()
+            if msg is not None:
+                self.node._activity += 1
+                return msg  # type: ignore[no-any-return]
+        if self._queued and self._plain and not self._cookies and not self._closed:
+            msg = self._take_plain_locked()
+            if msg is not None:
+                self.node._activity += 1
+                return msg
+        self._check_open()
+        self.node._activity += 1
+        item = self._take_locked()
+        if item is not None:
+            return item
+        self._check_receive_locked()
+        deadline = _deadline(timeout)
+        epoch = self._broken_epoch
+        failure: list[errors.ExonError] = []
+
+        def ready() -> bool:
+            if self._closed or self._can_take_locked():
+                return True
+            err = self._receive_blocked_error(epoch)
+            if err is not None:
+                failure.append(err)
+                return True
+            return False
+
+        while True:
+            if not self.node._await(self._cond, ready, deadline, self._wait_spin):
+                self._on_receive_timeout()
+                raise errors.Timeout(f"nothing received in {timeout}s")
             self._check_open()
-            self.node._activity += 1
             item = self._take_locked()
             if item is not None:
                 return item
-            self._check_receive_locked()
-            deadline = _deadline(timeout)
-            epoch = self._broken_epoch
-            failure: list[errors.ExonError] = []
-
-            def ready() -> bool:
-                if self._closed or self._can_take_locked():
-                    return True
-                err = self._receive_blocked_error(epoch)
-                if err is not None:
-                    failure.append(err)
-                    return True
-                return False
-
-            while True:
-                if not self.node._await(self._cond, ready, deadline, self._wait_spin):
-                    self._on_receive_timeout()
-                    raise errors.Timeout(f"nothing received in {timeout}s")
-                self._check_open()
-                item = self._take_locked()
-                if item is not None:
-                    return item
-                if failure:
-                    self._on_receive_failure()
-                    raise failure[0]
+            if failure:
+                self._on_receive_failure()
+                raise failure[0]
 
     def receive_nowait(self) -> Message | Cookie | CookieLost:
         """The next cookie or message; raises :class:`exon.Timeout` when none is waiting."""
         with self._lock:
-            self._check_open()
+            try:
+                return self._receive_nowait_locked()
+            finally:
+                if self._nq is not None:
+                    self._sync_direct()
+
+    def _receive_nowait_locked(self) -> Message | Cookie | CookieLost:
+        self._check_open()
+        item = self._take_locked()
+        if item is not None:
+            return item
+        self._check_receive_locked()
+        # nothing queued: look at the transport once if nobody else is polling
+        if self.node._role is None:
+            self.node._role = threading.get_ident()
+            try:
+                self.node._poll_once()
+            finally:
+                self.node._role = None
             item = self._take_locked()
             if item is not None:
                 return item
-            self._check_receive_locked()
-            # nothing queued: look at the transport once if nobody else is polling
-            if self.node._role is None:
-                self.node._role = threading.get_ident()
-                try:
-                    self.node._poll_once()
-                finally:
-                    self.node._role = None
-                item = self._take_locked()
-                if item is not None:
-                    return item
-            raise errors.Timeout("nothing to receive")
+        raise errors.Timeout("nothing to receive")
 
     def _on_receive_timeout(self) -> None:
         """Hook: REQ abandons its request."""
@@ -591,8 +628,18 @@ class Socket:
                 core.close_socket(self.tag, now=_monotonic(), force=True)
                 node._pump_locked()
             self._closed = True
+            self._close_doors()
             node._forget_socket(self.tag)
             self._cond.notify_all()
+
+    def _close_doors(self) -> None:
+        """Disable the native doors (lock held) and drop them: calls go to the methods."""
+        for door in self._doors:
+            door.disable()
+        self._doors.clear()
+        self._sync_direct()
+        for name in ("send", "receive"):
+            self.__dict__.pop(name, None)
 
     def __enter__(self) -> Socket:
         return self

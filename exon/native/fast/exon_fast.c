@@ -13,6 +13,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -342,6 +344,8 @@ typedef struct
     int32_t ready_count;
     Py_ssize_t total;
     int marked;           /* touched by the current dispatch */
+    int direct;           /* set by the socket: nothing waits on the Python side, so the
+                           * receive door may pop from here (see SocketReceive) */
     vectorcallfunc vectorcall;
 }
 RecvQueueObject;
@@ -407,14 +411,10 @@ static inline PyObject *rq_pop_next(RecvQueueObject *q, int32_t *link_out)
     return payload;
 }
 
-/* RecvQueue()() -> the next Message (delivery counted), or None when empty */
-static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* The next Message of a non-empty queue (ready_count > 0), its delivery counted (and the
+ * core told through on_due when it must see it); NULL with an exception. */
+static PyObject *rq_take(RecvQueueObject *q)
 {
-    RecvQueueObject *q = (RecvQueueObject *)self_obj;
-    if (q->ready_count == 0)
-    {
-        Py_RETURN_NONE;
-    }
     int32_t link;
     PyObject *payload = rq_pop_next(q, &link);
     rq_link_t *l = &q->links[link];
@@ -441,6 +441,17 @@ static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
         Py_DECREF(r);
     }
     return msg;
+}
+
+/* RecvQueue()() -> the next Message (delivery counted), or None when empty */
+static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self_obj;
+    if (q->ready_count == 0)
+    {
+        Py_RETURN_NONE;
+    }
+    return rq_take(q);
 }
 
 static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -616,6 +627,12 @@ static PyMethodDef rq_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef rq_members[] = {
+    {"direct", T_INT, offsetof(RecvQueueObject, direct), 0,
+     "1: the socket has nothing queued on its Python side; its receive door may pop here"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PySequenceMethods rq_as_sequence = {
     .sq_length = rq_length,
 };
@@ -631,6 +648,7 @@ static PyTypeObject RecvQueueType = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(RecvQueueObject, vectorcall),
     .tp_methods = rq_methods,
+    .tp_members = rq_members,
     .tp_as_sequence = &rq_as_sequence,
 };
 
@@ -718,6 +736,509 @@ static PyObject *fast_dispatch(PyObject *module, PyObject *args)
     return Py_BuildValue("(iN)", left, touched);
 }
 
+/* ---- the Node's lock and the sockets' doors ---------------------------------------------
+ *
+ * NodeLock is the lock of one exon Node (exon.middleware.node): a plain mutex with
+ * threading.Lock's Python interface (acquire(blocking, timeout), release, locked, with), so
+ * threading.Condition works over it, and a C interface the doors take directly, without
+ * the interpreter's `with` machinery (~200 ns on the reference machine).
+ *
+ * SocketSend and SocketReceive are the hot calls of one socket as single native calls:
+ * lock, the link table's send (credit, framing, offer) or the receive queue's pop
+ * (delivery, credit back), unlock. Whatever they cannot finish at once (a cookie, no
+ * credit, an empty queue, a closed node, ...) goes to the socket's Python method, the
+ * `fallback`, with the caller's arguments unchanged: the doors add no behaviour of their
+ * own. Doors stop touching the table once the Node closed them (close_doors), and a
+ * socket's doors once the socket disabled them (both under the lock). */
+
+typedef struct
+{
+    PyObject_HEAD
+    PyThread_type_lock mutex;
+    int locked;
+    int doors_open;
+    unsigned long long activity; /* calls the doors completed (the dispatcher watches it) */
+}
+NodeLockObject;
+
+static PyTypeObject NodeLockType;
+
+static int64_t monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Take the lock: 1 taken, 0 not within timeout_us (-1: no limit), -1 with an exception (a
+ * signal handler raised while waiting). The GIL is released only while blocked. */
+static int node_lock_take(NodeLockObject *l, int64_t timeout_us)
+{
+    if (PyThread_acquire_lock(l->mutex, NOWAIT_LOCK))
+    {
+        l->locked = 1;
+        return 1;
+    }
+    if (timeout_us == 0)
+    {
+        return 0;
+    }
+    int64_t deadline = timeout_us > 0 ? monotonic_us() + timeout_us : 0;
+    for (;;)
+    {
+        int64_t wait = -1;
+        if (timeout_us > 0)
+        {
+            wait = deadline - monotonic_us();
+            if (wait <= 0)
+            {
+                return 0;
+            }
+        }
+        PyLockStatus r;
+        Py_BEGIN_ALLOW_THREADS
+        r = PyThread_acquire_lock_timed(l->mutex, (PY_TIMEOUT_T)wait, 1);
+        Py_END_ALLOW_THREADS
+        if (r == PY_LOCK_ACQUIRED)
+        {
+            l->locked = 1;
+            return 1;
+        }
+        if (r == PY_LOCK_FAILURE)
+        {
+            return 0;
+        }
+        if (Py_MakePendingCalls() < 0) /* PY_LOCK_INTR: run the signal handlers */
+        {
+            return -1;
+        }
+    }
+}
+
+static inline void node_lock_give(NodeLockObject *l)
+{
+    l->locked = 0;
+    PyThread_release_lock(l->mutex);
+}
+
+static PyObject *node_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (!PyArg_ParseTuple(args, ":NodeLock"))
+    {
+        return NULL;
+    }
+    NodeLockObject *l = (NodeLockObject *)type->tp_alloc(type, 0);
+    if (l == NULL)
+    {
+        return NULL;
+    }
+    l->mutex = PyThread_allocate_lock();
+    if (l->mutex == NULL)
+    {
+        Py_DECREF(l);
+        return PyErr_NoMemory();
+    }
+    l->doors_open = 1;
+    return (PyObject *)l;
+}
+
+static void node_lock_dealloc(NodeLockObject *l)
+{
+    if (l->mutex != NULL)
+    {
+        if (l->locked)
+        {
+            PyThread_release_lock(l->mutex);
+        }
+        PyThread_free_lock(l->mutex);
+    }
+    Py_TYPE(l)->tp_free((PyObject *)l);
+}
+
+static PyObject *node_lock_acquire(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    double timeout = -1.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pd:acquire", names, &blocking, &timeout))
+    {
+        return NULL;
+    }
+    if (!blocking && timeout != -1.0)
+    {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1.0)
+    {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    int64_t us = !blocking ? 0 : timeout < 0 ? -1 : (int64_t)(timeout * 1e6);
+    if (blocking && timeout > 0 && us == 0)
+    {
+        us = 1;
+    }
+    int r = node_lock_take((NodeLockObject *)self, us);
+    if (r < 0)
+    {
+        return NULL;
+    }
+    return PyBool_FromLong(r);
+}
+
+static PyObject *node_lock_enter(PyObject *self, PyObject *unused)
+{
+    if (node_lock_take((NodeLockObject *)self, -1) < 0)
+    {
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyObject *node_lock_release(PyObject *self, PyObject *unused)
+{
+    NodeLockObject *l = (NodeLockObject *)self;
+    if (!l->locked)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
+        return NULL;
+    }
+    node_lock_give(l);
+    Py_RETURN_NONE;
+}
+
+static PyObject *node_lock_exit(PyObject *self, PyObject *args)
+{
+    return node_lock_release(self, NULL);
+}
+
+static PyObject *node_lock_locked(PyObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(((NodeLockObject *)self)->locked);
+}
+
+static PyObject *node_lock_close_doors(PyObject *self, PyObject *unused)
+{
+    ((NodeLockObject *)self)->doors_open = 0;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef node_lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))node_lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool"},
+    {"release", node_lock_release, METH_NOARGS, "release()"},
+    {"locked", node_lock_locked, METH_NOARGS, "locked() -> bool"},
+    {"__enter__", node_lock_enter, METH_NOARGS, "acquire()"},
+    {"__exit__", node_lock_exit, METH_VARARGS, "release()"},
+    {"close_doors", node_lock_close_doors, METH_NOARGS,
+     "close_doors(): from now on every door of this lock hands its calls to its fallback"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef node_lock_members[] = {
+    {"activity", T_ULONGLONG, offsetof(NodeLockObject, activity), READONLY,
+     "calls the doors completed"},
+    {"doors_open", T_INT, offsetof(NodeLockObject, doors_open), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject NodeLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.NodeLock",
+    .tp_doc = "NodeLock(): a Node's lock (threading.Lock's interface) shared with its sockets' doors",
+    .tp_basicsize = sizeof(NodeLockObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = node_lock_new,
+    .tp_dealloc = (destructor)node_lock_dealloc,
+    .tp_methods = node_lock_methods,
+    .tp_members = node_lock_members,
+};
+
+/* The parts every door has. */
+typedef struct
+{
+    PyObject_HEAD
+    NodeLockObject *lock;
+    PyObject *fallback;  /* the socket's Python method: called with the caller's arguments */
+    PyObject *keep;      /* keeps the table's memory alive (send) / the queue (receive) */
+    int disabled;
+    vectorcallfunc vectorcall;
+}
+DoorHead;
+
+static PyObject *door_fallback(DoorHead *d, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return PyObject_Vectorcall(d->fallback, args, nargsf, kwnames);
+}
+
+static int door_traverse(DoorHead *d, visitproc visit, void *arg)
+{
+    Py_VISIT(d->fallback);
+    Py_VISIT(d->keep);
+    Py_VISIT((PyObject *)d->lock);
+    return 0;
+}
+
+static int door_clear(DoorHead *d)
+{
+    Py_CLEAR(d->fallback);
+    Py_CLEAR(d->keep);
+    Py_CLEAR(d->lock);
+    return 0;
+}
+
+static void door_dealloc(DoorHead *d)
+{
+    PyObject_GC_UnTrack(d);
+    door_clear(d);
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyObject *door_disable(PyObject *self, PyObject *unused)
+{
+    ((DoorHead *)self)->disabled = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef door_methods[] = {
+    {"disable", door_disable, METH_NOARGS, "disable(): every later call goes to the fallback"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int door_init_head(DoorHead *d, PyObject *lock, PyObject *fallback, PyObject *keep)
+{
+    if (Py_TYPE(lock) != &NodeLockType || !PyCallable_Check(fallback))
+    {
+        PyErr_SetString(PyExc_TypeError, "a door needs a NodeLock and a callable fallback");
+        return -1;
+    }
+    Py_INCREF(lock);
+    d->lock = (NodeLockObject *)lock;
+    Py_INCREF(fallback);
+    d->fallback = fallback;
+    Py_INCREF(keep);
+    d->keep = keep;
+    return 0;
+}
+
+/* A keyword argument that lets the door go on: `cookie` None, `timeout` None or a number
+ * >= 0 (anything else is the fallback's to judge, and to raise about). */
+static int door_plain_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int allow_cookie)
+{
+    if (kwnames == NULL)
+    {
+        return 1;
+    }
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++)
+    {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        PyObject *value = args[nargs + k];
+        if (allow_cookie && PyUnicode_CompareWithASCIIString(name, "cookie") == 0)
+        {
+            if (value != Py_None)
+            {
+                return 0;
+            }
+        }
+        else if (PyUnicode_CompareWithASCIIString(name, "timeout") == 0)
+        {
+            if (value != Py_None && !((PyFloat_CheckExact(value) && PyFloat_AS_DOUBLE(value) >= 0.0) ||
+                                      (PyLong_CheckExact(value) && Py_SIZE(value) >= 0)))
+            {
+                return 0;
+            }
+        }
+        else
+        {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+typedef struct
+{
+    DoorHead head;
+    void *table;
+    int32_t slot;
+    PyObject *backlog; /* the Node's backlog dict: frames waiting for a publication go first */
+}
+SocketSendObject;
+
+/* send(data, *, cookie=None, timeout=None) -> None: one offer on a link with credit. */
+static PyObject *socket_send_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    SocketSendObject *s = (SocketSendObject *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || s->head.disabled ||
+        !door_plain_keywords(args, nargs, kwnames, 1))
+    {
+        return door_fallback(&s->head, args, nargsf, kwnames);
+    }
+    NodeLockObject *lock = s->head.lock;
+    if (node_lock_take(lock, -1) < 0)
+    {
+        return NULL;
+    }
+    int64_t rc = -1;
+    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->backlog) == 0)
+    {
+        Py_ssize_t len = PyBytes_GET_SIZE(args[0]);
+        if (len <= INT32_MAX - 64)
+        {
+            rc = lt_send_fn(s->table, s->slot, -1, PyBytes_AS_STRING(args[0]), (int32_t)len);
+        }
+    }
+    if (rc >= 0)
+    {
+        lock->activity++;
+        node_lock_give(lock);
+        Py_RETURN_NONE;
+    }
+    node_lock_give(lock);
+    return door_fallback(&s->head, args, nargsf, kwnames);
+}
+
+static PyObject *socket_send_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *lock;
+    unsigned long long address;
+    PyObject *owner;
+    int slot;
+    PyObject *backlog;
+    PyObject *fallback;
+    if (!PyArg_ParseTuple(args, "OKOiO!O:SocketSend", &lock, &address, &owner, &slot, &PyDict_Type, &backlog,
+                          &fallback))
+    {
+        return NULL;
+    }
+    if (lt_send_fn == NULL || address == 0 || slot < 0)
+    {
+        PyErr_SetString(PyExc_ValueError, "SocketSend(lock, table address != 0, owner, slot >= 0, backlog, fallback)");
+        return NULL;
+    }
+    SocketSendObject *s = (SocketSendObject *)type->tp_alloc(type, 0);
+    if (s == NULL)
+    {
+        return NULL;
+    }
+    if (door_init_head(&s->head, lock, fallback, owner) < 0)
+    {
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->table = (void *)(uintptr_t)address;
+    s->slot = slot;
+    Py_INCREF(backlog);
+    s->backlog = backlog;
+    s->head.vectorcall = socket_send_vectorcall;
+    return (PyObject *)s;
+}
+
+static int socket_send_traverse(SocketSendObject *s, visitproc visit, void *arg)
+{
+    Py_VISIT(s->backlog);
+    return door_traverse(&s->head, visit, arg);
+}
+
+static int socket_send_clear(SocketSendObject *s)
+{
+    Py_CLEAR(s->backlog);
+    return door_clear(&s->head);
+}
+
+static void socket_send_dealloc(SocketSendObject *s)
+{
+    PyObject_GC_UnTrack(s);
+    socket_send_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyTypeObject SocketSendType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.SocketSend",
+    .tp_doc = "SocketSend(lock, table_address, owner, slot, backlog, fallback)(data, *, cookie=None, timeout=None)",
+    .tp_basicsize = sizeof(SocketSendObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_new = socket_send_new,
+    .tp_dealloc = (destructor)socket_send_dealloc,
+    .tp_traverse = (traverseproc)socket_send_traverse,
+    .tp_clear = (inquiry)socket_send_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
+    .tp_methods = door_methods,
+};
+
+/* receive(timeout=None) -> Message: the next message of the socket's native queue. */
+static PyObject *socket_receive_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    DoorHead *d = (DoorHead *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    RecvQueueObject *q = (RecvQueueObject *)d->keep;
+    if (nargs > 1 || d->disabled || !q->direct || q->ready_count == 0 ||
+        !door_plain_keywords(args, nargs, kwnames, 0))
+    {
+        return door_fallback(d, args, nargsf, kwnames);
+    }
+    NodeLockObject *lock = d->lock;
+    if (node_lock_take(lock, -1) < 0)
+    {
+        return NULL;
+    }
+    if (!lock->doors_open || d->disabled || !q->direct || q->ready_count == 0)
+    {
+        node_lock_give(lock);
+        return door_fallback(d, args, nargsf, kwnames);
+    }
+    PyObject *msg = rq_take(q);
+    if (msg != NULL)
+    {
+        lock->activity++;
+    }
+    node_lock_give(lock);
+    return msg;
+}
+
+static PyObject *socket_receive_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *lock;
+    PyObject *queue;
+    PyObject *fallback;
+    if (!PyArg_ParseTuple(args, "OO!O:SocketReceive", &lock, &RecvQueueType, &queue, &fallback))
+    {
+        return NULL;
+    }
+    DoorHead *d = (DoorHead *)type->tp_alloc(type, 0);
+    if (d == NULL)
+    {
+        return NULL;
+    }
+    if (door_init_head(d, lock, fallback, queue) < 0)
+    {
+        Py_DECREF(d);
+        return NULL;
+    }
+    d->vectorcall = socket_receive_vectorcall;
+    return (PyObject *)d;
+}
+
+static PyTypeObject SocketReceiveType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.SocketReceive",
+    .tp_doc = "SocketReceive(lock, queue, fallback)(timeout=None) -> Message",
+    .tp_basicsize = sizeof(DoorHead),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_new = socket_receive_new,
+    .tp_dealloc = (destructor)door_dealloc,
+    .tp_traverse = (traverseproc)door_traverse,
+    .tp_clear = (inquiry)door_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
+    .tp_methods = door_methods,
+};
+
 static PyObject *fast_bind_links(PyObject *module, PyObject *args)
 {
     unsigned long long send_address;
@@ -770,7 +1291,9 @@ static struct PyModuleDef fast_module = {
 PyMODINIT_FUNC PyInit__fast(void)
 {
     if (PyType_Ready(&OfferType) < 0 || PyType_Ready(&LinkSendType) < 0 ||
-        PyType_Ready(&LinkDeliverType) < 0 || PyType_Ready(&RecvQueueType) < 0)
+        PyType_Ready(&LinkDeliverType) < 0 || PyType_Ready(&RecvQueueType) < 0 ||
+        PyType_Ready(&NodeLockType) < 0 || PyType_Ready(&SocketSendType) < 0 ||
+        PyType_Ready(&SocketReceiveType) < 0)
     {
         return NULL;
     }
@@ -792,6 +1315,16 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyModule_AddObject(module, "LinkSend", (PyObject *)&LinkSendType) < 0 ||
         PyModule_AddObject(module, "LinkDeliver", (PyObject *)&LinkDeliverType) < 0 ||
         PyModule_AddObject(module, "RecvQueue", (PyObject *)&RecvQueueType) < 0)
+    {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&NodeLockType);
+    Py_INCREF(&SocketSendType);
+    Py_INCREF(&SocketReceiveType);
+    if (PyModule_AddObject(module, "NodeLock", (PyObject *)&NodeLockType) < 0 ||
+        PyModule_AddObject(module, "SocketSend", (PyObject *)&SocketSendType) < 0 ||
+        PyModule_AddObject(module, "SocketReceive", (PyObject *)&SocketReceiveType) < 0)
     {
         Py_DECREF(module);
         return NULL;
