@@ -19,8 +19,10 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
 * ``deliver`` (C): ``delivered += 1``; a due FLOW is offered natively; the Node calls
   ``core.delivered_natively`` only when that offer failed or a FLOW timer must be armed
   (``flow_timer`` is 0 while deliveries wait for a FLOW).
-* Plain sockets (PULL) get a native receive queue (``open_queue``, exon_fast.c
-  ``RecvQueue``): ``Poller.dispatch`` queues their fast DATA there, ``receive()`` pops it.
+* Every socket gets a native receive queue (``open_queue``, exon_fast.c ``RecvQueue``):
+  ``Poller.dispatch`` queues its fast DATA there, ``receive()`` pops it (a plain socket
+  gets ``Message(payload, exon.Peer)`` items, the others ``(payload, PeerId)`` for their
+  own checks, see ``Socket._accept_locked``).
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
   table entry take the core's path (same counters, same publication, same order).
 
@@ -99,6 +101,7 @@ class FastLinks:
         self._public_peer = public_peer if public_peer is not None else (lambda peer: peer)
         #: per socket slot: the native receive queue of a plain socket (None: none)
         self.queues: list[Any] = [None] * socket_capacity
+        self._public = [True] * socket_capacity
         self._drains: dict[int, Any] = {}
         self.slot_owners: dict[int, Any] = {}
         self._closed = False
@@ -113,11 +116,14 @@ class FastLinks:
         self.slots[tag] = slot
         return slot
 
-    def open_queue(self, slot: int, owner: Any, message_type: type) -> Any:
-        """A native receive queue for the plain socket ``owner`` of ``slot`` (None: not
-        available). ``owner._on_due(link)``: a popped delivery needs the core (FLOW due or
-        timer); ``owner._drain_native(items)``: a link of the socket is detaching: every
-        queued (link, payload) leaves the native queue, in order, for the socket's own."""
+    def open_queue(self, slot: int, owner: Any, message_type: type, *,
+                   public: bool = True) -> Any:
+        """A native receive queue for the socket ``owner`` of ``slot`` (None: not
+        available); its items are ``message_type((payload, peer))`` with ``peer`` the
+        ``exon.Peer`` (``public``) or the core's PeerId. ``owner._on_due(link)``: a popped
+        delivery needs the core (FLOW due or timer); ``owner._drain_native(items)``: a link
+        of the socket is detaching: every queued (link, payload) leaves the native queue,
+        in order, for the socket's own."""
         if slot < 0 or self._closed:
             return None
         queue = fast_recv_queue(self._table, owner._on_due, message_type, self._capacity)
@@ -125,10 +131,14 @@ class FastLinks:
             self.queues[slot] = queue
             self.slot_owners[slot] = owner
             self._drains[slot] = owner._drain_native
+            self._public[slot] = public
             for token in self.tokens.values():  # links attached before the queue existed
                 if self._table.links[token.index].socket_slot == slot:
-                    queue.attach(token.index, self._public_peer(token.peer))
+                    queue.attach(token.index, self._queue_peer(slot, token.peer))
         return queue
+
+    def _queue_peer(self, slot: int, peer: PeerId) -> Any:
+        return self._public_peer(peer) if self._public[slot] else peer
 
     def send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], fallback: Any) -> Any:
         """The native ``send`` of the socket of ``slot`` (None: not available); see
@@ -187,7 +197,7 @@ class FastLinks:
         token = FastLink(index, tag, peer, incarnation)
         queue = self.queues[slot]
         if queue is not None:
-            queue.attach(index, self._public_peer(peer))
+            queue.attach(index, self._queue_peer(slot, peer))
         self.tokens[index] = token
         self.by_link[(tag, peer)] = token
         return token

@@ -294,6 +294,9 @@ class Node:
         """Hand the core's events to the sockets and its frames to the transport, until
         both are empty; then notify the sockets that got something."""
         core = self._core
+        if not core._out and not core._events and not self._lost:
+            self._notify_touched()
+            return
         for _ in range(64):
             events = core.events()
             if events:
@@ -310,11 +313,17 @@ class Node:
                 continue
             if not events and not frames:
                 break
+        self._notify_touched()
+
+    def _notify_touched(self) -> None:
+        """Wake the threads waiting on the sockets that got something."""
         touched = self._touched
         if touched:
             self._touched = set()
             for sock in touched:
-                sock._cond.notify_all()
+                cond = sock._cond
+                if cond._waiters:  # type: ignore[attr-defined]
+                    cond.notify_all()
 
     def _flush_fast(self) -> None:
         """After a send or a delivery: send the core's frames; pump fully only when the
@@ -567,6 +576,11 @@ class Node:
             if self._role is None:
                 self._role = me
                 try:
+                    if spin:
+                        # a request/reply wait: the answer is rarely there yet, and the wait
+                        # returns at once when it is, so skip the empty poll
+                        left = _WAIT_SLICE if deadline is None else deadline - now
+                        self._sleep_locked(min(left, _WAIT_SLICE), spin)
                     while True:
                         if self._poll_once() == 0:
                             if ready() or self._closed:

@@ -146,8 +146,8 @@ class Socket:
         self._nq: Any = None
         #: the native doors replacing this instance's send/receive (exon_fast.c)
         self._doors: list[Any] = []
-        if self._plain:
-            with self._lock:
+        with self._lock:
+            if self._plain:
                 self._nq = node._fast.open_queue(self._fast_slot, self, Message)
                 if self._nq is not None:
                     self._nq.direct = 1
@@ -156,6 +156,8 @@ class Socket:
                     if door is not None:
                         self._doors.append(door)
                         self.receive = door  # type: ignore[method-assign]
+            else:  # items (payload, PeerId) for _accept_locked
+                self._nq = node._fast.open_queue(self._fast_slot, self, tuple, public=False)
 
     # ==== linking ===========================================================================
 
@@ -401,10 +403,19 @@ class Socket:
         if nq is not None and cookies and len(nq):
             self._drain_native(nq.take_all())  # the cookie ratio applies to Python's queues
         if not self._queued and nq is not None and len(nq):
-            msg = nq()
-            if msg is not None:
-                self._cookie_run = 0
-                return msg  # type: ignore[no-any-return]
+            if self._plain:
+                msg = nq()
+                if msg is not None:
+                    self._cookie_run = 0
+                    return msg  # type: ignore[no-any-return]
+            else:
+                while len(nq) and self._may_take_message():
+                    payload, peer = nq()  # delivered and credited
+                    msg = self._accept_locked(payload, peer)
+                    self.node._flush_fast()
+                    if msg is not None:
+                        self._cookie_run = 0
+                        return msg
         while self._queued and self._may_take_message():
             taken = self._take_message_locked()
             if taken is None:
@@ -450,17 +461,18 @@ class Socket:
                     self._sync_direct()
 
     def _receive_locked(self, timeout: float | None) -> Message | Cookie | CookieLost:
-        nq = self._nq
-        if nq is not None and not self._queued and not self._cookies and not self._closed:
-            msg = nq()
-            if msg is not None:
-                self.node._activity += 1
-                return msg  # type: ignore[no-any-return]
-        if self._queued and self._plain and not self._cookies and not self._closed:
-            msg = self._take_plain_locked()
-            if msg is not None:
-                self.node._activity += 1
-                return msg
+        if self._plain and not self._cookies and not self._closed:
+            nq = self._nq
+            if nq is not None and not self._queued:
+                msg = nq()
+                if msg is not None:
+                    self.node._activity += 1
+                    return msg  # type: ignore[no-any-return]
+            if self._queued:
+                msg = self._take_plain_locked()
+                if msg is not None:
+                    self.node._activity += 1
+                    return msg
         self._check_open()
         self.node._activity += 1
         item = self._take_locked()

@@ -345,6 +345,12 @@ class Subscription:
     def is_closed(self) -> bool:
         return self._closed
 
+    @property
+    def has_image_events(self) -> bool:
+        """True when image events wait to be applied (the next :attr:`images` differs, or
+        the subscription closed): cheap enough to ask on every poll."""
+        return self._closed or self._event_count[0] != self._events_seen
+
     # ---- reading ---------------------------------------------------------------------
 
     def poll(self, handler: Callable[[bytes, FragmentHeader], object],
