@@ -38,9 +38,11 @@ from exon import errors
 from exon.core import PeerId
 from exon.core.credits import CreditLedger
 from exon.native import (
+    address_of,
     check,
     fast_dispatch,
     fast_link_calls,
+    fast_poll_batch,
     fast_recv_queue,
     ffi,
     lib,
@@ -243,7 +245,10 @@ class FastLinks:
 
 
 class Poller:
-    """Buffers for ``exon_lt_poll``: one copy buffer and one descriptor array, reused."""
+    """Buffers for ``exon_lt_poll``: one copy buffer and one descriptor array, reused.
+
+    :meth:`batch` (lock held) polls, classifies and dispatches one batch: with the fast door
+    in one GIL-holding native call, else through the cffi functions one by one."""
 
     def __init__(self, table: Any, limit: int, copy_capacity: int = 1 << 20) -> None:
         self._table = table
@@ -256,52 +261,62 @@ class Poller:
         self._images: Any = None
         self._keys: Any = None
         self._count = 0
-        self._n = 0
+        self._native_args: tuple[int, ...] = ()
 
     def _set_copy(self, capacity: int) -> None:
         self._copy = ffi.new("uint8_t[]", capacity)
         self._copy_cap = capacity
         self._view = ffi.buffer(self._copy, capacity)
+        self._bind_native()
+
+    def _bind_native(self) -> None:
+        """The integer arguments of the fast door's poll_batch for the current buffers."""
+        images = getattr(self, "_images", None)
+        self._native_args = (
+            address_of(self._table),
+            0 if images is None else address_of(images),
+            getattr(self, "_count", 0), self.limit,
+            address_of(self._copy), self._copy_cap, address_of(self._used),
+            address_of(self._descs), address_of(self._scratch),
+            0 if getattr(self, "_keys", None) is None else address_of(self._keys))
 
     def set_images(self, images: list[Any], keys: list[int]) -> None:
         self._count = len(images)
         self._images = ffi.new("exon_image_t *[]", [img.cdata for img in images]) if images \
             else None
         self._keys = ffi.new("int32_t[]", keys) if images else None
+        self._bind_native()
 
     def set_key(self, index: int, key: int) -> None:
         self._keys[index] = key
 
-    def dispatch(self, count: int, queues: list[Any]) -> tuple[int, list[int]]:
-        """After :meth:`classify`: queue the batch's fast DATA into the native receive
-        queues (``queues`` by socket slot): (descriptors left to look at, slots touched)."""
-        return fast_dispatch(self._descs, count, self._copy, int(self._used[0]), queues)
-
-    def poll(self) -> int:
-        """Poll the images (lock NOT held); the count of messages in the batch."""
+    def batch(self, queues: list[Any]) -> tuple[int, int, list[int]]:
+        """Poll the images, classify the messages and queue the fast DATA into the native
+        receive queues (``queues`` by socket slot): (messages, descriptors left for the
+        caller to look at, slots touched). Lock held."""
         if not self._count:
-            self._n = 0
-            return 0
+            return 0, 0, []
         while True:
-            n = lib.exon_lt_poll(self._table, self._images, self._count, self.limit,
-                                 self._copy, self._copy_cap, self._used, self._descs,
-                                 self._scratch)
+            if fast_poll_batch is not None:
+                n, left, touched = fast_poll_batch(*self._native_args, queues)
+            else:
+                n = lib.exon_lt_poll(self._table, self._images, self._count, self.limit,
+                                     self._copy, self._copy_cap, self._used, self._descs,
+                                     self._scratch)
+                if n > 0:
+                    lib.exon_lt_classify(self._table, self._keys, self._copy, self._descs, n)
+                    left, touched = fast_dispatch(self._descs, n, self._copy,
+                                                  int(self._used[0]), queues)
+                else:
+                    left, touched = 0, []
             if n >= 0:
-                break
+                return n, left, touched
             if n == lib.EXON_E_FULL:
-                needed = int(self._used[0])
-                self._set_copy(max(needed, 2 * self._copy_cap))
+                self._set_copy(max(int(self._used[0]), 2 * self._copy_cap))
                 continue
             check(n, "poll")
-        self._n = n
-        return n
 
-    def classify(self) -> tuple[int, Any, Any]:
-        """Classify the batch (lock held): (count, int32 view of the descriptors: link,
-        image, offset, length, slot per message, bytes of the copy buffer)."""
-        n = self._n
-        if n == 0:
-            return 0, None, None
-        self._n = 0
-        lib.exon_lt_classify(self._table, self._keys, self._copy, self._descs, n)
-        return n, self._ints, self._view[0 : self._used[0]]
+    def descriptors(self) -> tuple[Any, Any]:
+        """After :meth:`batch`: (int32 view of the descriptors: link, image, offset,
+        length, slot per message; bytes of the copy buffer)."""
+        return self._ints, self._view[0 : self._used[0]]

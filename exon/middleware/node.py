@@ -447,22 +447,20 @@ class Node:
         finally:
             self._connecting.release()
 
-    def _process_native(self, gone: list[str]) -> int:
-        """Classify the polled batch and hand it out: fast DATA straight to the sockets'
-        queues, every other frame to the core, in order. Lock held."""
+    def _process_native(self, n: int, left: int, slots: list[int], gone: list[str]) -> int:
+        """Hand out a polled batch (its fast DATA is in the sockets' native queues already):
+        wake the sockets touched, every other frame to the core, in order. Lock held."""
         core = self._core
         now = _monotonic()
-        n, ints, data = self._poller.classify()
         count = n
         transport = self._transport
         if n and transport is not None:
-            # fast DATA of plain sockets straight into their native queues
-            left, slots = self._poller.dispatch(n, self._fast.queues)
             if slots:
                 owners = self._fast.slot_owners
                 for slot in slots:
                     self._touched.add(owners[slot])
             if left:  # something is left for Python to look at
+                ints, data = self._poller.descriptors()
                 tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
                 sockets = self._sockets
                 touched = self._touched
@@ -526,15 +524,16 @@ class Node:
         if transport is None:
             return 0
         gone = transport.refresh(self._poller, self._fast.key_of)
-        self._lock.release()
-        try:
-            if self._to_connect:
+        if self._to_connect:
+            self._lock.release()
+            try:
                 self._connect_pending()
-            polled = self._poller.poll()
-        finally:
-            self._lock.acquire()
-        if polled or gone:
-            return self._process_native(gone)
+            finally:
+                self._lock.acquire()
+        # one native call, lock and GIL held: poll, classify, queue the fast DATA
+        n, left, slots = self._poller.batch(self._fast.queues)
+        if n or gone:
+            return self._process_native(n, left, slots, gone)
         now = _monotonic()
         due = self._core.next_timer()
         if due is not None and due <= now:

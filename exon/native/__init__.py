@@ -40,10 +40,13 @@ else:
                          _address(ffi.addressof(lib, "exon_lt_deliver")))
     else:  # pragma: no cover - a stale build of the fast door
         _fast = None
+    if _fast is not None and hasattr(_fast, "bind_poll"):
+        _fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
+                        _address(ffi.addressof(lib, "exon_lt_classify")))
 
-__all__ = ["check", "error_for", "fast_dispatch", "fast_link_calls", "fast_offer",
-           "fast_recv_queue", "ffi", "last_error", "lib", "node_lock", "socket_receive_door",
-           "socket_send_door"]
+__all__ = ["address_of", "check", "error_for", "fast_dispatch", "fast_link_calls",
+           "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
+           "node_lock", "socket_receive_door", "socket_send_door"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -144,6 +147,17 @@ def socket_receive_door(lock: Any, queue: Any, fallback: Any) -> Any:
     if _fast is None or not hasattr(_fast, "SocketReceive") or type(lock) is not _fast.NodeLock:
         return None
     return _fast.SocketReceive(lock, queue, fallback)
+
+
+def address_of(pointer: Any) -> int:
+    """A cdata pointer as an integer (for :func:`fast_poll_batch`)."""
+    return _address(pointer)
+
+
+#: ``poll_batch(table, images, count, limit, copy, copy_cap, used, descs, scratch, keys,
+#: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
+#: GIL-holding call over integer addresses (``exon_fast.c``), or None without the fast door
+fast_poll_batch: Any = getattr(_fast, "poll_batch", None) if _fast is not None else None
 
 
 def fast_dispatch(descs: Any, count: int, copy: Any, copy_length: int,
