@@ -100,3 +100,63 @@ def test_doors_kept_past_the_node_close_never_touch_the_freed_table(make_node) -
         send(b"after")
     with pytest.raises(exon.ClosedError):
         receive(timeout=1)
+
+
+_CLOSE_UNDER_LOAD = r"""
+import sys, threading, time
+import exon
+
+a = exon.Node("127.0.0.1:0", udp=False)
+b = exon.Node("127.0.0.1:0", driver_dir=a.driver_dir, udp=False)
+pull = b.socket("pull", tag=1, credits=64)
+pushes = [a.socket("push") for _ in range(3)]
+for push in pushes:
+    push.link(f"{b.address}/1", timeout=5)
+errors = []
+stop = time.monotonic() + 0.4
+
+def send(push):
+    try:
+        while time.monotonic() < stop + 5:
+            push.send(b"x" * 32, timeout=1)
+    except (exon.ClosedError, exon.Timeout, exon.BrokenLink, exon.SocketNotLinked):
+        pass
+    except BaseException as exc:
+        errors.append(repr(exc))
+
+def receive():
+    try:
+        while time.monotonic() < stop + 5:
+            pull.receive(timeout=1)
+    except (exon.ClosedError, exon.Timeout, exon.BrokenLink):
+        pass
+    except BaseException as exc:
+        errors.append(repr(exc))
+
+threads = [threading.Thread(target=send, args=(p,)) for p in pushes]
+threads += [threading.Thread(target=receive) for _ in range(2)]
+for t in threads:
+    t.start()
+time.sleep(0.4)
+b.close(timeout=1)   # closes under the threads' feet: doors keep the table safe
+a.close(timeout=1)
+for t in threads:
+    t.join(10)
+print("alive", sum(t.is_alive() for t in threads), "errors", errors)
+"""
+
+
+def test_closing_nodes_under_door_traffic_neither_crashes_nor_hangs() -> None:
+    """Three PUSH threads and two PULL threads hammer the doors while both nodes close: no
+    crash (the table is freed only after the doors were closed), no hang, only exon errors."""
+    from tests.sockets.helpers import python_process
+
+    proc = python_process(_CLOSE_UNDER_LOAD)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err[-3000:]
+    assert "alive 0 errors []" in out, out + err[-3000:]
