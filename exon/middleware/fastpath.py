@@ -26,8 +26,8 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
   table entry take the core's path (same counters, same publication, same order).
 
-Not thread-safe: every call under the Node's lock (``poll`` under the poll role, lock
-released during the C call).
+Not thread-safe: every call under the Node's lock (``Poller.batch`` under the poll role
+too; it holds the lock and the GIL through one native call per batch).
 """
 
 from __future__ import annotations

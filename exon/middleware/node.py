@@ -8,10 +8,13 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
 
 * A sending thread sends itself: ``core.send`` under the lock, then ``offer`` on the peer's
   publication, still under the lock. There is no send queue.
+* PUSH ``send`` and PULL ``receive`` are native doors (``exon_fast.c``: SocketSend,
+  SocketReceive) that take the lock (a ``NodeLock``) in C; what they cannot finish at once
+  goes to the socket's Python method.
 * Leader/follower polling: a thread that must wait (``receive`` with nothing queued, ``send``
   without credit, ``link``...) takes the *poll role* if it is free, pulls a native batch from
-  the transport (lock released), runs the core on it (lock held), hands what it got to the
-  sockets' queues and checks its own condition. While it holds the role and there is
+  the transport in one GIL-holding call (lock held: poll, classify, fast DATA into the
+  sockets' native queues), runs the core on the rest and checks its own condition. While it holds the role and there is
   nothing to read it sleeps in the transport's futex wait (GIL released). Threads that find
   the role taken wait on their socket's condition; the leader notifies them.
 * The dispatcher thread takes the poll role only when no client thread has polled for
