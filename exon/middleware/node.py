@@ -14,8 +14,9 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
 * Leader/follower polling: a thread that must wait (``receive`` with nothing queued, ``send``
   without credit, ``link``...) takes the *poll role* if it is free, pulls a native batch from
   the transport in one GIL-holding call (lock held: poll, classify, fast DATA into the
-  sockets' native queues), runs the core on the rest and checks its own condition. While it holds the role and there is
-  nothing to read it sleeps in the transport's futex wait (GIL released). Threads that find
+  sockets' native queues), runs the core on the rest and checks its own condition. While
+  it holds the role and there is nothing to read it sleeps in the transport's futex wait
+  (lock and GIL released). Threads that find
   the role taken wait on their socket's condition; the leader notifies them.
 * The dispatcher thread takes the poll role only when no client thread has polled for
   :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
