@@ -545,29 +545,12 @@ class Socket:
         tag = self.tag
         node = self.node
         node._activity += 1
-        slot = self._fast_slot
-        if cookie is None and slot >= 0 and not node._backlog:
-            fast = node._fast
-            if destination is None:
-                link = -1
-            else:
-                token = fast.by_link.get((tag, destination))
-                link = -2 if token is None else token.index
-            if link != -2:
-                rc = fast.send(slot, link, payload)
-                if rc >= 0:
-                    return fast.tokens[rc].peer
-                spins = 0
-                while rc in _RETRY and spins < _OFFER_SPINS:
-                    spins += 1
-                    if spins > 20:
-                        time.sleep(0)
-                    rc = fast.send(slot, link, payload)
-                if rc >= 0:
-                    return fast.tokens[rc].peer
-                # no credit, too large, not connected...: the core's path decides
         epoch = self._broken_epoch
         while True:
+            sent = self._send_native_locked(payload, cookie, destination)
+            if sent is not None:
+                return sent
+            # no credit, too large, not connected, a cookie...: the core's path decides
             self._check_open()
             try:
                 dest = core.send(tag, payload, cookie=cookie, destination=destination,
@@ -600,6 +583,31 @@ class Socket:
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
+
+    def _send_native_locked(self, payload: bytes, cookie: Any,
+                            destination: PeerId | None) -> PeerId | None:
+        """Send through the link table when the native path can (no cookie, nothing in the
+        node's backlog, an attached link with credit): the peer it went to, else None."""
+        node = self.node
+        slot = self._fast_slot
+        if cookie is not None or slot < 0 or node._backlog or self._closed:
+            return None
+        fast = node._fast
+        if destination is None:
+            link = -1
+        else:
+            token = fast.by_link.get((self.tag, destination))
+            if token is None:
+                return None
+            link = token.index
+        rc = fast.send(slot, link, payload)
+        spins = 0
+        while rc in _RETRY and spins < _OFFER_SPINS:
+            spins += 1
+            if spins > 20:
+                time.sleep(0)
+            rc = fast.send(slot, link, payload)
+        return fast.tokens[rc].peer if rc >= 0 else None
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         raise errors.StateError(f"a {self.type} socket cannot send")
@@ -642,6 +650,7 @@ class Socket:
             self._closed = True
             self._close_doors()
             node._forget_socket(self.tag)
+            self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self._cond.notify_all()
 
     def _close_doors(self) -> None:

@@ -160,3 +160,23 @@ def test_closing_nodes_under_door_traffic_neither_crashes_nor_hangs() -> None:
             proc.wait(10)
     assert proc.returncode == 0, err[-3000:]
     assert "alive 0 errors []" in out, out + err[-3000:]
+
+
+def test_a_closed_socket_never_sends_on_its_old_slot(make_node) -> None:
+    """A socket's link-table slot goes to the next socket opened; sends of the closed socket
+    must not go out on the new socket's links."""
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=1, credits=64)
+    old = a.socket("push")
+    old.link(f"{b.address}/1", timeout=5)
+    slot = old._fast_slot
+    old.close(timeout=5)
+    new = a.socket("push")
+    assert new._fast_slot == slot  # the slot was reused
+    new.link(f"{b.address}/1", timeout=5)
+    with pytest.raises(exon.ClosedError):
+        old.send(b"from the closed socket")
+    new.send(b"from the new socket")
+    assert pull.receive(timeout=5).payload == b"from the new socket"
+    with pytest.raises(exon.Timeout):
+        pull.receive(timeout=0.1)
