@@ -28,7 +28,8 @@ class PushSocket(Socket):
             # whatever the door cannot finish at once (cookie, no credit, backlog, ...)
             door = node._fast.send_door(node._lock, self._fast_slot, node._backlog,
                                         PushSocket.send.__get__(self))
-            if door is not None and not self._closed:
+            if (door is not None and not self._closed
+                    and type(self).send is PushSocket.send):  # not for a subclass's own send
                 self._doors.append(door)
                 self.send = door  # type: ignore[method-assign]
 

@@ -151,8 +151,10 @@ class Socket:
                 self._nq = node._fast.open_queue(self._fast_slot, self, Message)
                 if self._nq is not None:
                     self._nq.direct = 1
+                # the door stands in for Socket.receive only (not for a subclass's own)
+                if self._nq is not None and cls.receive is Socket.receive:
                     door = node._fast.receive_door(node._lock, self._nq,
-                                                   self.__class__.receive.__get__(self))
+                                                   Socket.receive.__get__(self))
                     if door is not None:
                         self._doors.append(door)
                         self.receive = door  # type: ignore[method-assign]

@@ -180,3 +180,28 @@ def test_a_closed_socket_never_sends_on_its_old_slot(make_node) -> None:
     assert pull.receive(timeout=5).payload == b"from the new socket"
     with pytest.raises(exon.Timeout):
         pull.receive(timeout=0.1)
+
+
+def test_a_subclass_overriding_send_or_receive_keeps_its_own(make_node) -> None:
+    from exon.sockets.pull import PullSocket
+    from exon.sockets.push import PushSocket
+
+    calls: list[str] = []
+
+    class CountingPush(PushSocket):
+        def send(self, data, **kwargs):  # type: ignore[no-untyped-def, override]
+            calls.append("send")
+            super().send(data, **kwargs)
+
+    class CountingPull(PullSocket):
+        def receive(self, timeout=None):  # type: ignore[no-untyped-def, override]
+            calls.append("receive")
+            return super().receive(timeout)
+
+    a, b = make_node(), make_node()
+    pull = CountingPull(tag=1, node=b)
+    push = CountingPush(node=a)
+    push.link(f"{b.address}/1", timeout=5)
+    push.send(b"x")
+    assert pull.receive(timeout=5).payload == b"x"
+    assert calls == ["send", "receive"]
