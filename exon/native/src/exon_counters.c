@@ -31,6 +31,7 @@ static const char *const system_counter_labels[EXON_SYSTEM_COUNTER_COUNT] = {
     [EXON_SYSTEM_COUNTER_CLIENT_TIMEOUTS] = "Client liveness timeouts",
     [EXON_SYSTEM_COUNTER_BACK_PRESSURE_EVENTS] = "Back-pressure events",
     [EXON_SYSTEM_COUNTER_DOORBELL_WAKES] = "Doorbell wake-ups",
+    [EXON_SYSTEM_COUNTER_SETUPS_DROPPED] = "SETUPs dropped (endpoint image capacity full)",
 };
 
 static inline uint8_t *meta_at(const exon_counters_t *c, int32_t id)

@@ -95,7 +95,9 @@
 #define EXON_SYSTEM_COUNTER_CLIENT_TIMEOUTS 24
 #define EXON_SYSTEM_COUNTER_BACK_PRESSURE_EVENTS 25 /* exon: offers that returned BACK_PRESSURED */
 #define EXON_SYSTEM_COUNTER_DOORBELL_WAKES 26       /* exon: futex/agent doorbell wake-ups sent */
-#define EXON_SYSTEM_COUNTER_COUNT 27
+#define EXON_SYSTEM_COUNTER_SETUPS_DROPPED 27       /* exon: SETUPs refused: an endpoint's image /
+                                                     * pending-SETUP capacity was full */
+#define EXON_SYSTEM_COUNTER_COUNT 28
 
 typedef struct exon_counters_stct
 {

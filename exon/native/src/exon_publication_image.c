@@ -335,6 +335,9 @@ static void exon_ep_on_setup(exon_receive_endpoint_t *ep, const uint8_t *buf, in
     }
     if (ep->pending_count >= EXON_ENDPOINT_MAX_PENDING || ep->image_count >= EXON_ENDPOINT_MAX_IMAGES)
     {
+        /* counted, not silent: the publisher keeps sending SETUPs and gets an image once
+         * a slot frees */
+        exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_SETUPS_DROPPED, 1);
         return;
     }
     exon_pending_setup_t *p = &ep->pending[ep->pending_count++];

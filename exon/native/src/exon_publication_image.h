@@ -15,7 +15,8 @@
  *     length exceeds max_term_length (the driver's max_image_term_length) is counted invalid
  *     and dropped, and at most EXON_ENDPOINT_MAX_IMAGES images (plus
  *     EXON_ENDPOINT_MAX_PENDING queued SETUPs) exist per endpoint: further sessions are
- *     dropped, so a spoofed SETUP never drives an unbounded allocation;
+ *     dropped and counted (SETUPS_DROPPED), so a spoofed SETUP never drives an unbounded
+ *     allocation;
  *   - RTTM without the reply flag is answered; anything else is counted invalid and dropped.
  * Per image and duty cycle: gap scan + NAK (exon_loss_detector), SMs as the subscribers
  * consume (window / 4) or every sm_timeout, cleaning behind the slowest subscriber, EOS,

@@ -107,6 +107,7 @@ class SystemCounter(enum.IntEnum):
     CLIENT_TIMEOUTS = 24
     BACK_PRESSURE_EVENTS = 25
     DOORBELL_WAKES = 26
+    SETUPS_DROPPED = 27
 
     @property
     def label(self) -> str:
