@@ -51,6 +51,7 @@ struct exon_dc_ipc_publication_stct
     int64_t end_of_stream_position;
     int64_t drain_deadline_ns;
     int64_t linger_deadline_ns;
+    int64_t linger_timeout_ns;              /* the channel's linger, else the driver's */
     bool back_pressured;
     exon_log_t log;
 };
@@ -79,6 +80,7 @@ struct exon_dc_net_publication_stct
     int64_t clean_position;
     int64_t drain_deadline_ns;
     int64_t linger_deadline_ns;
+    int64_t linger_timeout_ns;              /* the channel's linger, else the driver's */
     char key[EXON_UDP_ADDR_TEXT_MAX];       /* destination "host:port" */
     char control_key[EXON_UDP_ADDR_TEXT_MAX]; /* control "host:port" as asked ("" = none) */
     exon_log_t log;
@@ -103,6 +105,7 @@ struct exon_dc_subscription_stct
     int32_t doorbell_id;
     bool doorbell_owned;
     bool udp;
+    int64_t nak_delay_ns;                   /* the channel's nak-delay; -1 = the driver's */
     exon_receive_endpoint_t *endpoint;
 };
 
@@ -279,9 +282,78 @@ static void exon_dc_ring_subscription(exon_driver_conductor_t *c, exon_dc_subscr
     }
 }
 
+/* The longest `linger` / `nak-delay` a channel may ask for (the settings' bound for the
+ * driver-wide linger): keeps every deadline computed from them far from overflow. */
+#define EXON_DC_CHANNEL_DURATION_MAX_NS (3600LL * 1000000000LL)
+
+/* a + b for deadlines, saturating at INT64_MAX (both >= 0 or a clock value). */
+static int64_t exon_dc_add_ns(int64_t a, int64_t b)
+{
+    return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
+}
+
+/* The driver refuses channel durations it would not accept as settings either. */
+static int exon_dc_check_durations(
+    const char *channel, int32_t length, const exon_uri_t *uri, char *why, size_t why_length)
+{
+    if (uri->linger_ns > EXON_DC_CHANNEL_DURATION_MAX_NS || uri->nak_delay_ns > EXON_DC_CHANNEL_DURATION_MAX_NS)
+    {
+        snprintf(why, why_length, "invalid channel '%.*s': %s is beyond 1 hour [%s]", length, channel,
+            uri->linger_ns > EXON_DC_CHANNEL_DURATION_MAX_NS ? "linger" : "nak-delay",
+            uri->linger_ns > EXON_DC_CHANNEL_DURATION_MAX_NS ? "linger" : "nak-delay");
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    return 0;
+}
+
 /*
- * Channel check for what the conductor supports now. Returns 0 for IPC, or an
- * EXON_DRIVER_ERR_* code (> 0) with `why` filled.
+ * The `linger` of an aeron:ipc channel whose parameters have the key=value shape, into
+ * uri->linger_ns (-1 when absent); the only IPC parameter the driver acts on. Its value is
+ * checked by exon_uri_parse(), the rest of the channel is not. Returns 0, or
+ * EXON_DRIVER_ERR_INVALID_CHANNEL with `why` filled.
+ */
+static int exon_dc_ipc_linger(const char *channel, int32_t length, exon_uri_t *uri, char *why, size_t why_length)
+{
+    const char *p = channel + 10;
+    const char *end = channel + length;
+    while (length > 9 && p < end)
+    {
+        const char *bar = memchr(p, '|', (size_t)(end - p));
+        const char *stop = bar ? bar : end;
+        const char *eq = memchr(p, '=', (size_t)(stop - p));
+        if (NULL != eq && eq - p == 6 && 0 == memcmp(p, "linger", 6))
+        {
+            int value_length = (int)(stop - eq - 1);
+            char one[64];
+            exon_uri_t parsed;
+            if (uri->linger_ns >= 0)
+            {
+                snprintf(why, why_length, "invalid channel '%.*s': linger appears twice [linger]", length, channel);
+                return EXON_DRIVER_ERR_INVALID_CHANNEL;
+            }
+            if (value_length > 40)
+            {
+                snprintf(why, why_length, "invalid channel '%.*s': linger value is too long [linger]",
+                    length, channel);
+                return EXON_DRIVER_ERR_INVALID_CHANNEL;
+            }
+            int n = snprintf(one, sizeof(one), "aeron:ipc?linger=%.*s", value_length, eq + 1);
+            if (exon_uri_parse(one, (size_t)n, &parsed) < 0)
+            {
+                snprintf(why, why_length, "invalid channel '%.*s': %s", length, channel, exon_last_error());
+                return EXON_DRIVER_ERR_INVALID_CHANNEL;
+            }
+            uri->linger_ns = parsed.linger_ns;
+        }
+        p = stop + 1;
+    }
+    return 0;
+}
+
+/*
+ * Channel check for what the conductor supports now. Returns 0 for IPC (only `media` and
+ * `linger_ns` of `uri` filled), EXON_DC_CHANNEL_UDP (`uri` filled), or an EXON_DRIVER_ERR_*
+ * code (> 0) with `why` filled.
  */
 static int exon_dc_parse_channel(
     const char *channel, int32_t length, char *why, size_t why_length, exon_uri_t *uri)
@@ -309,7 +381,12 @@ static int exon_dc_parse_channel(
             }
             p = stop + 1;
         }
-        return 0;
+        memset(uri, 0, sizeof(*uri));
+        uri->media = EXON_URI_MEDIA_IPC;
+        uri->linger_ns = -1;
+        uri->nak_delay_ns = -1;
+        int err = exon_dc_ipc_linger(channel, length, uri, why, why_length);
+        return err > 0 ? err : exon_dc_check_durations(channel, length, uri, why, why_length);
     }
     if (length >= 9 && 0 == memcmp(channel, "aeron:udp", 9))
     {
@@ -329,7 +406,8 @@ static int exon_dc_parse_channel(
                 length, channel);
             return EXON_DRIVER_ERR_INVALID_CHANNEL;
         }
-        return EXON_DC_CHANNEL_UDP;
+        int err = exon_dc_check_durations(channel, length, uri, why, why_length);
+        return err > 0 ? err : EXON_DC_CHANNEL_UDP;
     }
     snprintf(why, why_length, "invalid channel '%.*s' (want aeron:ipc or aeron:udp?endpoint=...)", length, channel);
     return EXON_DRIVER_ERR_INVALID_CHANNEL;
@@ -519,8 +597,9 @@ static int32_t exon_dc_next_session_id(exon_driver_conductor_t *c, int32_t strea
     return 1001;
 }
 
-static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(
-    exon_driver_conductor_t *c, int64_t registration_id, int32_t stream_id, bool exclusive, char *why, size_t why_length)
+/* linger_ns: the channel's `linger` (-1: the driver's publication linger). */
+static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_t *c, int64_t registration_id,
+    int32_t stream_id, bool exclusive, int64_t linger_ns, char *why, size_t why_length)
 {
     exon_dc_ipc_publication_t *pub = calloc(1, sizeof(*pub));
     if (NULL == pub)
@@ -537,6 +616,7 @@ static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(
     pub->pub_pos_id = -1;
     pub->pub_lmt_id = -1;
     pub->end_of_stream_position = INT64_MAX;
+    pub->linger_timeout_ns = linger_ns >= 0 ? linger_ns : c->config.publication_linger_timeout_ns;
     int32_t term_length = c->config.ipc_term_buffer_length;
     int32_t window = c->config.ipc_publication_term_window_length;
     pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
@@ -563,7 +643,7 @@ static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(
         free(pub);
         return NULL;
     }
-    pub->log.meta->linger_timeout_ns = c->config.publication_linger_timeout_ns;
+    pub->log.meta->linger_timeout_ns = pub->linger_timeout_ns;
     pub->log.meta->signal_eos = 1;
 
     char label[160];
@@ -795,7 +875,8 @@ static void exon_dc_on_add_publication(
     }
     if (NULL == pub)
     {
-        pub = exon_dc_create_ipc_publication(c, correlation_id, cmd->stream_id, exclusive, why, sizeof(why));
+        pub = exon_dc_create_ipc_publication(c, correlation_id, cmd->stream_id, exclusive, uri.linger_ns, why,
+            sizeof(why));
         if (NULL == pub)
         {
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_STORAGE_SPACE, "%s", why);
@@ -887,6 +968,7 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
     sub->client_id = client->client_id;
     sub->stream_id = cmd->stream_id;
     sub->doorbell_id = cmd->doorbell_counter_id;
+    sub->nak_delay_ns = uri.nak_delay_ns;
     if (sub->doorbell_id < 0)
     {
         char label[128];
@@ -1099,7 +1181,8 @@ static void exon_dc_release_net_publication(exon_driver_conductor_t *c, exon_dc_
     int64_t eos = exon_log_producer_position(&pub->log);
     pub->np.end_of_stream_position = eos;
     exon_log_set_end_of_stream(&pub->log, eos);
-    pub->drain_deadline_ns = now_ns + c->config.publication_linger_timeout_ns + c->config.publication_connection_timeout_ns;
+    pub->drain_deadline_ns =
+        exon_dc_add_ns(exon_dc_add_ns(now_ns, pub->linger_timeout_ns), c->config.publication_connection_timeout_ns);
     pub->state = EXON_NP_DRAINING;
     EXON_STORE_REL(&pub->np.state, EXON_NP_DRAINING);
 }
@@ -1204,6 +1287,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         pub->exclusive = exclusive;
         pub->state = EXON_NP_ACTIVE;
         pub->refcount = 1;
+        pub->linger_timeout_ns = uri->linger_ns >= 0 ? uri->linger_ns : c->config.publication_linger_timeout_ns;
         pub->np.channel.fd = -1;
         snprintf(pub->key, sizeof(pub->key), "%s", key);
         snprintf(pub->control_key, sizeof(pub->control_key), "%s", control_key);
@@ -1232,7 +1316,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             free(pub);
             return;
         }
-        pub->log.meta->linger_timeout_ns = c->config.publication_linger_timeout_ns;
+        pub->log.meta->linger_timeout_ns = pub->linger_timeout_ns;
         pub->log.meta->signal_eos = 1;
         /* the sender sleeps on its agent doorbell: every commit may ring it */
         exon_log_add_doorbell(pub->log.meta, EXON_DOORBELL_SENDER);
@@ -1305,7 +1389,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             .setup_interval_ns = c->config.setup_interval_ns,
             .retransmit_delay_ns = c->config.retransmit_delay_ns,
             .retransmit_linger_ns = c->config.retransmit_linger_ns,
-            .max_resend = c->config.max_resend,
+            .max_resend = uri->max_resend > 0 ? uri->max_resend : c->config.max_resend,
         };
         if (exon_network_publication_init(&pub->np, &pub->log, &c->counters, &dest, pub->snd_pos_id,
             pub->snd_lmt_id, &np_params, c->send_loss_enabled ? &c->send_loss : NULL, now_ns) < 0)
@@ -1377,7 +1461,7 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
             {
                 pub->state = EXON_NP_LINGER;
                 EXON_STORE_REL(&pub->np.state, EXON_NP_LINGER);
-                pub->linger_deadline_ns = now_ns + c->config.publication_linger_timeout_ns;
+                pub->linger_deadline_ns = exon_dc_add_ns(now_ns, pub->linger_timeout_ns);
                 work++;
             }
         }
@@ -1514,6 +1598,29 @@ static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *im
     free(image);
 }
 
+#define EXON_DC_NAK_RETRY_RATIO_DEFAULT 100
+#define EXON_DC_NAK_RETRY_FALLBACK_NS (1000LL * 1000LL)
+
+/*
+ * The `nak-delay` for a new image on `ep` and `stream_id`: that of the oldest (lowest
+ * registration id) subscription still open there, or -1 (the driver's) when it set none.
+ * Later subscriptions that disagree do not change it, nor images already made.
+ */
+static int64_t exon_dc_image_nak_delay(exon_driver_conductor_t *c, const exon_receive_endpoint_t *ep, int32_t stream_id)
+{
+    const exon_dc_subscription_t *first = NULL;
+    for (int32_t i = 0; i < c->subscriptions.length; i++)
+    {
+        const exon_dc_subscription_t *sub = c->subscriptions.items[i];
+        if (sub->udp && sub->endpoint == ep && sub->stream_id == stream_id &&
+            (NULL == first || sub->registration_id < first->registration_id))
+        {
+            first = sub;
+        }
+    }
+    return NULL != first ? first->nak_delay_ns : -1;
+}
+
 static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, const exon_pending_setup_t *setup,
     int64_t now_ns)
 {
@@ -1600,7 +1707,23 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         now_ns);
     image->img.rtt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_RTT, "rcv-rtt",
         image->correlation_id, setup->session_id, setup->stream_id, label);
-    if (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0)
+    int64_t nak_delay_ns = exon_dc_image_nak_delay(c, ep, setup->stream_id);
+    if (nak_delay_ns >= 0)
+    {
+        /* Aeron: the channel's delay, and the retry delay scaled by the driver's ratio (at
+         * most 1 h); nak-delay=0 keeps the driver's retry delay (no NAK every duty cycle) */
+        int64_t ratio = (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0) ?
+            c->config.nak_retry_delay_ns / c->config.nak_delay_ns : EXON_DC_NAK_RETRY_RATIO_DEFAULT;
+        ratio = ratio > 0 ? ratio : 1;
+        int64_t retry_ns = nak_delay_ns > EXON_DC_CHANNEL_DURATION_MAX_NS / ratio ?
+            EXON_DC_CHANNEL_DURATION_MAX_NS : nak_delay_ns * ratio;
+        if (0 == nak_delay_ns)
+        {
+            retry_ns = c->config.nak_retry_delay_ns > 0 ? c->config.nak_retry_delay_ns : EXON_DC_NAK_RETRY_FALLBACK_NS;
+        }
+        exon_loss_detector_init(&image->img.loss, nak_delay_ns, retry_ns);
+    }
+    else if (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0)
     {
         exon_loss_detector_init(&image->img.loss, c->config.nak_delay_ns, c->config.nak_retry_delay_ns);
     }
@@ -1947,7 +2070,7 @@ static int exon_dc_update_publications(exon_driver_conductor_t *c, int64_t now_n
                 }
                 EXON_STORE_REL(&pub->log.meta->is_connected, 0);
                 pub->state = EXON_DC_PUB_LINGER;
-                pub->linger_deadline_ns = now_ns + c->config.publication_linger_timeout_ns;
+                pub->linger_deadline_ns = exon_dc_add_ns(now_ns, pub->linger_timeout_ns);
                 work++;
             }
         }
