@@ -282,6 +282,7 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
         exon_ep_invalid(ep);
         return;
     }
+    img->wake_readers = true;
     if (proposed > img->hwm)
     {
         img->hwm = proposed;
@@ -431,6 +432,35 @@ void exon_receive_endpoint_on_datagram(
     }
 }
 
+/* After a batch: ring the doorbells of the readers asleep on each image that got frames
+ * (docs/internals.md, "Waking up without spinning"), as an IPC publisher does after its
+ * commit. Without it a subscriber parked on a UDP image only saw new data at the end of
+ * its wait slice. */
+static void exon_ep_wake_readers(exon_receive_endpoint_t *ep)
+{
+    bool fenced = false;
+    for (int32_t i = 0; i < ep->image_count; i++)
+    {
+        exon_publication_image_t *img = ep->images[i];
+        if (NULL == img || !img->wake_readers)
+        {
+            continue;
+        }
+        img->wake_readers = false;
+        if (!fenced)
+        {
+            /* the frames' stores before the load of exon_waiters (a reader increments
+             * it, then re-checks for data) */
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            fenced = true;
+        }
+        if (EXON_LOAD_RLX(&img->log->meta->exon_waiters) > 0)
+        {
+            exon_log_ring_doorbells(img->log->meta, img->counters->values, NULL, NULL);
+        }
+    }
+}
+
 int exon_receive_endpoint_poll(exon_receive_endpoint_t *ep, int64_t now_ns)
 {
     exon_udp_msg_t msgs[EXON_ENDPOINT_BATCH];
@@ -458,6 +488,7 @@ int exon_receive_endpoint_poll(exon_receive_endpoint_t *ep, int64_t now_ns)
         }
         exon_receive_endpoint_on_datagram(ep, msgs[i].buffer, msgs[i].length, &msgs[i].addr, now_ns);
     }
+    exon_ep_wake_readers(ep);
     return n;
 }
 

@@ -88,6 +88,8 @@ typedef struct exon_publication_image_stct
     int64_t last_rttm_ns;             /* last RTTM request sent */
     int64_t rtt_ns;                   /* last measured round trip (0 before the first) */
     int32_t rtt_id;                   /* rcv-rtt counter, -1 when none */
+    bool wake_readers;                /* frames inserted in this batch: ring the readers
+                                       * asleep on the log once the batch is done */
 }
 exon_publication_image_t;
 

@@ -515,3 +515,28 @@ def test_resubscribing_mid_stream_joins_at_the_live_position(stack: ExitStack) -
         sub.poll(lambda d, _h: got.append(bytes(d)), 100)
         time.sleep(0.001)
     assert b"again" in got
+
+
+def test_the_receiver_rings_a_reader_parked_on_a_udp_image(stack: ExitStack) -> None:
+    """A subscriber asleep on a UDP image is woken by the receiver when frames arrive (its
+    doorbell word moves), as an IPC publisher wakes it, instead of waiting out its slice."""
+    import threading
+
+    _driver, client = launch(stack)
+    sub = client.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    pub = client.add_publication(f"aeron:udp?endpoint={sub.bound_endpoint}", STREAM)
+    connect(pub)
+    assert wait_until(lambda: sub.image_count == 1)
+    image = sub.images[0]
+    for i in range(3):
+        before = lib.exon_doorbell_read(sub._doorbell)
+        woke: list[bool] = []
+        waiter = threading.Thread(target=lambda w=woke: w.append(sub.wait(5.0)))
+        waiter.start()
+        assert wait_until(lambda: image.log.waiters > 0, 2.0)  # it is parked now
+        assert pub.offer(b"wake up %d" % i) > 0
+        waiter.join(10)
+        assert not waiter.is_alive()
+        assert woke == [True]
+        assert lib.exon_doorbell_read(sub._doorbell) != before  # rung by the receiver
+        assert sub.poll(lambda _d, _h: None, 10) == 1
