@@ -121,8 +121,11 @@ class NodeTransport:
             self.udp_enabled = False
             if udp:
                 try:
+                    # one doorbell for both: a wait on the IPC images and the UDP images
+                    # is woken by whichever gets data
                     self.subscriptions.append(aeron.add_subscription(
-                        f"aeron:udp?endpoint={self.address}", UDP_STREAM_ID))
+                        f"aeron:udp?endpoint={self.address}", UDP_STREAM_ID,
+                        doorbell_counter_id=self.subscriptions[0].doorbell_counter_id))
                     self.udp_enabled = True
                 except errors.ExonError:
                     self.udp_enabled = False  # this driver has no UDP: IPC only
@@ -307,8 +310,6 @@ class NodeTransport:
         """Sleep (GIL released) until data, an image change, :meth:`wake` or ``timeout``;
         spin (no syscall) for the first ``spin`` seconds of it (a client thread expecting
         an answer soon: no futex wake on either side when it comes within the spin)."""
-        if len(self.subscriptions) > 1:
-            timeout = min(timeout, 0.002)  # the UDP subscription rings another doorbell
         arr = self._image_array
         rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
                               self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))

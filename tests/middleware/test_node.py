@@ -110,3 +110,22 @@ def test_bad_endpoints_and_peers_are_configuration_errors(make_node) -> None:
         exon.Socket(type="dealer", node=node)
     with pytest.raises(exon.ConfigurationError):
         node.socket("rep", tag=req.tag)  # tag taken
+
+
+def test_one_doorbell_wakes_a_node_for_ipc_and_udp_images() -> None:
+    """A node's IPC and UDP subscriptions share one reader doorbell: its single futex wait
+    is woken by data on either (a UDP image rings the same word an IPC publisher rings)."""
+    from exon.native import lib
+
+    with exon.Node("127.0.0.1:0") as node, exon.Node("127.0.0.1:0") as other:
+        subs = node._transport.subscriptions
+        assert len(subs) == 2
+        assert subs[0].doorbell_counter_id == subs[1].doorbell_counter_id
+        pull = node.socket("pull", tag=1)
+        push = other.socket("push")  # another driver: this link goes over UDP
+        push.link(f"{node.address}/1", timeout=5)
+        before = lib.exon_doorbell_read(node._transport._doorbell)
+        push.send(b"over udp")
+        assert pull.receive(timeout=5).payload == b"over udp"
+        assert node._transport.udp_enabled
+        assert lib.exon_doorbell_read(node._transport._doorbell) != before

@@ -195,11 +195,14 @@ class Aeron:
     # ---- subscriptions ---------------------------------------------------------------
 
     def add_subscription(self, channel: str, stream_id: int,
-                         timeout: float = DEFAULT_TIMEOUT) -> Subscription:
+                         timeout: float = DEFAULT_TIMEOUT, *,
+                         doorbell_counter_id: int = -1) -> Subscription:
+        """``doorbell_counter_id``: share the reader doorbell of another subscription of
+        this client (one futex word wakes a reader of both); -1: the driver allocates one."""
         handle = self._live()
         info = ffi.new("exon_client_subscription_t *")
-        check(lib.exon_client_add_subscription(handle, channel.encode(), stream_id, -1,
-                                               _ns(timeout), info))
+        check(lib.exon_client_add_subscription(handle, channel.encode(), stream_id,
+                                               doorbell_counter_id, _ns(timeout), info))
         sub = Subscription(self, channel, stream_id, info)
         with self._lock:
             self._subscriptions.append(sub)
