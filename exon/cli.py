@@ -137,13 +137,16 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--credits", type=int, default=None,
               help="credits of the receiving socket (default: the link default)")
 @click.option("--no-zmq", is_flag=True, help="skip the pyzmq peer")
+@click.option("--transport", type=click.Choice(["ipc", "udp"]), default="ipc", show_default=True,
+              help="ipc: both nodes on one driver, pyzmq over ipc://; udp: a driver per node, "
+                   "UDP over loopback, pyzmq over tcp://")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
-                  no_zmq: bool) -> None:
+                  no_zmq: bool, transport: str) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     from exon.bench.sockets import run_sockets_bench
 
     run_sockets_bench(sizes=sizes or (64, 1024), messages=messages, round_trips=round_trips,
-                      credits=credits, with_zmq=not no_zmq)
+                      credits=credits, with_zmq=not no_zmq, transport=transport)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -138,15 +138,24 @@ def _python() -> str:
     return sys.executable
 
 
+def _free_tcp_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @contextlib.contextmanager
 def _zmq_workers(
-    name: str, first: tuple[str, ...], second: tuple[str, ...]
+    name: str, first: tuple[str, ...], second: tuple[str, ...], transport: str = "ipc"
 ) -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str]]]:
     """Two ``exon.bench.zmq_worker`` processes, each ``(ROLE, *ARGS)``, on a fresh
-    ``ipc://TMP/NAME`` address (``zmq_worker ROLE ADDRESS ARGS...``); whichever still runs
-    is killed on the way out."""
+    ``ipc://TMP/NAME`` address, or ``tcp://127.0.0.1:PORT`` for ``transport="tcp"``
+    (``zmq_worker ROLE ADDRESS ARGS...``); whichever still runs is killed on the way out."""
     with tempfile.TemporaryDirectory(prefix="exon-bench-zmq-") as tmp:
-        address = f"ipc://{tmp}/{name}"
+        address = (f"tcp://127.0.0.1:{_free_tcp_port()}" if transport == "tcp"
+                   else f"ipc://{tmp}/{name}")
         procs = [
             subprocess.Popen([_python(), "-m", "exon.bench.zmq_worker", role, address, *args],
                              stdout=subprocess.PIPE, text=True)
@@ -160,10 +169,11 @@ def _zmq_workers(
                     proc.kill()
 
 
-def zmq_push_pull(size: int, messages: int) -> Throughput:
-    """pyzmq PUSH -> PULL over ipc:// between two processes, one message per call."""
+def zmq_push_pull(size: int, messages: int, transport: str = "ipc") -> Throughput:
+    """pyzmq PUSH -> PULL over ipc:// (or tcp:// on loopback) between two processes, one
+    message per call."""
     with _zmq_workers("pushpull", ("pull", str(messages)),
-                      ("push", str(messages), str(size))) as (pull, push):
+                      ("push", str(messages), str(size)), transport) as (pull, push):
         try:
             pull_out, _ = pull.communicate(timeout=60 + messages / 20_000)
         except subprocess.TimeoutExpired:
@@ -174,10 +184,10 @@ def zmq_push_pull(size: int, messages: int) -> Throughput:
     return Throughput(messages, float(pull_out.strip().splitlines()[-1]))
 
 
-def zmq_req_rep(size: int, round_trips: int) -> Latency:
-    """pyzmq REQ/REP round trips over ipc:// between two processes."""
+def zmq_req_rep(size: int, round_trips: int, transport: str = "ipc") -> Latency:
+    """pyzmq REQ/REP round trips over ipc:// (or tcp:// on loopback) between two processes."""
     with _zmq_workers("reqrep", ("rep", str(round_trips)),
-                      ("req", str(round_trips), str(size))) as (rep, req):
+                      ("req", str(round_trips), str(size)), transport) as (rep, req):
         req_out, _ = req.communicate(timeout=300)
         rep.communicate(timeout=60)
     return Latency(tuple(float(x) for x in req_out.split()))

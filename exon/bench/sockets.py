@@ -3,13 +3,16 @@
 * push/pull throughput (msgs/s), 64 B and 1 KiB, one message per call, two processes;
 * req/rep round-trip latency p50 and p99 (µs), two processes.
 
-exon's two processes are nodes of one media driver (launched here, IPC); pyzmq's use
-``ipc://``. One JSON line per case (:func:`exon.bench.report.emit`): ratio > 1 means exon
-is better.
+``transport="ipc"`` (the default): exon's two processes are nodes of one media driver
+(launched here, IPC between them); pyzmq's use ``ipc://``. ``transport="udp"``: each exon
+process runs a node with its own embedded driver (UDP over loopback between them, the
+cross-host path); pyzmq's use ``tcp://127.0.0.1``; the cases are named ``..._udp``. One
+JSON line per case (:func:`exon.bench.report.emit`): ratio > 1 means exon is better.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -77,7 +80,7 @@ def exon_req_rep(driver_dir: str, size: int, round_trips: int, credits: int) -> 
 
 def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
                       round_trips: int = 10_000, credits: int | None = None,
-                      with_zmq: bool = True) -> list[dict[str, object]]:
+                      with_zmq: bool = True, transport: str = "ipc") -> list[dict[str, object]]:
     from exon.transport.aeron import MediaDriver
 
     if credits is None:
@@ -87,24 +90,35 @@ def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 20
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
     base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
     directory = os.path.join(base, f"exon-bench-sockets-{uuid.uuid4().hex[:10]}")
+    if transport not in ("ipc", "udp"):
+        raise ValueError(f"transport must be 'ipc' or 'udp', not {transport!r}")
+    udp = transport == "udp"
+    suffix, zmq_transport = ("_udp", "tcp") if udp else ("", "ipc")
+    extra = {"exon_transport": "udp", "peer_transport": "tcp"} if udp else {}
     lines = []
     try:
-        with MediaDriver.launch(dir=directory, **_DRIVER):
+        with contextlib.ExitStack() as stack:
+            if udp:
+                target = "-"  # each worker's node launches its own driver
+            else:
+                stack.enter_context(MediaDriver.launch(dir=directory, **_DRIVER))
+                target = directory
             for size in sizes:
-                ex = exon_push_pull(directory, size, messages, credits)
-                peer = zmq_push_pull(size, messages) if reason is None else None
-                lines.append(emit(f"push_pull_{size}B", exon=ex.rate,
+                ex = exon_push_pull(target, size, messages, credits)
+                peer = (zmq_push_pull(size, messages, zmq_transport) if reason is None
+                        else None)
+                lines.append(emit(f"push_pull_{size}B{suffix}", exon=ex.rate,
                                   peer=None if peer is None else peer.rate,
                                   peer_name="pyzmq", unit="msgs/s", higher_is_better=True,
-                                  messages=messages, credits=credits))
+                                  messages=messages, credits=credits, **extra))
             size = 64
-            lat = exon_req_rep(directory, size, round_trips, credits)
-            zlat = zmq_req_rep(size, round_trips) if reason is None else None
+            lat = exon_req_rep(target, size, round_trips, credits)
+            zlat = zmq_req_rep(size, round_trips, zmq_transport) if reason is None else None
             for p in (50, 99):
-                lines.append(emit(f"req_rep_{size}B_p{p}", exon=lat.percentile(p),
+                lines.append(emit(f"req_rep_{size}B_p{p}{suffix}", exon=lat.percentile(p),
                                   peer=None if zlat is None else zlat.percentile(p),
                                   peer_name="pyzmq", unit="us", higher_is_better=False,
-                                  round_trips=round_trips))
+                                  round_trips=round_trips, **extra))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return lines

@@ -1,6 +1,9 @@
 """Worker processes for the exon side of ``exon bench sockets``
 (``python -m exon.bench.sockets_worker ROLE DRIVER_DIR N [SIZE] [CREDITS]``).
 
+DIR is a media driver's directory (both nodes on one driver: IPC between them) or "-"
+(each node launches its own embedded driver: UDP over loopback between them).
+
 pull DIR N CREDITS        print the node address, receive N messages, print seconds
                           from the first to the last
 push DIR N SIZE PEER      send N messages of SIZE bytes to PEER, one per call; close
@@ -18,7 +21,7 @@ from exon.middleware.node import Node
 
 def main(argv: list[str]) -> None:
     role, driver_dir, count = argv[0], argv[1], int(argv[2])
-    with Node("127.0.0.1:0", driver_dir=driver_dir) as node:
+    with Node("127.0.0.1:0", driver_dir=None if driver_dir == "-" else driver_dir) as node:
         if role == "pull":
             sock = node.socket("pull", tag=1, credits=int(argv[3]))
             print(f"{node.address}/1", flush=True)
