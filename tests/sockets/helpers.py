@@ -125,3 +125,15 @@ def kill(proc: subprocess.Popen[str], sig: int | None = None) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def linked_push_pull(make_node: Callable[..., exon.Node], credits: int = 8
+                     ) -> tuple[exon.Node, exon.Node, Any, Any]:
+    """Two nodes of the test driver, a PULL (tag 1, ``credits``) on the second and a PUSH on
+    the first linked to it: (push node, pull node, push, pull)."""
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=1, credits=credits)
+    push = a.socket("push")
+    push.link(f"{b.address}/1", timeout=5)
+    pull.wait_for_links(1, timeout=5)
+    return a, b, push, pull

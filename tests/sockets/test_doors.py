@@ -7,18 +7,14 @@ import pytest
 
 import exon
 from exon.native import _fast
+from tests.sockets.helpers import linked_push_pull
 
 pytestmark = pytest.mark.skipif(_fast is None or not hasattr(_fast, "SocketSend"),
                                 reason="built without the fast door (exon.native._fast)")
 
 
 def _pair(make_node, credits: int = 64):  # type: ignore[no-untyped-def]
-    a, b = make_node(), make_node()
-    pull = b.socket("pull", tag=1, credits=credits)
-    push = a.socket("push")
-    push.link(f"{b.address}/1", timeout=5)
-    pull.wait_for_links(1, timeout=5)
-    return a, b, push, pull
+    return linked_push_pull(make_node, credits)
 
 
 def test_push_send_and_pull_receive_are_native_doors(make_node) -> None:

@@ -12,15 +12,11 @@ import pytest
 import exon
 from exon.core import LinkState
 from exon.core.frames import encode_data
+from tests.sockets.helpers import linked_push_pull
 
 
 def _pair(make_node, credits: int = 8):  # type: ignore[no-untyped-def]
-    a, b = make_node(), make_node()
-    pull = b.socket("pull", tag=1, credits=credits)
-    push = a.socket("push")
-    push.link(f"{b.address}/1", timeout=5)
-    pull.wait_for_links(1, timeout=5)
-    return a, b, push, pull
+    return linked_push_pull(make_node, credits)
 
 
 def _token(node, sock):  # type: ignore[no-untyped-def]

@@ -307,46 +307,32 @@ static int exon_dc_check_durations(
 }
 
 /*
- * The `linger` of an aeron:ipc channel whose parameters have the key=value shape, into
- * uri->linger_ns (-1 when absent); the only IPC parameter the driver acts on. Its value is
- * checked by exon_uri_parse(), the rest of the channel is not. Returns 0, or
+ * The value of an aeron:ipc channel's `linger` (the only IPC parameter the driver acts on)
+ * into uri->linger_ns, checked by exon_uri_parse(). Returns 0, or
  * EXON_DRIVER_ERR_INVALID_CHANNEL with `why` filled.
  */
-static int exon_dc_ipc_linger(const char *channel, int32_t length, exon_uri_t *uri, char *why, size_t why_length)
+static int exon_dc_ipc_linger(const char *channel, int32_t length, const char *value, int value_length,
+    exon_uri_t *uri, char *why, size_t why_length)
 {
-    const char *p = channel + 10;
-    const char *end = channel + length;
-    while (length > 9 && p < end)
+    char one[64];
+    exon_uri_t parsed;
+    if (uri->linger_ns >= 0)
     {
-        const char *bar = memchr(p, '|', (size_t)(end - p));
-        const char *stop = bar ? bar : end;
-        const char *eq = memchr(p, '=', (size_t)(stop - p));
-        if (NULL != eq && eq - p == 6 && 0 == memcmp(p, "linger", 6))
-        {
-            int value_length = (int)(stop - eq - 1);
-            char one[64];
-            exon_uri_t parsed;
-            if (uri->linger_ns >= 0)
-            {
-                snprintf(why, why_length, "invalid channel '%.*s': linger appears twice [linger]", length, channel);
-                return EXON_DRIVER_ERR_INVALID_CHANNEL;
-            }
-            if (value_length > 40)
-            {
-                snprintf(why, why_length, "invalid channel '%.*s': linger value is too long [linger]",
-                    length, channel);
-                return EXON_DRIVER_ERR_INVALID_CHANNEL;
-            }
-            int n = snprintf(one, sizeof(one), "aeron:ipc?linger=%.*s", value_length, eq + 1);
-            if (exon_uri_parse(one, (size_t)n, &parsed) < 0)
-            {
-                snprintf(why, why_length, "invalid channel '%.*s': %s", length, channel, exon_last_error());
-                return EXON_DRIVER_ERR_INVALID_CHANNEL;
-            }
-            uri->linger_ns = parsed.linger_ns;
-        }
-        p = stop + 1;
+        snprintf(why, why_length, "invalid channel '%.*s': linger appears twice [linger]", length, channel);
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
     }
+    if (value_length > 40)
+    {
+        snprintf(why, why_length, "invalid channel '%.*s': linger value is too long [linger]", length, channel);
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    int n = snprintf(one, sizeof(one), "aeron:ipc?linger=%.*s", value_length, value);
+    if (exon_uri_parse(one, (size_t)n, &parsed) < 0)
+    {
+        snprintf(why, why_length, "invalid channel '%.*s': %s", length, channel, exon_last_error());
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    uri->linger_ns = parsed.linger_ns;
     return 0;
 }
 
@@ -365,7 +351,12 @@ static int exon_dc_parse_channel(
     }
     if (length >= 9 && 0 == memcmp(channel, "aeron:ipc", 9) && (length == 9 || channel[9] == '?'))
     {
-        /* parameters are validated for shape only: k=v pairs separated by '|' */
+        /* parameters are validated for shape only (k=v pairs separated by '|'), except
+         * `linger`, which the driver applies */
+        memset(uri, 0, sizeof(*uri));
+        uri->media = EXON_URI_MEDIA_IPC;
+        uri->linger_ns = -1;
+        uri->nak_delay_ns = -1;
         const char *p = channel + 10;
         const char *end = channel + length;
         while (length > 9 && p < end)
@@ -379,14 +370,17 @@ static int exon_dc_parse_channel(
                     (int)(stop - p), p, length, channel);
                 return EXON_DRIVER_ERR_INVALID_CHANNEL;
             }
+            if (eq - p == 6 && 0 == memcmp(p, "linger", 6))
+            {
+                int err = exon_dc_ipc_linger(channel, length, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
+                if (err > 0)
+                {
+                    return err;
+                }
+            }
             p = stop + 1;
         }
-        memset(uri, 0, sizeof(*uri));
-        uri->media = EXON_URI_MEDIA_IPC;
-        uri->linger_ns = -1;
-        uri->nak_delay_ns = -1;
-        int err = exon_dc_ipc_linger(channel, length, uri, why, why_length);
-        return err > 0 ? err : exon_dc_check_durations(channel, length, uri, why, why_length);
+        return exon_dc_check_durations(channel, length, uri, why, why_length);
     }
     if (length >= 9 && 0 == memcmp(channel, "aeron:udp", 9))
     {

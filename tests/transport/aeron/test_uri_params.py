@@ -23,15 +23,9 @@ from exon.transport.aeron import frames as F
 from exon.transport.aeron import layout as L
 from exon.transport.aeron.counters import SystemCounter
 from tests.transport.aeron.driver_fixtures import SMALL, unique_dir, wait_until
-from tests.transport.aeron.test_udp_protocol import Peer
+from tests.transport.aeron.test_udp_protocol import Peer, peer_in
 
 pytestmark = pytest.mark.net
-
-STREAM = 21
-TERM = 64 * 1024
-MTU = 1408
-MS = 1_000_000
-SECOND = 1_000_000_000
 
 
 @pytest.fixture
@@ -40,17 +34,18 @@ def stack() -> Iterator[ExitStack]:
         yield s
 
 
+STREAM = 21
+TERM = 64 * 1024
+MTU = 1408
+MS = 1_000_000
+SECOND = 1_000_000_000
+
+
 def launch(stack: ExitStack, **settings: Any) -> Aeron:
     opts = {**SMALL, "ipc_term_buffer_length": TERM, "term_buffer_length": TERM,
             "mtu_length": MTU, "dir_delete_on_shutdown": True, **settings}
     driver = stack.enter_context(MediaDriver.launch(dir=unique_dir("uriprm"), **opts))
     return stack.enter_context(Aeron.connect(driver.dir, timeout=5.0))
-
-
-def peer_in(stack: ExitStack) -> Peer:
-    peer = Peer()
-    stack.callback(peer.close)
-    return peer
 
 
 def meta_linger_ns(path: str) -> int:
