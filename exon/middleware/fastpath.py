@@ -20,7 +20,7 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   ``core.delivered_natively`` only when that offer failed or a FLOW timer must be armed
   (``flow_timer`` is 0 while deliveries wait for a FLOW).
 * Every socket gets a native receive queue (``open_queue``, exon_fast.c ``RecvQueue``):
-  ``Poller.dispatch`` queues its fast DATA there, ``receive()`` pops it (a plain socket
+  ``Poller.batch`` queues its fast DATA there, ``receive()`` pops it (a plain socket
   gets ``Message(payload, exon.Peer)`` items, the others ``(payload, PeerId)`` for their
   own checks, see ``Socket._accept_locked``).
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
@@ -40,7 +40,6 @@ from exon.core.credits import CreditLedger
 from exon.native import (
     address_of,
     check,
-    fast_dispatch,
     fast_link_calls,
     fast_poll_batch,
     fast_recv_queue,
@@ -52,7 +51,7 @@ from exon.native import (
 
 __all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "FastLink", "FastLinks"]
 
-#: exon_lt_desc_t.link of a FLOW applied natively, and of a DATA ``fast_dispatch`` queued
+#: exon_lt_desc_t.link of a FLOW applied natively, and of a DATA ``poll_batch`` queued
 FLOW_DONE = int(lib.EXON_LT_FLOW_DONE)
 FLOW_CREDIT = int(lib.EXON_LT_FLOW_CREDIT)
 HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
@@ -257,11 +256,11 @@ class Poller:
         self._ints = memoryview(ffi.buffer(self._descs)).cast("i")
         self._scratch = ffi.new("exon_fragment_t[]", limit)
         self._used = ffi.new("int32_t *")
-        self._set_copy(copy_capacity)
         self._images: Any = None
         self._keys: Any = None
         self._count = 0
         self._native_args: tuple[int, ...] = ()
+        self._set_copy(copy_capacity)
 
     def _set_copy(self, capacity: int) -> None:
         self._copy = ffi.new("uint8_t[]", capacity)
@@ -271,14 +270,13 @@ class Poller:
 
     def _bind_native(self) -> None:
         """The integer arguments of the fast door's poll_batch for the current buffers."""
-        images = getattr(self, "_images", None)
         self._native_args = (
             address_of(self._table),
-            0 if images is None else address_of(images),
-            getattr(self, "_count", 0), self.limit,
+            0 if self._images is None else address_of(self._images),
+            self._count, self.limit,
             address_of(self._copy), self._copy_cap, address_of(self._used),
             address_of(self._descs), address_of(self._scratch),
-            0 if getattr(self, "_keys", None) is None else address_of(self._keys))
+            0 if self._keys is None else address_of(self._keys))
 
     def set_images(self, images: list[Any], keys: list[int]) -> None:
         self._count = len(images)
@@ -303,12 +301,9 @@ class Poller:
                 n = lib.exon_lt_poll(self._table, self._images, self._count, self.limit,
                                      self._copy, self._copy_cap, self._used, self._descs,
                                      self._scratch)
-                if n > 0:
+                if n > 0:  # no native queues without the fast door: Python takes all
                     lib.exon_lt_classify(self._table, self._keys, self._copy, self._descs, n)
-                    left, touched = fast_dispatch(self._descs, n, self._copy,
-                                                  int(self._used[0]), queues)
-                else:
-                    left, touched = 0, []
+                left, touched = max(n, 0), []
             if n >= 0:
                 return n, left, touched
             if n == lib.EXON_E_FULL:

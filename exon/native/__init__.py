@@ -44,7 +44,7 @@ else:
         _fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
                         _address(ffi.addressof(lib, "exon_lt_classify")))
 
-__all__ = ["address_of", "check", "error_for", "fast_dispatch", "fast_link_calls",
+__all__ = ["address_of", "check", "error_for", "fast_link_calls",
            "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
            "node_lock", "socket_receive_door", "socket_send_door"]
 
@@ -158,16 +158,6 @@ def address_of(pointer: Any) -> int:
 #: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
 #: GIL-holding call over integer addresses (``exon_fast.c``), or None without the fast door
 fast_poll_batch: Any = getattr(_fast, "poll_batch", None) if _fast is not None else None
-
-
-def fast_dispatch(descs: Any, count: int, copy: Any, copy_length: int,
-                  queues: list[Any]) -> tuple[int, list[int]]:
-    """Queue a classified batch's fast DATA into the sockets' receive queues (see
-    ``exon_fast.c``: ``dispatch``): (descriptors left for the caller, slots touched)."""
-    if _fast is None or not hasattr(_fast, "dispatch"):
-        return count, []
-    return _fast.dispatch(_address(descs), count,  # type: ignore[no-any-return]
-                          _address(copy), copy_length, queues)
 
 
 def errno_name(rc: int) -> str:

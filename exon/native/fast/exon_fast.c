@@ -652,13 +652,11 @@ static PyTypeObject RecvQueueType = {
     .tp_as_sequence = &rq_as_sequence,
 };
 
-/* dispatch(descs_address, count, copy_address, copy_length, queues) -> (left, touched):
- * every fast DATA descriptor whose socket slot has a RecvQueue in `queues` (a list indexed
- * by slot) with the link attached is queued there (payload bytes made here) and marked
- * handled; FLOWs applied by classify are marked handled too, a FLOW that gave credit back
- * adds its slot to `touched`. `left`: descriptors the caller must still look at. */
-/* Queue the fast DATA of descs[0, count) into the RecvQueues of `queues` (see dispatch);
- * returns the list of slots touched (new reference) and sets *left, or NULL. */
+/* Queue the fast DATA of descs[0, count) into the RecvQueues of `queues` (a list indexed
+ * by socket slot): every fast DATA descriptor whose slot has a RecvQueue with the link
+ * attached is queued there (payload bytes made here) and marked handled; FLOWs applied by
+ * classify are marked handled too. Returns the list of slots touched (new reference) and
+ * sets *left_out to the descriptors the caller must still look at; NULL on error. */
 static PyObject *dispatch_descs(exon_lt_desc_t *descs, int count, const char *copy, Py_ssize_t copy_length,
                                 PyObject *queues, int *left_out)
 {
@@ -726,28 +724,6 @@ static PyObject *dispatch_descs(exon_lt_desc_t *descs, int count, const char *co
     }
     *left_out = left;
     return touched;
-}
-
-static PyObject *fast_dispatch(PyObject *module, PyObject *args)
-{
-    unsigned long long descs_address;
-    unsigned long long copy_address;
-    int count;
-    Py_ssize_t copy_length;
-    PyObject *queues;
-    if (!PyArg_ParseTuple(args, "KiKnO!:dispatch", &descs_address, &count, &copy_address, &copy_length,
-                          &PyList_Type, &queues))
-    {
-        return NULL;
-    }
-    int left = 0;
-    PyObject *touched = dispatch_descs((exon_lt_desc_t *)(uintptr_t)descs_address, count,
-                                       (const char *)(uintptr_t)copy_address, copy_length, queues, &left);
-    if (touched == NULL)
-    {
-        return NULL;
-    }
-    return Py_BuildValue("(iN)", left, touched);
 }
 
 typedef int (*exon_lt_poll_fn)(void *t, void **images, int32_t count, int32_t max_messages, uint8_t *copy_buf,
@@ -1358,7 +1334,6 @@ static PyObject *fast_bind(PyObject *module, PyObject *args)
 static PyMethodDef fast_methods[] = {
     {"bind", fast_bind, METH_VARARGS, "bind(exon_publication_offer address)"},
     {"bind_links", fast_bind_links, METH_VARARGS, "bind_links(exon_lt_send, exon_lt_deliver addresses)"},
-    {"dispatch", fast_dispatch, METH_VARARGS, "dispatch(descs, count, copy, copy_length, queues) -> (left, touched slots)"},
     {"bind_poll", fast_bind_poll, METH_VARARGS, "bind_poll(exon_lt_poll, exon_lt_classify addresses)"},
     {"poll_batch", fast_poll_batch, METH_VARARGS,
      "poll_batch(table, images, count, limit, copy, copy_cap, used, descs, scratch, keys, queues) -> (n, left, touched)"},
