@@ -141,8 +141,9 @@ class Socket:
         cls = self.__class__
         self._plain = (cls._accept_locked is Socket._accept_locked
                        and cls._may_take_message is Socket._may_take_message)
-        # a plain socket's natively classified DATA is queued natively too (exon_fast.c
-        # RecvQueue): receive() pops it in one call (None: the Python queues only)
+        # natively classified DATA is queued natively (exon_fast.c RecvQueue; None: the
+        # Python queues only): a plain socket's receive door pops Messages from it in one
+        # call, the others pop (payload, PeerId) and check them (_accept_locked)
         self._nq: Any = None
         #: the native doors replacing this instance's send/receive (exon_fast.c)
         self._doors: list[Any] = []
