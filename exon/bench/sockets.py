@@ -13,16 +13,15 @@ JSON line per case (:func:`exon.bench.report.emit`): ratio > 1 means exon is bet
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from exon.bench.peers import Latency, Throughput, zmq_push_pull, zmq_req_rep, zmq_unavailable_reason
 from exon.bench.report import emit
+from exon.transport.aeron.settings import fresh_driver_dir
 
 __all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench"]
 
@@ -88,8 +87,7 @@ def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 20
 
         credits = LinkSettings().initial_credits  # the default a user gets
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
-    directory = os.path.join(base, f"exon-bench-sockets-{uuid.uuid4().hex[:10]}")
+    directory = fresh_driver_dir("exon-bench-sockets")
     if transport not in ("ipc", "udp"):
         raise ValueError(f"transport must be 'ipc' or 'udp', not {transport!r}")
     udp = transport == "udp"

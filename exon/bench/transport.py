@@ -39,11 +39,12 @@ from exon.native import ffi, lib
 
 @contextlib.contextmanager
 def _embedded_aeron() -> Iterator[Any]:
-    """A client of a fresh embedded SHARED-threading driver in a temporary /dev/shm dir."""
+    """A client of a fresh embedded SHARED-threading driver in a temporary directory."""
     from exon.transport.aeron import Aeron, MediaDriver
+    from exon.transport.aeron.settings import driver_dir_base
 
     with (
-        tempfile.TemporaryDirectory(prefix="exon-bench-", dir="/dev/shm") as tmp,
+        tempfile.TemporaryDirectory(prefix="exon-bench-", dir=driver_dir_base()) as tmp,
         MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
         Aeron.connect(dir=driver.dir) as aeron,
     ):
@@ -203,7 +204,8 @@ def java_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[str
     import os
     import pathlib
     import shutil
-    import uuid
+
+    from exon.transport.aeron.settings import fresh_driver_dir
 
     script = peer_runs.aeron_peer_script()
     if script is None or shutil.which("javac") is None or shutil.which("java") is None:
@@ -219,7 +221,7 @@ def java_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[str
             pong = f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"
         else:
             ping = pong = "aeron:ipc"
-        aeron_dir = f"/dev/shm/exon-bench-pingpong-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        aeron_dir = fresh_driver_dir(f"exon-bench-pingpong-{os.getpid()}")
         try:
             out = subprocess.run(
                 ["java", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",

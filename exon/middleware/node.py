@@ -62,6 +62,7 @@ from exon.transport.aeron import (
     Aeron,
     MediaDriver,
 )
+from exon.transport.aeron.settings import fresh_driver_dir
 
 if TYPE_CHECKING:
     from exon.sockets.socket import Socket
@@ -125,8 +126,7 @@ class Node:
         self._closed = False
         try:
             if driver_dir is None:
-                base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
-                directory = os.path.join(base, f"exon-node-{os.getpid()}-{uuid.uuid4().hex[:10]}")
+                directory = fresh_driver_dir(f"exon-node-{os.getpid()}")
                 options = {**EMBEDDED_DRIVER_DEFAULTS, **(driver_options or {})}
                 options.setdefault("dir_delete_on_shutdown", True)
                 self._driver = MediaDriver.launch(dir=directory, **options)

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 import exon
 from exon.transport.aeron import MediaDriver
+from tests.transport.aeron.driver_fixtures import unique_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,14 +29,9 @@ DRIVER = {
 }
 
 
-def unique_dir(tag: str = "s") -> str:
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
-    return os.path.join(base, f"exon-test-{tag}-{uuid.uuid4().hex[:12]}")
-
-
 @pytest.fixture
 def driver() -> Iterator[MediaDriver]:
-    path = unique_dir()
+    path = unique_dir("s")
     with MediaDriver.launch(dir=path, **DRIVER) as d:
         yield d
     shutil.rmtree(path, ignore_errors=True)

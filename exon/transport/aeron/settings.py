@@ -11,6 +11,8 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import tempfile
+import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -52,14 +54,24 @@ def parse_duration_ns(value: Any) -> Any:
     return value
 
 
+def driver_dir_base() -> str:
+    """Where driver directories go: ``/dev/shm`` (memory-backed), else the temp dir."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+
+
 def default_driver_dir() -> str:
     """Aeron's convention, under exon's name: ``/dev/shm/exon-<user>`` (or the tmp dir)."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else os.environ.get("TMPDIR", "/tmp")
     try:
         user = getpass.getuser()
     except Exception:  # pragma: no cover - no user database entry
         user = str(os.getuid())
-    return os.path.join(base, f"exon-{user}")
+    return os.path.join(driver_dir_base(), f"exon-{user}")
+
+
+def fresh_driver_dir(prefix: str) -> str:
+    """A new driver directory path, ``PREFIX-<random>`` under :func:`driver_dir_base` (an
+    embedded driver's, a benchmark's, a test's)."""
+    return os.path.join(driver_dir_base(), f"{prefix}-{uuid.uuid4().hex[:12]}")
 
 
 class DriverSettings(BaseModel):

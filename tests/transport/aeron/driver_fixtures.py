@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from exon.transport.aeron import Aeron, MediaDriver
+from exon.transport.aeron.settings import fresh_driver_dir
 
 SMALL = {
     "ipc_term_buffer_length": 64 * 1024,
@@ -28,8 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def unique_dir(tag: str = "t") -> str:
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
-    return os.path.join(base, f"exon-test-{tag}-{uuid.uuid4().hex[:12]}")
+    return fresh_driver_dir(f"exon-test-{tag}")
 
 
 @pytest.fixture
