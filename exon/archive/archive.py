@@ -1,0 +1,448 @@
+"""An archive directory: its catalog, its recordings, reading and (for the owner) writing.
+
+``Archive(dir)`` reads a directory with no service (and without locking it): list
+recordings, stop positions, replay by position, verify. The service opens it with
+``Archive(dir, owner=True, fsync=...)``: that takes ``DIR/archive.lock`` (an exclusive
+``flock``; a second owner gets :class:`ArchiveLocked`), recovers every recording's tail and
+keeps one :class:`RecordingWriter` per recording.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from exon.archive.catalog import Catalog, CatalogEntry, check_name
+from exon.archive.errors import (
+    ArchiveCorrupt,
+    ArchiveError,
+    ArchiveLocked,
+    RecordingNotFound,
+    ReplayRangeError,
+)
+from exon.archive.format import ALIGNMENT, HEADER, HEADER_LENGTH, Record, scan_records
+from exon.archive.recording import FSYNC_POLICIES, FsyncPolicy, RecordingWriter
+from exon.archive.segments import (
+    BATCH_RECORDS,
+    RecordingFiles,
+    segment_bases,
+    segment_path,
+)
+
+LOCK_FILE = "archive.lock"
+#: default segment length: 128 MiB (Aeron Archive's default segment file length)
+DEFAULT_SEGMENT_LENGTH = 128 * 1024 * 1024
+MIN_SEGMENT_LENGTH = 64 * 1024
+FOLLOW_POLL = 0.005  # seconds between looks at a recording written by another process
+
+
+@dataclass(frozen=True)
+class RecordingInfo:
+    """A recording as the catalog and its segment files describe it."""
+
+    name: str
+    id: int
+    start_position: int
+    stop_position: int
+    segment_length: int
+    created_ns: int
+    ingest_tag: int | None = None
+    consumers: dict[str, int] = field(default_factory=dict)
+    state: str = "ok"  # or "failed: WHY" (the recording stopped writing)
+
+
+def check_segment_length(n: int) -> int:
+    if n < MIN_SEGMENT_LENGTH or n & (n - 1) or n > 1 << 30:
+        raise ValueError(f"segment length {n}: want a power of two in "
+                         f"{MIN_SEGMENT_LENGTH}..{1 << 30}")
+    return n
+
+
+class Archive:
+    """The recordings of ``directory``; see the module docstring."""
+
+    def __init__(self, directory: str, *, owner: bool = False, fsync: FsyncPolicy = "none",
+                 create: bool | None = None, owner_note: str = "") -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync policy {fsync!r}: want one of {', '.join(FSYNC_POLICIES)}")
+        self.directory = os.path.abspath(directory)
+        self.owner = owner
+        self.fsync = fsync
+        self._lock = threading.RLock()
+        self._lock_fd = -1
+        self._writers: dict[int, RecordingWriter] = {}
+        self._tails: dict[int, tuple[int, int]] = {}  # non-owner: id -> (base, end offset)
+        if create if create is not None else owner:
+            os.makedirs(self.directory, exist_ok=True)
+        elif not os.path.isdir(self.directory):
+            raise ArchiveError(f"{self.directory}: no such archive directory")
+        if owner:
+            self._take_lock(owner_note)
+        try:
+            self.catalog = Catalog.load(self.directory)
+            if owner:
+                for entry in self.catalog.entries.values():
+                    self._writers[entry.id] = RecordingWriter(self.directory, entry, fsync)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- owning ----------------------------------------------------------------------------
+
+    def _take_lock(self, note: str) -> None:
+        path = os.path.join(self.directory, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 256, 0).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
+            raise ArchiveLocked(f"{self.directory} is held by another archive service "
+                                f"({holder or 'unknown holder'})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} {note}".strip().encode() + b"\n", 0)
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        with self._lock:
+            for w in self._writers.values():
+                w.close()
+            self._writers.clear()
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = -1
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require_owner(self) -> None:
+        if not self.owner:
+            raise ArchiveError("this Archive reads only; the archive service changes it")
+
+    def create_recording(self, name: str, *, segment_length: int = DEFAULT_SEGMENT_LENGTH,
+                         ingest_tag: int | None = None) -> CatalogEntry:
+        """A new, empty recording (owner only); an existing one of that name is returned
+        as is (its ingest tag updated)."""
+        self._require_owner()
+        check_name(name)
+        check_segment_length(segment_length)
+        with self._lock:
+            try:
+                entry = self.catalog.find(name)
+            except RecordingNotFound:
+                entry = self.catalog.add(name, segment_length, ingest_tag)
+                self._writers[entry.id] = RecordingWriter(self.directory, entry, self.fsync)
+                return entry
+            if entry.ingest_tag != ingest_tag and ingest_tag is not None:
+                entry.ingest_tag = ingest_tag
+                self.catalog.save()
+            return entry
+
+    def writer(self, recording: str | int) -> RecordingWriter:
+        self._require_owner()
+        return self._writers[self.entry(recording).id]
+
+    def mark_keyed(self, recording: str | int) -> None:
+        with self._lock:
+            entry = self.entry(recording)
+            if not entry.keyed:
+                entry.keyed = True
+                self.catalog.save()
+
+    def truncate(self, recording: str | int, before: int) -> int:
+        """Drop the whole segments below ``before`` (owner only); returns the new start
+        position (the base of the segment holding ``before``)."""
+        self._require_owner()
+        with self._lock:
+            entry = self.entry(recording)
+            stop = self.stop_position(recording)
+            if not entry.start_position <= before <= stop:
+                raise ReplayRangeError(f"recording {entry.name!r}: truncate position {before} "
+                                       f"is outside [{entry.start_position}, {stop}]")
+            length = entry.segment_length
+            new_start = max(entry.start_position, before - before % length)
+            if new_start == entry.start_position:
+                return new_start
+            entry.start_position = new_start
+            self.catalog.save()  # first the catalog, then the files (recovery agrees)
+            for base in segment_bases(self.directory, entry.id):
+                if base + length <= new_start:
+                    os.unlink(segment_path(self.directory, entry.id, base))
+            return new_start
+
+    def commit(self, recording: str | int, consumer: str, position: int, *,
+               truncate: bool = False) -> int:
+        """Record how far ``consumer`` has consumed (owner only; never moves back). With
+        ``truncate``, drop the segments every registered consumer has passed. Returns the
+        recording's start position."""
+        self._require_owner()
+        if not consumer or not isinstance(consumer, str):
+            raise ValueError("a consumer name is a non-empty string")
+        with self._lock:
+            entry = self.entry(recording)
+            stop = self.stop_position(recording)
+            if not entry.start_position <= position <= stop:
+                raise ReplayRangeError(f"recording {entry.name!r}: commit position {position} "
+                                       f"is outside [{entry.start_position}, {stop}]")
+            if position > entry.consumers.get(consumer, -1):
+                entry.consumers[consumer] = position
+                self.catalog.save()
+            if truncate:
+                return self.truncate(recording, min(entry.consumers.values()))
+            return entry.start_position
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def entry(self, recording: str | int) -> CatalogEntry:
+        with self._lock:
+            if not self.owner:
+                self.catalog = Catalog.load(self.directory)  # the service may have changed it
+            return self.catalog.find(recording)
+
+    def stop_position(self, recording: str | int) -> int:
+        """The end of the recording's valid (durable, for the owner) records."""
+        entry = self.entry(recording)
+        writer = self._writers.get(entry.id)
+        if writer is not None:
+            return writer.stop_position
+        return self._scan_stop(entry)
+
+    def _scan_stop(self, entry: CatalogEntry) -> int:
+        """Where the valid records end, read-only (a live recording of another process: an
+        incomplete tail record is simply not there yet)."""
+        length = entry.segment_length
+        bases = [b for b in segment_bases(self.directory, entry.id)
+                 if b + length > entry.start_position]
+        if not bases:
+            return entry.start_position
+        base, offset = self._tails.get(entry.id, (bases[0], 0))
+        if base < bases[0]:
+            base, offset = bases[0], 0
+        while True:
+            path = segment_path(self.directory, entry.id, base)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                break
+            end, _ = scan_records(data, offset, len(data), base)
+            offset = end
+            if end < length or base + length not in bases:
+                break
+            base, offset = base + length, 0
+        self._tails[entry.id] = (base, offset)
+        return base + offset
+
+    def _info(self, entry: CatalogEntry) -> RecordingInfo:
+        writer = self._writers.get(entry.id)
+        state = "ok" if writer is None or writer.failed is None else f"failed: {writer.failed}"
+        return RecordingInfo(name=entry.name, id=entry.id, start_position=entry.start_position,
+                             stop_position=self.stop_position(entry.id),
+                             segment_length=entry.segment_length, created_ns=entry.created_ns,
+                             ingest_tag=entry.ingest_tag, consumers=dict(entry.consumers),
+                             state=state)
+
+    def recordings(self) -> list[RecordingInfo]:
+        with self._lock:
+            if not self.owner:
+                self.catalog = Catalog.load(self.directory)
+            entries = sorted(self.catalog.entries.values(), key=lambda e: e.id)
+        return [self._info(e) for e in entries]
+
+    def recording(self, recording: str | int) -> RecordingInfo:
+        return self._info(self.entry(recording))
+
+    def check_range(self, recording: str | int, start: int,
+                    end: int | None) -> tuple[CatalogEntry, int, int]:
+        """Validate a replay range: ``(entry, start, end)`` with ``end`` resolved (None: the
+        stop position now). Raises ReplayRangeError naming the range."""
+        entry = self.entry(recording)
+        stop = self.stop_position(entry.id)
+        if end is None:
+            end = stop
+        if not isinstance(start, int) or not isinstance(end, int):
+            raise ReplayRangeError("replay positions are integers")
+        if not entry.start_position <= start <= end <= stop:
+            raise ReplayRangeError(
+                f"recording {entry.name!r}: range [{start}, {end}) is outside "
+                f"[{entry.start_position}, {stop}]")
+        for p in (start, end):
+            if p % ALIGNMENT or not self._is_boundary(entry, p, stop):
+                raise ReplayRangeError(f"recording {entry.name!r}: position {p} is not a "
+                                       f"record boundary")
+        return entry, start, end
+
+    def _is_boundary(self, entry: CatalogEntry, position: int, stop: int) -> bool:
+        if position in (entry.start_position, stop):
+            return True
+        length = entry.segment_length
+        base = position - position % length
+        if position == base:
+            return True
+        try:
+            with open(segment_path(self.directory, entry.id, base), "rb") as f:
+                header = os.pread(f.fileno(), HEADER_LENGTH, position - base)
+        except FileNotFoundError:
+            return False
+        return len(header) == HEADER_LENGTH and HEADER.unpack(header)[2] == position
+
+    def replay_batches(self, recording: str | int, start: int = 0, end: int | None = None, *,
+                       follow: bool = False, verify: bool = True,
+                       batch: int = BATCH_RECORDS,
+                       idle_timeout: float | None = None) -> Iterator[list[Record]]:
+        """The records in ``[start, end)`` in lists of up to ``batch``; ``end=None``: up to
+        the stop position when called. ``follow=True``: then keep tailing the recording as
+        it grows (``end`` must be None) until the caller stops iterating, or until nothing
+        new came for ``idle_timeout`` seconds."""
+        if follow and end is not None:
+            raise ReplayRangeError("follow=True replays to the live end: give no end")
+        entry, start, end = self.check_range(recording, start, end)
+        files = RecordingFiles(self.directory, entry)
+        try:
+            position = start
+            while True:
+                if position < end:
+                    for records in files.batches(position, end, verify=verify, batch=batch):
+                        yield records
+                    position = end
+                if not follow:
+                    return
+                end = self._wait_for_more(entry, position, idle_timeout)
+                if end <= position:
+                    return
+        finally:
+            files.close()
+
+    def _wait_for_more(self, entry: CatalogEntry, position: int,
+                       timeout: float | None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        writer = self._writers.get(entry.id)
+        while True:
+            if writer is not None:
+                with writer.changed:
+                    if writer.stop_position <= position and writer.failed is None:
+                        writer.changed.wait(0.1 if deadline is None
+                                            else max(0.0, min(0.1, deadline - time.monotonic())))
+                stop = writer.stop_position
+            else:
+                stop = self._scan_stop(entry)
+                if stop <= position:
+                    time.sleep(FOLLOW_POLL)
+            if stop > position:
+                return stop
+            if writer is not None and (writer.failed is not None or self._lock_fd < 0):
+                return position
+            if deadline is not None and time.monotonic() >= deadline:
+                return position
+
+    def replay(self, recording: str | int, start: int = 0, end: int | None = None, *,
+               follow: bool = False, verify: bool = True,
+               idle_timeout: float | None = None) -> Iterator[Record]:
+        """The records in ``[start, end)``, one at a time (decoded in batches underneath);
+        see :meth:`replay_batches`."""
+        for records in self.replay_batches(recording, start, end, follow=follow,
+                                           verify=verify, idle_timeout=idle_timeout):
+            yield from records
+
+    def boundaries(self, recording: str | int, start: int, end: int | None,
+                   max_records: int) -> list[int]:
+        """Record boundaries ``[start, p1, ..., end]`` cutting ``[start, end)`` into slices
+        of at most ``max_records`` records."""
+        if max_records < 1:
+            raise ValueError("max_records must be >= 1")
+        entry, start, end = self.check_range(recording, start, end)
+        files = RecordingFiles(self.directory, entry)
+        try:
+            out = [start]
+            position = start
+            while position < end:
+                position, n = files.skip(position, end, max_records)
+                if position <= out[-1]:
+                    raise ArchiveCorrupt(f"no record at position {position}",
+                                         path=segment_path(self.directory, entry.id,
+                                                           position - position % entry.segment_length),
+                                         offset=position % entry.segment_length)
+                out.append(position)
+            return out
+        finally:
+            files.close()
+
+    def advance(self, recording: str | int, start: int, max_records: int) -> int:
+        """The position after at most ``max_records`` records from ``start`` (at most the
+        stop position)."""
+        if max_records < 0:
+            raise ValueError("max_records must be >= 0")
+        entry, start, end = self.check_range(recording, start, None)
+        files = RecordingFiles(self.directory, entry)
+        try:
+            return files.skip(start, end, max_records)[0]
+        finally:
+            files.close()
+
+    def read_raw(self, files: RecordingFiles, start: int, end: int,
+                 max_bytes: int) -> tuple[bytes, int, int]:
+        return files.raw(start, end, max_bytes)
+
+    def files(self, recording: str | int) -> RecordingFiles:
+        return RecordingFiles(self.directory, self.entry(recording))
+
+    # ---- checking ------------------------------------------------------------------------------
+
+    def verify(self, recording: str | int | None = None) -> list[dict[str, Any]]:
+        """Check every record's header and checksum: one report per recording, with the
+        first bad record (``bad``: path, offset, problem) or None."""
+        with self._lock:
+            if not self.owner:
+                self.catalog = Catalog.load(self.directory)
+            entries = ([self.catalog.find(recording)] if recording is not None
+                       else sorted(self.catalog.entries.values(), key=lambda e: e.id))
+        reports = []
+        for entry in entries:
+            reports.append(self._verify_one(entry))
+        return reports
+
+    def _verify_one(self, entry: CatalogEntry) -> dict[str, Any]:
+        from exon.archive.format import decode_records
+
+        length = entry.segment_length
+        records = 0
+        position = entry.start_position
+        bases = [b for b in segment_bases(self.directory, entry.id) if b + length > position]
+        bad: dict[str, Any] | None = None
+        for base in bases:
+            path = segment_path(self.directory, entry.id, base)
+            if base != position - position % length:
+                bad = {"path": path, "offset": 0,
+                       "problem": f"segment starts at {base}, want {position}"}
+                break
+            with open(path, "rb") as f:
+                data = f.read()
+            offset = position - base
+            try:
+                while offset < len(data):
+                    recs, nxt = decode_records(data, offset, len(data), base, limit=65536,
+                                               verify=True, path=path)
+                    records += len(recs)
+                    if nxt == offset:
+                        raise ArchiveCorrupt("zero length before the end of the file",
+                                             path=path, offset=offset)
+                    offset = nxt
+            except ArchiveCorrupt as exc:
+                bad = {"path": exc.path, "offset": exc.offset, "problem": str(exc)}
+                break
+            position = base + offset
+            if offset < length:
+                break
+        return {"recording": entry.name, "id": entry.id, "records": records,
+                "start_position": entry.start_position, "stop_position": position,
+                "ok": bad is None, "bad": bad}

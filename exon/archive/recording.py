@@ -1,0 +1,203 @@
+"""The append side of one recording: framing, segment rolling, fsync policy, dedup.
+
+:class:`RecordingWriter` is used by one thread (the service's recorder); readers in
+other threads see ``stop_position`` (what is written and, under the fsync policy,
+durable) and wait on ``changed`` for more.
+
+fsync policies (Aeron Archive's file sync levels):
+
+* ``none``: a batch is acknowledged once ``write()`` returned (it is in the page cache:
+  it survives the death of the process, not of the machine);
+* ``data``: ``fdatasync`` after each batch, before it is acknowledged;
+* ``full``: ``fsync`` after each batch, and the directory when a segment file is created.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Sequence
+from typing import Literal
+
+from exon.archive.catalog import CatalogEntry, fsync_dir
+from exon.archive.errors import ArchiveFull
+from exon.archive.format import (
+    HEADER_LENGTH,
+    decode_key,
+    encode_pad,
+    encode_record,
+    record_length,
+)
+from exon.archive.segments import recover_segments, segment_path
+
+FsyncPolicy = Literal["none", "data", "full"]
+FSYNC_POLICIES: tuple[str, ...] = ("none", "data", "full")
+
+
+class RecordingWriter:
+    """Appends batches of messages to a recording (recovering its tail first)."""
+
+    def __init__(self, directory: str, entry: CatalogEntry, fsync: FsyncPolicy = "none") -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync policy {fsync!r}: want one of {', '.join(FSYNC_POLICIES)}")
+        self.directory = directory
+        self.entry = entry
+        self.fsync = fsync
+        #: (query, partition) -> the last (batch, seq) recorded
+        self.dedup: dict[tuple[str, int], tuple[int, int]] = {}
+
+        def on_key(key: bytes, position: int) -> None:
+            query, partition, batch, seq = decode_key(key)
+            self.dedup[(query, partition)] = (batch, seq)
+
+        stop, _ = recover_segments(directory, entry, on_key)
+        self.stop_position = stop
+        self.changed = threading.Condition()
+        self.failed: str | None = None  # why recording stopped (disk full, I/O error)
+        self.records_written = 0
+        self.duplicates_dropped = 0
+        self._fd = -1
+        self._base = -1
+        self._open_for(stop)
+
+    # ---- files ---------------------------------------------------------------------------
+
+    def _open_for(self, position: int) -> None:
+        length = self.entry.segment_length
+        base = position - position % length
+        if base == self._base:
+            return
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        path = segment_path(self.directory, self.entry.id, base)
+        created = not os.path.exists(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._base = base
+        if created and self.fsync == "full":
+            fsync_dir(self.directory)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        with self.changed:
+            self.changed.notify_all()
+
+    # ---- appending -------------------------------------------------------------------------
+
+    def max_payload(self, meta_length: int) -> int:
+        return self.entry.segment_length - HEADER_LENGTH - meta_length
+
+    def append(self, payloads: Sequence[bytes], producers: Sequence[bytes], timestamp: int,
+               keys: Sequence[bytes] | None = None) -> int:
+        """Write the records and make them durable per the policy; returns the new stop
+        position. Keyed records already recorded are dropped (counted). Raises
+        :class:`ArchiveFull` when the disk refuses: the partial write is cut back, the
+        stop position stays at the last whole batch, and the recording stops."""
+        if self.failed is not None:
+            raise ArchiveFull(f"recording {self.entry.name!r} stopped: {self.failed}")
+        if keys is not None:
+            payloads, producers, keys = self._drop_duplicates(payloads, producers, keys)
+            if not payloads:
+                return self.stop_position
+        length = self.entry.segment_length
+        position = self.stop_position
+        start = position
+        chunk = bytearray()
+        chunk_start = position
+        pending_keys: list[tuple[tuple[str, int], tuple[int, int]]] = []
+        try:
+            for i, payload in enumerate(payloads):
+                key = keys[i] if keys is not None else b""
+                producer = producers[i]
+                size = record_length(len(payload), len(key) + len(producer))
+                if size > length:
+                    raise ValueError(f"a {len(payload)}-byte message does not fit a "
+                                     f"{length}-byte segment")
+                room = length - position % length
+                if size > room:
+                    # pad out this segment, then continue in the next
+                    offset = len(chunk)
+                    chunk.extend(bytes(room))
+                    encode_pad(chunk, offset, position, room)
+                    self._write(chunk_start, chunk)
+                    position += room
+                    chunk = bytearray()
+                    chunk_start = position
+                offset = len(chunk)
+                chunk.extend(bytes(size))
+                encode_record(chunk, offset, position, payload, producer, timestamp, key)
+                position += size
+                if key:
+                    query, partition, batch, seq = decode_key(key)
+                    pending_keys.append(((query, partition), (batch, seq)))
+            if chunk:
+                self._write(chunk_start, chunk)
+            self._sync()
+        except OSError as exc:
+            self._fail(start, exc)
+        for k, v in pending_keys:
+            self.dedup[k] = v
+        self.records_written += len(payloads)
+        with self.changed:
+            self.stop_position = position
+            self.changed.notify_all()
+        return position
+
+    def _drop_duplicates(self, payloads: Sequence[bytes], producers: Sequence[bytes],
+                         keys: Sequence[bytes]) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        out_p, out_r, out_k = [], [], []
+        seen = dict(self.dedup)
+        for payload, producer, key in zip(payloads, producers, keys):
+            query, partition, batch, seq = decode_key(key)
+            last = seen.get((query, partition))
+            if last is not None and (batch, seq) <= last:
+                self.duplicates_dropped += 1
+                continue
+            seen[(query, partition)] = (batch, seq)
+            out_p.append(payload)
+            out_r.append(producer)
+            out_k.append(key)
+        return out_p, out_r, out_k
+
+    def _write(self, position: int, data: bytearray) -> None:
+        self._open_for(position)
+        offset = position - self._base
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self._fd, view, offset)
+            if n <= 0:  # pragma: no cover - pwrite raises instead
+                raise OSError(errno.EIO, "short write")
+            view = view[n:]
+            offset += n
+
+    def _sync(self) -> None:
+        if self.fsync == "data":
+            os.fdatasync(self._fd)
+        elif self.fsync == "full":
+            os.fsync(self._fd)
+
+    def _fail(self, start: int, exc: OSError) -> None:
+        """Cut the files back to ``start`` (the last acknowledged position) and stop."""
+        self.failed = f"{exc.strerror or exc} (errno {exc.errno})"
+        length = self.entry.segment_length
+        base = start - start % length
+        try:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._base = -1
+            path = segment_path(self.directory, self.entry.id, base)
+            os.truncate(path, start - base)
+            later = base + length
+            while os.path.exists(segment_path(self.directory, self.entry.id, later)):
+                os.unlink(segment_path(self.directory, self.entry.id, later))
+                later += length
+        except OSError:
+            pass  # recovery cuts a torn tail at the next start
+        with self.changed:
+            self.changed.notify_all()
+        raise ArchiveFull(f"recording {self.entry.name!r} stopped at position {start}: "
+                          f"{self.failed}") from exc

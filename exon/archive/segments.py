@@ -1,0 +1,217 @@
+"""Segment files of a recording: naming, reading in batches (mmap), recovery.
+
+A recording's bytes ``[base, base + segment_length)`` live in ``DIR/ID-BASE.rec``; files
+grow as records are appended (a full segment ends with a PAD record, so its size is
+exactly ``segment_length``). Reading maps a segment with ``mmap`` and decodes it in
+batches (:func:`exon.archive.codec.decode`: one native call per batch when the native
+decoder is built).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from exon.archive import codec
+from exon.archive.catalog import CatalogEntry
+from exon.archive.errors import ArchiveCorrupt, ReplayRangeError
+from exon.archive.format import Record, scan_records, walk_headers
+
+SEGMENT_SUFFIX = ".rec"
+_SEGMENT_NAME = re.compile(r"^(\d+)-(\d+)\.rec$")
+#: records decoded per batch
+BATCH_RECORDS = 4096
+
+
+def segment_path(directory: str, recording_id: int, base: int) -> str:
+    return os.path.join(directory, f"{recording_id}-{base}{SEGMENT_SUFFIX}")
+
+
+def segment_bases(directory: str, recording_id: int) -> list[int]:
+    """The base positions of the recording's segment files, ascending."""
+    bases = []
+    for name in os.listdir(directory):
+        m = _SEGMENT_NAME.match(name)
+        if m and int(m.group(1)) == recording_id:
+            bases.append(int(m.group(2)))
+    bases.sort()
+    return bases
+
+
+class MappedSegment:
+    """A read-only map of one segment file (remapped when it has grown)."""
+
+    def __init__(self, path: str, base: int) -> None:
+        self.path = path
+        self.base = base
+        self._fd = os.open(path, os.O_RDONLY)
+        self.map: Any = None
+        self.size = 0
+        self.refresh()
+
+    def refresh(self) -> int:
+        size = os.fstat(self._fd).st_size
+        if size != self.size:
+            if self.map is not None:
+                self.map.close()
+            self.map = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else b""
+            self.size = size
+        return size
+
+    def close(self) -> None:
+        if self.map is not None and not isinstance(self.map, bytes):
+            try:
+                self.map.close()
+            except BufferError:
+                pass  # a memoryview of it is still alive; the GC unmaps it
+        self.map = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class RecordingFiles:
+    """Read access to one recording's segments: ``batches(start, end)``."""
+
+    def __init__(self, directory: str, entry: CatalogEntry) -> None:
+        self.directory = directory
+        self.entry = entry
+        self._open: dict[int, MappedSegment] = {}
+        self.producers: dict[bytes, str] = {}
+
+    def segment(self, base: int) -> MappedSegment:
+        seg = self._open.get(base)
+        if seg is None:
+            path = segment_path(self.directory, self.entry.id, base)
+            try:
+                seg = MappedSegment(path, base)
+            except FileNotFoundError:
+                raise ReplayRangeError(
+                    f"recording {self.entry.name!r}: position {base} is no longer on disk "
+                    f"(truncated?)") from None
+            if len(self._open) >= 4:  # keep a few maps open
+                old = min(self._open)
+                self._open.pop(old).close()
+            self._open[base] = seg
+        return seg
+
+    def close(self) -> None:
+        for seg in self._open.values():
+            seg.close()
+        self._open.clear()
+
+    def batches(self, start: int, end: int, *, verify: bool = True,
+                batch: int = BATCH_RECORDS) -> Iterator[list[Record]]:
+        """Records in ``[start, end)`` (``end`` a record boundary at or below the stop
+        position), ``batch`` at a time."""
+        length = self.entry.segment_length
+        position = start
+        while position < end:
+            base = position - position % length
+            seg = self.segment(base)
+            limit = min(end - base, length)
+            if seg.size < limit:
+                seg.refresh()
+            span_end = min(limit, seg.size)
+            offset = position - base
+            if offset >= span_end:
+                raise ArchiveCorrupt(f"segment ends before position {end}", path=seg.path,
+                                     offset=offset)
+            records, offset = codec.decode(seg.map, offset, span_end, base, batch, verify,
+                                           seg.path, self.producers)
+            if offset == position - base:  # no progress: zero length before `end`
+                raise ArchiveCorrupt(f"no record at position {position} (stop {end})",
+                                     path=seg.path, offset=offset)
+            position = base + offset
+            if records:
+                yield records
+
+    def raw(self, start: int, end: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Up to ``max_bytes`` of whole records from ``start`` (one segment at most):
+        ``(bytes, their start, their end)`` for shipping to a remote replay."""
+        length = self.entry.segment_length
+        base = start - start % length
+        seg = self.segment(base)
+        limit = min(end - base, length)
+        if seg.size < limit:
+            seg.refresh()
+        offset = start - base
+        stop = min(limit, seg.size)
+        if stop - offset > max_bytes:
+            # whole records only: walk headers up to the byte budget
+            cut, _ = walk_headers(seg.map, offset, offset + max_bytes, 1 << 62)
+            if cut == offset:  # one record larger than the budget: send it whole
+                cut, _ = walk_headers(seg.map, offset, stop, 1)
+                cut = cut if cut > offset else stop
+            stop = cut
+        return bytes(seg.map[offset:stop]), start, base + stop
+
+    def skip(self, start: int, end: int, max_records: int) -> tuple[int, int]:
+        """The position after at most ``max_records`` records from ``start`` (never past
+        ``end``), and how many were skipped."""
+        length = self.entry.segment_length
+        position, count = start, 0
+        while position < end and count < max_records:
+            base = position - position % length
+            seg = self.segment(base)
+            limit = min(end - base, length)
+            if seg.size < limit:
+                seg.refresh()
+            offset, n = walk_headers(seg.map, position - base, min(limit, seg.size),
+                                     max_records - count)
+            count += n
+            if base + offset == position:
+                break  # the end of the written data
+            position = base + offset
+        return position, count
+
+
+def recover_segments(directory: str, entry: CatalogEntry,
+                     on_key: Any = None) -> tuple[int, int]:
+    """Find where the recording's valid records end, truncating a torn tail and deleting
+    segment files below the start position or past the end: ``(stop_position, records
+    in the last segment)``. ``on_key(key, position)`` sees the dedup keys of every keyed
+    record (only walked when the entry is keyed)."""
+    length = entry.segment_length
+    bases = segment_bases(directory, entry.id)
+    for base in bases:
+        if base + length <= entry.start_position:
+            os.unlink(segment_path(directory, entry.id, base))
+    bases = [b for b in bases if b + length > entry.start_position]
+    if not bases:
+        return entry.start_position, 0
+    stop = bases[0] if bases[0] > entry.start_position else entry.start_position
+    count = 0
+    for i, base in enumerate(bases):
+        path = segment_path(directory, entry.id, base)
+        if base != stop:
+            # a gap (or a file past a short segment): nothing from here is reachable
+            for later in bases[i:]:
+                os.unlink(segment_path(directory, entry.id, later))
+            break
+        last = i + 1 == len(bases)
+        with open(path, "r+b") as f:
+            size = os.fstat(f.fileno()).st_size
+            if not last and size == length and not entry.keyed:
+                stop = base + length  # a full segment before the last: not torn
+                continue
+            data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+            try:
+                end, count = scan_records(data, 0, size, base,
+                                          on_key=on_key if entry.keyed else None)
+            finally:
+                if not isinstance(data, bytes):
+                    data.close()
+            if end < size:
+                f.truncate(end)
+                f.flush()
+                os.fsync(f.fileno())
+        stop = base + end
+        if end < length:
+            for later in bases[i + 1:]:
+                os.unlink(segment_path(directory, entry.id, later))
+            break
+    return stop, count
