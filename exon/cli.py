@@ -149,5 +149,14 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
                       credits=credits, with_zmq=not no_zmq, transport=transport)
 
 
+def _archive_group() -> click.Group:
+    from exon.archive.cli import archive_group
+
+    return archive_group
+
+
+main.add_command(_archive_group())
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,186 @@
+"""``exon archive ...``: serve, list, replay, verify, truncate."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from exon.archive.archive import DEFAULT_SEGMENT_LENGTH
+
+
+def _ingest(values: tuple[str, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        name, sep, tag = v.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{v!r}: want NAME=TAG", param_hint="--ingest")
+        try:
+            out[name] = int(tag)
+        except ValueError:
+            raise click.BadParameter(f"{v!r}: TAG must be an integer",
+                                     param_hint="--ingest") from None
+        if name in out and list(out).count(name) > 1:
+            raise click.BadParameter(f"{name!r} given twice", param_hint="--ingest")
+    return out
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+@click.group("archive")
+def archive_group() -> None:
+    """Record exon streams durably and replay them by position."""
+
+
+@archive_group.command("serve")
+@click.option("--dir", "directory", required=True, help="archive directory")
+@click.option("--endpoint", default="127.0.0.1:0", show_default=True, help="HOST:PORT")
+@click.option("--ingest", multiple=True, help="NAME=TAG: a PULL on TAG recording into NAME")
+@click.option("--fsync", type=click.Choice(["none", "data", "full"]), default="none",
+              show_default=True, help="when a message counts as durable (its cookie returns)")
+@click.option("--segment-length", type=int, default=DEFAULT_SEGMENT_LENGTH, show_default=True,
+              help="bytes per segment file of new recordings (a power of two)")
+@click.option("--keyed-tag", type=int, default=2, show_default=True,
+              help="tag of the exactly-once (keyed) ingest PULL")
+def serve(directory: str, endpoint: str, ingest: tuple[str, ...], fsync: str,
+          segment_length: int, keyed_tag: int) -> None:
+    """Run the archive service until SIGINT/SIGTERM; prints its address first."""
+    from exon import ExonError
+    from exon.archive.service import ArchiveService
+
+    try:
+        service = ArchiveService(directory, endpoint=endpoint, ingest=_ingest(ingest),
+                                 fsync=fsync,  # type: ignore[arg-type]
+                                 segment_length=segment_length, keyed_tag=keyed_tag)
+    except (ExonError, ValueError, OSError) as exc:
+        _fail(exc)
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with service:
+        print(service.address, flush=True)
+        while not stop.wait(0.5):
+            pass
+
+
+def _archive(directory: str) -> Any:
+    from exon.archive import Archive, ArchiveError
+
+    try:
+        return Archive(directory)
+    except ArchiveError as exc:
+        _fail(exc)
+
+
+@archive_group.command("list")
+@click.option("--dir", "directory", required=True, help="archive directory")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per recording")
+def list_command(directory: str, as_json: bool) -> None:
+    """The recordings of an archive directory."""
+    from dataclasses import asdict
+
+    from exon.archive import ArchiveError
+
+    try:
+        with _archive(directory) as ar:
+            recs = ar.recordings()
+    except ArchiveError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        for r in recs:
+            click.echo(json.dumps(asdict(r)))
+        return
+    click.echo(f"{'id':>4} {'name':<20} {'start':>14} {'stop':>14} {'ingest':>7}  state")
+    for r in recs:
+        tag = "" if r.ingest_tag is None else str(r.ingest_tag)
+        click.echo(f"{r.id:>4} {r.name:<20} {r.start_position:>14} {r.stop_position:>14} "
+                   f"{tag:>7}  {r.state}")
+
+
+@archive_group.command("replay")
+@click.option("--dir", "directory", required=True, help="archive directory")
+@click.argument("name")
+@click.option("--from", "start", type=int, default=None, help="start position (default: the start)")
+@click.option("--to", "end", type=int, default=None, help="end position (default: the stop)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per record")
+def replay_command(directory: str, name: str, start: int | None, end: int | None,
+                   as_json: bool) -> None:
+    """Print the records of recording NAME in [--from, --to)."""
+    from exon.archive import ArchiveError
+
+    try:
+        with _archive(directory) as ar:
+            first = ar.recording(name).start_position if start is None else start
+            for rec in ar.replay(name, first, end):
+                if as_json:
+                    click.echo(json.dumps({"position": rec.position, "producer": rec.producer,
+                                           "timestamp": rec.timestamp,
+                                           "payload": rec.payload.decode("utf-8", "replace")}))
+                else:
+                    click.echo(f"{rec.position}\t{rec.timestamp}\t{rec.producer}\t"
+                               f"{rec.payload!r}")
+    except ArchiveError as exc:
+        _fail(exc)
+
+
+@archive_group.command("verify")
+@click.option("--dir", "directory", required=True, help="archive directory")
+@click.option("--recording", default=None, help="only this recording")
+def verify_command(directory: str, recording: str | None) -> None:
+    """Check every record's checksum; report the first bad record. Exit 1 if any."""
+    from exon.archive import ArchiveError
+
+    try:
+        with _archive(directory) as ar:
+            reports = ar.verify(recording)
+    except ArchiveError as exc:
+        _fail(exc)
+        return
+    bad = 0
+    for r in reports:
+        if r["ok"]:
+            click.echo(f"{r['recording']}: ok, {r['records']} records, positions "
+                       f"[{r['start_position']}, {r['stop_position']})")
+        else:
+            bad += 1
+            b = r["bad"]
+            click.echo(f"{r['recording']}: BAD after {r['records']} good records: "
+                       f"{b['problem']}")
+    sys.exit(1 if bad else 0)
+
+
+@archive_group.command("truncate")
+@click.option("--dir", "directory", default=None, help="archive directory (no service running)")
+@click.option("--archive", "address", default=None, help="HOST:PORT of a running service")
+@click.argument("name")
+@click.option("--before", type=int, required=True, help="drop whole segments below this")
+def truncate_command(directory: str | None, address: str | None, name: str,
+                     before: int) -> None:
+    """Drop the whole segments of NAME below --before; prints the new start position."""
+    from exon import ExonError
+
+    if (directory is None) == (address is None):
+        raise click.UsageError("give exactly one of --dir and --archive")
+    try:
+        if address is not None:
+            from exon.archive.client import ArchiveClient
+
+            with ArchiveClient(address) as ac:
+                click.echo(ac.truncate(name, before))
+        else:
+            from exon.archive import Archive
+
+            assert directory is not None
+            with Archive(directory, owner=True) as ar:
+                click.echo(ar.truncate(name, before))
+    except ExonError as exc:
+        _fail(exc)

@@ -1,0 +1,285 @@
+"""The archive service's client: control requests over a REQ socket, replays into a PULL
+socket of the client's own node (credit-bounded: the service never runs ahead of a slow
+reader by more than ``REPLAY_CREDITS`` chunks), exactly-once ingest through a
+:class:`KeyedWriter`.
+
+An :class:`ArchiveClient` opens its exon Node when first used (so constructing one is
+cheap and does no I/O), or uses the ``node=`` it is given. It is not picklable: build one
+where it is used.
+"""
+
+from __future__ import annotations
+
+import socket as _socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import exon
+from exon import errors
+from exon.archive import codec, control
+from exon.archive.archive import RecordingInfo
+from exon.archive.errors import ArchiveError, ControlError
+from exon.archive.format import Record
+from exon.archive.service import CONTROL_TAG, REPLAY_CHUNK, REPLAY_CREDITS
+from exon.sockets.messages import Peer, split_address
+
+
+def local_endpoint_for(host: str) -> str:
+    """The endpoint a client node should bind so that ``host`` can reach it back: loopback
+    for a loopback archive, else the local address the route to ``host`` leaves from (a
+    UDP ``connect`` picks it without sending anything)."""
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return "[::1]:0" if host == "::1" else "127.0.0.1:0"
+    family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
+    with _socket.socket(family, _socket.SOCK_DGRAM) as s:
+        s.connect((host, 9))
+        local = s.getsockname()[0]
+    return f"[{local}]:0" if family == _socket.AF_INET6 else f"{local}:0"
+
+
+class ArchiveClient:
+    """``ArchiveClient("HOST:PORT", timeout=10.0)``: every call waits at most ``timeout``
+    seconds for the service and raises :class:`exon.Timeout` (naming the address)."""
+
+    def __init__(self, address: str, *, timeout: float = 10.0, node: exon.Node | None = None,
+                 endpoint: str | None = None) -> None:
+        host, port = split_address(address, what="archive address")
+        self.address = address
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self._node = node
+        self._own_node = node is None
+        self._endpoint = endpoint
+        self._req: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._info: dict[str, Any] | None = None
+
+    # ---- plumbing ------------------------------------------------------------------------------
+
+    @property
+    def node(self) -> exon.Node:
+        if self._closed:
+            raise errors.ClosedError("the archive client is closed")
+        if self._node is None:
+            self._node = exon.Node(endpoint=self._endpoint or local_endpoint_for(self.host))
+        return self._node
+
+    def _request(self, op: str, **args: Any) -> dict[str, Any]:
+        with self._lock:
+            if self._req is None:
+                req = self.node.socket("req", max_message_size=control.MAX_CONTROL_LENGTH)
+                try:
+                    req.link(f"{self.address}/{CONTROL_TAG}", timeout=self.timeout)
+                except errors.Timeout:
+                    req.close(timeout=0)
+                    raise errors.Timeout(f"archive {self.address} did not answer in "
+                                         f"{self.timeout}s (is it running?)") from None
+                except errors.ExonError as exc:
+                    req.close(timeout=0)
+                    raise ArchiveError(f"archive {self.address}: {exc}") from exc
+                self._req = req
+            req = self._req
+            try:
+                req.send(control.encode_request(op, **args), timeout=self.timeout)
+                reply = req.receive(timeout=self.timeout)
+            except (errors.Timeout, errors.BrokenLink) as exc:
+                # the service died or restarted: link afresh on the next call
+                self._req = None
+                req.close(timeout=0)
+                if isinstance(exc, errors.Timeout):
+                    raise errors.Timeout(f"archive {self.address}: no answer to {op!r} in "
+                                         f"{self.timeout}s") from None
+                raise
+        while not isinstance(reply, exon.Message):  # a REQ has no cookies; be safe
+            reply = req.receive(timeout=self.timeout)
+        return control.decode_response(reply.payload)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._req is not None:
+                self._req.close(timeout=0)
+                self._req = None
+            if self._own_node and self._node is not None:
+                self._node.close()
+            self._node = None
+
+    def __enter__(self) -> ArchiveClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> Any:
+        raise TypeError("an ArchiveClient holds sockets and does not pickle: create one where "
+                        "it is used")
+
+    # ---- control ---------------------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """The service's version, fsync policy, ingest tags, keyed tag and error events."""
+        return self._request("info")
+
+    def recordings(self) -> list[RecordingInfo]:
+        return [RecordingInfo(**r) for r in self._request("recordings")["recordings"]]
+
+    def recording(self, recording: str | int) -> RecordingInfo:
+        return RecordingInfo(**self._request("recording", recording=recording)["recording"])
+
+    def stop_position(self, recording: str | int) -> int:
+        """The durable end of the recording."""
+        return int(self._request("stop_position", recording=recording)["position"])
+
+    def boundaries(self, recording: str | int, start: int, end: int | None,
+                   max_records: int) -> list[int]:
+        return list(self._request("boundaries", recording=recording, start=start, end=end,
+                                  max_records=max_records)["positions"])
+
+    def advance(self, recording: str | int, start: int, max_records: int) -> int:
+        return int(self._request("advance", recording=recording, start=start,
+                                 max_records=max_records)["position"])
+
+    def commit(self, recording: str | int, consumer: str, position: int, *,
+               truncate: bool = False) -> int:
+        """Record that ``consumer`` consumed up to ``position``; returns the start position."""
+        return int(self._request("commit", recording=recording, consumer=consumer,
+                                 position=position, truncate=truncate)["start_position"])
+
+    def truncate(self, recording: str | int, before: int) -> int:
+        """Drop whole segments below ``before``; returns the new start position."""
+        return int(self._request("truncate", recording=recording, before=before)
+                   ["start_position"])
+
+    def ingest_peer(self, recording: str) -> str:
+        """``"HOST:PORT/TAG"`` of the recording's ingest PULL socket."""
+        tag = self.recording(recording).ingest_tag
+        if tag is None:
+            raise ArchiveError(f"recording {recording!r} has no ingest socket")
+        return f"{self.address}/{tag}"
+
+    # ---- replay ----------------------------------------------------------------------------------
+
+    def replay_batches(self, recording: str | int, start: int = 0, end: int | None = None, *,
+                       follow: bool = False, verify: bool = True) -> Iterator[list[Record]]:
+        """Records of ``[start, end)`` in batches, streamed from the service (``end=None``:
+        its stop position now; ``follow``: then keep tailing). Raises exon.Timeout when the
+        service sends nothing for ``timeout`` seconds (in follow mode it sends a keepalive
+        every second while idle)."""
+        pull = self.node.socket("pull", credits=REPLAY_CREDITS,
+                                max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
+        replay_id = 0
+        try:
+            reply = self._request("replay", recording=recording, start=start, end=end,
+                                  follow=follow, reply_to=f"{self.node.address}/{pull.tag}")
+            replay_id = int(reply["replay_id"])
+            producers: dict[bytes, str] = {}
+            header = control.REPLAY_HEADER
+            source = f"archive {self.address} replay {replay_id}"
+            while True:
+                msg = pull.receive(timeout=self.timeout)
+                data = msg[0]
+                if len(data) < header.size:
+                    raise ControlError(f"{source}: a {len(data)}-byte replay message")
+                kind, rid, position = header.unpack_from(data, 0)
+                if rid != replay_id:
+                    continue  # a late message of an earlier replay
+                if kind == control.REPLAY_RECORDS:
+                    base = position - header.size
+                    records, offset = codec.decode(data, header.size, len(data), base,
+                                                   1 << 62, verify, source, producers)
+                    if offset != len(data):
+                        raise ControlError(f"{source}: records end at {offset} of {len(data)}")
+                    if records:
+                        yield records
+                elif kind == control.REPLAY_END:
+                    replay_id = 0
+                    return
+                elif kind == control.REPLAY_ERROR:
+                    replay_id = 0
+                    body = control.msgpack.unpackb(data[header.size:], raw=False)
+                    raise control.error_from(body.get("error"), body.get("message", ""))
+                elif kind != control.REPLAY_KEEPALIVE:
+                    raise ControlError(f"{source}: unknown replay message kind {kind}")
+        finally:
+            pull.close(timeout=0)
+            if replay_id and not self._closed:
+                try:
+                    self._request("stop_replay", replay_id=replay_id)
+                except errors.ExonError:
+                    pass
+
+    def replay(self, recording: str | int, start: int = 0, end: int | None = None, *,
+               follow: bool = False, verify: bool = True) -> Iterator[Record]:
+        """Records of ``[start, end)``, one at a time; see :meth:`replay_batches`."""
+        for records in self.replay_batches(recording, start, end, follow=follow,
+                                           verify=verify):
+            yield from records
+
+    # ---- exactly-once ingest -----------------------------------------------------------------------
+
+    def keyed_writer(self, recording: str | int, query: str) -> KeyedWriter:
+        """A writer whose rows the archive records once: a row whose ``(query, partition)``
+        already has a recorded ``(batch, seq)`` at or past its own is dropped."""
+        rec = self.recording(recording)
+        if self._info is None:
+            self._info = self.info()
+        return KeyedWriter(self, rec.id, query, int(self._info["keyed_tag"]))
+
+
+class KeyedWriter:
+    """Rows for exactly-once ingest: ``send(batch, partition, seq, payload)``, then
+    ``flush()`` returns once every row sent is durable (or raises)."""
+
+    def __init__(self, client: ArchiveClient, recording_id: int, query: str,
+                 keyed_tag: int) -> None:
+        q = query.encode()
+        if not q or len(q) > 128:
+            raise exon.ConfigurationError("a query id is 1..128 bytes of UTF-8")
+        self._client = client
+        self._recording_id = recording_id
+        self._query = q
+        self._push = client.node.socket("push")
+        self._push.link(str(Peer.parse(f"{client.address}/{keyed_tag}")),
+                        timeout=client.timeout)
+        self._outstanding = 0
+        self._lost = 0
+
+    def send(self, batch: int, partition: int, seq: int, payload: bytes) -> None:
+        self._push.send(control.encode_keyed(self._recording_id, partition, batch, seq,
+                                             self._query, payload),
+                        cookie=seq, timeout=self._client.timeout)
+        self._outstanding += 1
+        # collect the cookies that are back already (keeps the cookie queue short)
+        while self._outstanding > 4096:
+            self._take_cookie(self._client.timeout)
+
+    def _take_cookie(self, timeout: float) -> None:
+        item = self._push.receive(timeout=timeout)
+        self._outstanding -= 1
+        if isinstance(item, exon.CookieLost):
+            self._lost += 1
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every row sent is durable in the archive; raises ArchiveError if any
+        was not confirmed (the link broke: send the batch again), exon.Timeout."""
+        t = self._client.timeout if timeout is None else timeout
+        while self._outstanding:
+            self._take_cookie(t)
+        if self._lost:
+            lost, self._lost = self._lost, 0
+            raise ArchiveError(f"{lost} row(s) were not confirmed durable by archive "
+                               f"{self._client.address}; send the batch again")
+
+    def close(self) -> None:
+        self._push.close(timeout=1.0)
+
+    def __enter__(self) -> KeyedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,179 @@
+"""The archive's messages on the wire: control requests/responses, replay stream messages
+and keyed-ingest messages. Pure codecs (docs/protocol.md, section 3.4-3.6).
+
+Control (REQ -> the service's REP on tag 1): a msgpack map ``{"op": NAME, ...}``; the answer
+is ``{"ok": true, ...}`` or ``{"ok": false, "error": CLASS, "message": TEXT}`` where CLASS
+names an :mod:`exon.archive.errors` class.
+
+Replay stream (the service's PUSH -> the client's PULL), little-endian::
+
+    0  u8   kind        1 RECORDS, 2 END, 3 ERROR, 4 KEEPALIVE
+    1  u8[3] reserved
+    4  u32  replay_id
+    8  i64  position    RECORDS: position of the first record byte; END: the end position
+    16 .    RECORDS: whole records as on disk; ERROR: msgpack {"error", "message"}
+
+Keyed ingest (a KeyedWriter's PUSH -> the service's keyed PULL)::
+
+    0  u32  recording_id
+    4  i32  partition
+    8  i64  batch
+    16 i64  seq
+    24 u16  query_length
+    26 .    query (UTF-8), then the payload
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from exon.archive.errors import BY_NAME, ArchiveError, ControlError
+
+REPLAY_HEADER: Final = struct.Struct("<B3xIq")
+REPLAY_RECORDS: Final = 1
+REPLAY_END: Final = 2
+REPLAY_ERROR: Final = 3
+REPLAY_KEEPALIVE: Final = 4
+KEYED_HEADER: Final = struct.Struct("<IiqqH")
+#: the largest control message either side accepts
+MAX_CONTROL_LENGTH: Final = 64 * 1024
+
+#: operation -> (required fields, optional fields with defaults)
+OPERATIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
+    "info": ((), {}),
+    "recordings": ((), {}),
+    "recording": (("recording",), {}),
+    "stop_position": (("recording",), {}),
+    "replay": (("recording", "reply_to"), {"start": 0, "end": None, "follow": False}),
+    "stop_replay": (("replay_id",), {}),
+    "boundaries": (("recording", "start", "max_records"), {"end": None}),
+    "advance": (("recording", "start", "max_records"), {}),
+    "commit": (("recording", "consumer", "position"), {"truncate": False}),
+    "truncate": (("recording", "before"), {}),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    op: str
+    args: dict[str, Any]
+
+
+def encode_request(op: str, **args: Any) -> bytes:
+    return msgpack.packb({"op": op, **args})  # type: ignore[no-any-return]
+
+
+def decode_request(data: bytes) -> Request:
+    """Raises ControlError (never anything else) on a request that does not decode, an
+    unknown operation, a missing field or a field of the wrong type."""
+    if len(data) > MAX_CONTROL_LENGTH:
+        raise ControlError(f"control request of {len(data)} bytes (max {MAX_CONTROL_LENGTH})")
+    try:
+        doc = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several types on garbage
+        raise ControlError(f"control request does not decode as msgpack ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("op"), str):
+        raise ControlError("a control request is a msgpack map with a string 'op'")
+    op = doc.pop("op")
+    spec = OPERATIONS.get(op)
+    if spec is None:
+        raise ControlError(f"unknown control operation {op!r} "
+                           f"(known: {', '.join(sorted(OPERATIONS))})")
+    required, optional = spec
+    args: dict[str, Any] = dict(optional)
+    for name in required:
+        if name not in doc:
+            raise ControlError(f"{op}: missing field {name!r}")
+    for name, value in doc.items():
+        if name not in required and name not in optional:
+            raise ControlError(f"{op}: unknown field {name!r}")
+        args[name] = value
+    for name, value in args.items():
+        _check_field(op, name, value)
+    return Request(op, args)
+
+
+_INT_FIELDS = {"start", "end", "max_records", "position", "before", "replay_id"}
+_STR_FIELDS = {"reply_to", "consumer"}
+
+
+def _check_field(op: str, name: str, value: Any) -> None:
+    if name in _INT_FIELDS:
+        if value is None and name == "end":
+            return
+        if type(value) is not int or value < 0:
+            raise ControlError(f"{op}: {name} must be a non-negative integer, not {value!r}")
+    elif name in _STR_FIELDS:
+        if not isinstance(value, str) or not value:
+            raise ControlError(f"{op}: {name} must be a non-empty string")
+    elif name == "recording":
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise ControlError(f"{op}: recording must be a name or an id")
+    elif name in ("follow", "truncate") and not isinstance(value, bool):
+        raise ControlError(f"{op}: {name} must be true or false")
+
+
+def encode_ok(**fields: Any) -> bytes:
+    return msgpack.packb({"ok": True, **fields})  # type: ignore[no-any-return]
+
+
+def encode_error(exc: BaseException) -> bytes:
+    name = type(exc).__name__ if type(exc).__name__ in BY_NAME else "ArchiveError"
+    return msgpack.packb({"ok": False, "error": name, "message": str(exc)})  # type: ignore[no-any-return]
+
+
+def decode_response(data: bytes) -> dict[str, Any]:
+    """The fields of an ok response; raises the archive error the service reported, or
+    ControlError if the response does not decode."""
+    try:
+        doc = msgpack.unpackb(data, raw=False)
+    except Exception as exc:
+        raise ControlError(f"control response does not decode ({exc})") from None
+    if not isinstance(doc, dict) or "ok" not in doc:
+        raise ControlError("a control response is a msgpack map with 'ok'")
+    if doc["ok"]:
+        doc.pop("ok")
+        return doc
+    raise error_from(doc.get("error"), doc.get("message", ""))
+
+
+def error_from(name: Any, message: str) -> ArchiveError:
+    from exon.archive.errors import ArchiveCorrupt, RecordingNotFound
+
+    cls = BY_NAME.get(name) if isinstance(name, str) else None
+    if cls is RecordingNotFound:
+        exc = RecordingNotFound.__new__(RecordingNotFound)
+        ArchiveError.__init__(exc, message)
+        exc.recording = message.removeprefix("no recording ").strip("'\"")
+        return exc
+    if cls is ArchiveCorrupt:
+        exc2 = ArchiveCorrupt.__new__(ArchiveCorrupt)
+        ArchiveError.__init__(exc2, message)
+        exc2.path, exc2.offset = "", -1
+        return exc2
+    return (cls or ArchiveError)(message)
+
+
+def encode_replay(kind: int, replay_id: int, position: int, body: bytes = b"") -> bytes:
+    return REPLAY_HEADER.pack(kind, replay_id, position) + body
+
+
+def encode_keyed(recording_id: int, partition: int, batch: int, seq: int, query: bytes,
+                 payload: bytes) -> bytes:
+    return KEYED_HEADER.pack(recording_id, partition, batch, seq, len(query)) + query + payload
+
+
+def decode_keyed(data: bytes) -> tuple[int, bytes, bytes]:
+    """-> (recording_id, key as recorded, payload); raises ControlError when short."""
+    n = KEYED_HEADER.size
+    if len(data) < n:
+        raise ControlError(f"keyed ingest message of {len(data)} bytes (header is {n})")
+    recording_id, partition, batch, seq, qlen = KEYED_HEADER.unpack_from(data, 0)
+    if len(data) < n + qlen:
+        raise ControlError("keyed ingest message shorter than its query id")
+    key = struct.pack("<iqq", partition, batch, seq) + data[n:n + qlen]
+    return recording_id, key, data[n + qlen:]

@@ -1,0 +1,357 @@
+"""The archive service: one exon Node hosting the control REP, the ingest PULLs and the
+replay PUSHes over an :class:`~exon.archive.Archive` it owns.
+
+Threads: one control thread (answers requests one at a time), one recorder per ingest
+socket (takes held batches, appends them, makes them durable, then confirms them: the
+producers' cookies come back only then), one per running replay (reads segments and
+pushes whole records, as long as the client's credit allows). A recorder whose disk
+refuses stops: the recording is marked failed, its ingest socket closes (producers get
+``CookieLost`` for every unconfirmed message), and the service goes on serving the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import sys
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+import exon
+from exon import errors
+from exon.archive import control
+from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
+from exon.archive.errors import ArchiveError, ArchiveFull, ControlError, RecordingNotFound
+from exon.archive.format import HEADER_LENGTH, KEY
+from exon.archive.recording import FsyncPolicy
+
+log = logging.getLogger("exon.archive")
+
+CONTROL_TAG = 1
+KEYED_TAG = 2
+#: longest producer identity recorded ("[v6 host]:port/tag")
+MAX_PRODUCER = 96
+MAX_QUERY = 128
+REPLAY_CHUNK = 256 * 1024
+#: credits of the replay links (x REPLAY_CHUNK bounds what a slow reader holds)
+REPLAY_CREDITS = 16
+MAX_REPLAYS = 64
+KEEPALIVE_INTERVAL = 1.0
+BATCH = 4096
+POLL = 0.2  # seconds a service thread waits before looking at its stop flag
+
+
+class ArchiveService:
+    """``ArchiveService(dir, endpoint=..., ingest={"orders": 10}, fsync="none")``;
+    :meth:`start` brings it up, :meth:`close` stops it (``with`` does both)."""
+
+    def __init__(self, directory: str, *, endpoint: str = "127.0.0.1:0",
+                 ingest: dict[str, int] | None = None, fsync: FsyncPolicy = "none",
+                 segment_length: int = DEFAULT_SEGMENT_LENGTH, keyed_tag: int = KEYED_TAG,
+                 node: exon.Node | None = None) -> None:
+        ingest = dict(ingest or {})
+        tags = list(ingest.values())
+        reserved = {CONTROL_TAG: "control", keyed_tag: "keyed ingest"}
+        for name, tag in ingest.items():
+            if tag in reserved:
+                raise exon.ConfigurationError(
+                    f"--ingest {name}={tag}: tag {tag} is the archive's {reserved[tag]} socket")
+        if len(set(tags)) != len(tags):
+            raise exon.ConfigurationError("two --ingest recordings share a tag")
+        self.archive = Archive(directory, owner=True, fsync=fsync, owner_note=endpoint)
+        self._own_node = node is None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._replays: dict[int, threading.Event] = {}
+        self._replay_ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self.events: list[str] = []  # what went wrong (also logged)
+        try:
+            for name, tag in ingest.items():
+                self.archive.create_recording(name, segment_length=segment_length,
+                                              ingest_tag=tag)
+            self.node = node if node is not None else exon.Node(endpoint=endpoint)
+            self.address = self.node.address
+            self.control = self.node.socket("rep", tag=CONTROL_TAG,
+                                            max_message_size=control.MAX_CONTROL_LENGTH)
+            self.ingest: dict[str, Any] = {}
+            for name, tag in ingest.items():
+                self.ingest[name] = self.node.socket(
+                    "pull", tag=tag, max_message_size=self._max_payload(name, 0))
+            self.keyed = self.node.socket(
+                "pull", tag=keyed_tag,
+                max_message_size=min(self._max_payload_all(), 1 << 20)
+                + control.KEYED_HEADER.size + MAX_QUERY)
+            self.keyed_tag = keyed_tag
+        except BaseException:
+            self.close()
+            raise
+
+    def _max_payload(self, recording: str, key_length: int) -> int:
+        """The largest message a recording takes (a record must fit one segment)."""
+        seg = self.archive.entry(recording).segment_length
+        return min(1 << 20, seg - HEADER_LENGTH - MAX_PRODUCER - key_length)
+
+    def _max_payload_all(self) -> int:
+        return min((self._max_payload(r.name, KEY.size + MAX_QUERY)
+                    for r in self.archive.recordings()), default=1 << 20)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> ArchiveService:
+        self._spawn(self._control_loop, "exon-archive-control")
+        for name, sock in self.ingest.items():
+            self._spawn(self._record_loop, f"exon-archive-record-{name}", name, sock)
+        self._spawn(self._keyed_loop, "exon-archive-keyed")
+        return self
+
+    def _spawn(self, target: Any, name: str, *args: Any) -> threading.Thread:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            self._threads.append(t)
+        t.start()
+        return t
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        with self._lock:
+            for ev in self._replays.values():
+                ev.set()
+            threads = list(self._threads)
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join(timeout)
+        node = getattr(self, "node", None)
+        if node is not None and self._own_node:
+            node.close()
+        self.archive.close()
+
+    def __enter__(self) -> ArchiveService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait(self) -> None:
+        """Block until :meth:`close` (from a signal handler or another thread)."""
+        while not self._stop.wait(0.5):
+            pass
+
+    def _event(self, text: str) -> None:
+        log.error(text)
+        with self._lock:
+            self.events.append(text)
+        print(f"exon archive: {text}", file=sys.stderr, flush=True)
+
+    # ---- recording -----------------------------------------------------------------------
+
+    def _record_loop(self, name: str, sock: Any) -> None:
+        writer = self.archive.writer(name)
+        producers: dict[Any, bytes] = {}
+        while not self._stop.is_set():
+            try:
+                batch = sock.receive_held(BATCH, timeout=POLL)
+            except errors.Timeout:
+                continue
+            except errors.ExonError:
+                if self._stop.is_set() or sock.closed:
+                    return
+                continue  # a broken producer link: the others go on
+            payloads = []
+            origins = []
+            for msg in batch.messages:
+                payloads.append(msg[0])
+                peer = msg[1]
+                origin = producers.get(peer)
+                if origin is None:
+                    origin = producers[peer] = str(peer).encode()[:MAX_PRODUCER]
+                origins.append(origin)
+            try:
+                writer.append(payloads, origins, time.time_ns())
+            except (ArchiveFull, ValueError) as exc:
+                self._event(f"recording {name!r} stopped: {exc}")
+                sock.close(timeout=0)  # unconfirmed: the producers get CookieLost
+                return
+            sock.confirm(batch)
+
+    def _keyed_loop(self) -> None:
+        sock = self.keyed
+        while not self._stop.is_set():
+            try:
+                batch = sock.receive_held(BATCH, timeout=POLL)
+            except errors.Timeout:
+                continue
+            except errors.ExonError:
+                if self._stop.is_set() or sock.closed:
+                    return
+                continue
+            groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
+            for msg in batch.messages:
+                try:
+                    rid, key, payload = control.decode_keyed(msg[0])
+                except ControlError as exc:
+                    self._event(f"keyed ingest from {msg[1]}: {exc} (dropped)")
+                    continue
+                g = groups.setdefault(rid, ([], [], []))
+                g[0].append(payload)
+                g[1].append(str(msg[1]).encode()[:MAX_PRODUCER])
+                g[2].append(key)
+            failed = False
+            for rid, (payloads, origins, keys) in groups.items():
+                try:
+                    self.archive.mark_keyed(rid)
+                    self.archive.writer(rid).append(payloads, origins, time.time_ns(), keys)
+                except RecordingNotFound:
+                    self._event(f"keyed ingest for unknown recording id {rid} (dropped)")
+                except (ArchiveFull, ValueError) as exc:
+                    self._event(f"keyed ingest into recording {rid} failed: {exc}")
+                    failed = True
+            if failed:
+                # what is not on disk is never confirmed: drop the links, the writers
+                # see CookieLost and their batch fails (Spark retries it)
+                for peer in sock.peers():
+                    try:
+                        sock.unlink(peer, timeout=0.5)
+                    except errors.ExonError:
+                        pass
+                continue
+            sock.confirm(batch)
+
+    # ---- control -------------------------------------------------------------------------
+
+    def _control_loop(self) -> None:
+        sock = self.control
+        while not self._stop.is_set():
+            try:
+                msg = sock.receive(timeout=POLL)
+            except errors.Timeout:
+                continue
+            except errors.ExonError:
+                if self._stop.is_set() or sock.closed:
+                    return
+                continue
+            try:
+                req = control.decode_request(msg.payload)
+                reply = self.handle(req)
+            except (ArchiveError, ValueError) as exc:
+                reply = control.encode_error(exc)
+            except Exception as exc:  # a bug must not stop the service
+                log.exception("control request failed")
+                reply = control.encode_error(ArchiveError(f"internal error: {exc!r}"))
+            try:
+                sock.send(reply, timeout=5.0)
+            except errors.ExonError:
+                continue
+
+    def handle(self, req: control.Request) -> bytes:
+        """Answer one decoded control request (the service's control logic)."""
+        a = req.args
+        ar = self.archive
+        op = req.op
+        if op == "info":
+            return control.encode_ok(
+                version=exon.__version__, fsync=ar.fsync, keyed_tag=self.keyed_tag,
+                control_tag=CONTROL_TAG,
+                ingest={n: s.tag for n, s in self.ingest.items()}, events=list(self.events))
+        if op == "recordings":
+            return control.encode_ok(recordings=[asdict(r) for r in ar.recordings()])
+        if op == "recording":
+            return control.encode_ok(recording=asdict(ar.recording(a["recording"])))
+        if op == "stop_position":
+            return control.encode_ok(position=ar.stop_position(a["recording"]))
+        if op == "boundaries":
+            return control.encode_ok(positions=ar.boundaries(
+                a["recording"], a["start"], a["end"], a["max_records"]))
+        if op == "advance":
+            return control.encode_ok(position=ar.advance(a["recording"], a["start"],
+                                                         a["max_records"]))
+        if op == "commit":
+            return control.encode_ok(start_position=ar.commit(
+                a["recording"], a["consumer"], a["position"], truncate=a["truncate"]))
+        if op == "truncate":
+            return control.encode_ok(start_position=ar.truncate(a["recording"], a["before"]))
+        if op == "replay":
+            return self._start_replay(a)
+        if op == "stop_replay":
+            with self._lock:
+                ev = self._replays.get(a["replay_id"])
+            if ev is not None:
+                ev.set()
+            return control.encode_ok(stopped=ev is not None)
+        raise ControlError(f"unknown control operation {op!r}")  # pragma: no cover
+
+    # ---- replay --------------------------------------------------------------------------
+
+    def _start_replay(self, a: dict[str, Any]) -> bytes:
+        if a["follow"] and a["end"] is not None:
+            raise ArchiveError("follow=true replays to the live end: give no end")
+        peer = exon.Peer.parse(a["reply_to"])
+        entry, start, end = self.archive.check_range(a["recording"], a["start"],
+                                                     None if a["follow"] else a["end"])
+        with self._lock:
+            if len(self._replays) >= MAX_REPLAYS:
+                raise ArchiveError(f"too many replays running ({MAX_REPLAYS}); try later")
+            replay_id = next(self._replay_ids)
+            stop = self._replays[replay_id] = threading.Event()
+        self._spawn(self._replay_loop, f"exon-archive-replay-{replay_id}", replay_id,
+                    entry.id, peer, start, end, bool(a["follow"]), stop)
+        return control.encode_ok(replay_id=replay_id, start=start,
+                                 end=None if a["follow"] else end)
+
+    def _replay_loop(self, replay_id: int, recording_id: int, peer: exon.Peer, start: int,
+                     end: int, follow: bool, stop: threading.Event) -> None:
+        push = None
+        files = self.archive.files(recording_id)
+        writer = self.archive.writer(recording_id)
+        try:
+            push = self.node.socket("push", max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
+            push.link(str(peer), timeout=10.0)
+            position = start
+            last_sent = time.monotonic()
+            while not stop.is_set() and not self._stop.is_set():
+                if position < end:
+                    data, first, position = files.raw(position, end, REPLAY_CHUNK)
+                    self._push(push, control.encode_replay(control.REPLAY_RECORDS, replay_id,
+                                                           first, data), stop)
+                    last_sent = time.monotonic()
+                    continue
+                if not follow:
+                    self._push(push, control.encode_replay(control.REPLAY_END, replay_id,
+                                                           end), stop)
+                    push.close(timeout=10.0)
+                    return
+                with writer.changed:
+                    if writer.stop_position <= position and writer.failed is None:
+                        writer.changed.wait(POLL)
+                end = writer.stop_position
+                if end <= position and time.monotonic() - last_sent > KEEPALIVE_INTERVAL:
+                    self._push(push, control.encode_replay(control.REPLAY_KEEPALIVE,
+                                                           replay_id, position), stop)
+                    last_sent = time.monotonic()
+        except (errors.ExonError, OSError) as exc:
+            if push is not None and not isinstance(exc, errors.BrokenLink | errors.Timeout):
+                try:
+                    body = control.msgpack.packb({"error": type(exc).__name__,
+                                                  "message": str(exc)})
+                    push.send_nowait(control.encode_replay(control.REPLAY_ERROR, replay_id,
+                                                           0, body))
+                except errors.ExonError:
+                    pass
+        finally:
+            files.close()
+            if push is not None and not push.closed:
+                push.close(timeout=1.0)
+            with self._lock:
+                self._replays.pop(replay_id, None)
+
+    def _push(self, push: Any, data: bytes, stop: threading.Event) -> None:
+        """Send, waiting for credit in slices so that a stop request is seen."""
+        while True:
+            try:
+                push.send(data, timeout=POLL)
+                return
+            except errors.Timeout:
+                if stop.is_set() or self._stop.is_set():
+                    raise errors.ClosedError("replay stopped") from None
