@@ -25,7 +25,14 @@ from exon.archive.errors import (
     RecordingNotFound,
     ReplayRangeError,
 )
-from exon.archive.format import ALIGNMENT, HEADER, HEADER_LENGTH, Record, scan_records
+from exon.archive.format import (
+    ALIGNMENT,
+    HEADER,
+    HEADER_LENGTH,
+    Record,
+    scan_records,
+    walk_headers,
+)
 from exon.archive.recording import FSYNC_POLICIES, FsyncPolicy, RecordingWriter
 from exon.archive.segments import (
     BATCH_RECORDS,
@@ -236,6 +243,14 @@ class Archive:
             except FileNotFoundError:
                 break
             end, _ = scan_records(data, offset, len(data), base)
+            if end < len(data):
+                # a bad record: the tail being written (or torn), or damage in the middle
+                # of the data? Past damage the lengths still chain up to the file's end:
+                # then the data goes on and a replay must meet (and name) the bad record
+                walked, _ = walk_headers(data, end, len(data), 1 << 62)
+                first, _ = walk_headers(data, end, len(data), 1)
+                if walked == len(data) and walked > first > end:
+                    end = walked
             offset = end
             if end < length or base + length not in bases:
                 break
@@ -438,6 +453,8 @@ class Archive:
                                              path=path, offset=offset)
                     offset = nxt
             except ArchiveCorrupt as exc:
+                # the good records of the batch that failed count too
+                records += scan_records(data, offset, exc.offset, base)[1]
                 bad = {"path": exc.path, "offset": exc.offset, "problem": str(exc)}
                 break
             position = base + offset

@@ -116,6 +116,11 @@ class RecordingWriter:
                 if size > length:
                     raise ValueError(f"a {len(payload)}-byte message does not fit a "
                                      f"{length}-byte segment")
+                if chunk and position % length == 0:
+                    # the last record filled its segment exactly: the next file starts here
+                    self._write(chunk_start, chunk)
+                    chunk = bytearray()
+                    chunk_start = position
                 room = length - position % length
                 if size > room:
                     # pad out this segment, then continue in the next

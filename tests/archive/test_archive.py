@@ -1,0 +1,209 @@
+"""An archive directory without the service: append, replay, recover, truncate, verify."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from exon.archive import (
+    Archive,
+    ArchiveCorrupt,
+    ArchiveError,
+    ArchiveFull,
+    ArchiveLocked,
+    RecordingNotFound,
+    ReplayRangeError,
+)
+from exon.archive.segments import segment_bases, segment_path
+from tests.archive.conftest import PRODUCER, SEGMENT, fill, random_payloads
+
+
+def test_round_trip_across_segments(owned: Archive) -> None:
+    payloads = random_payloads(600)
+    fill(owned, "orders", payloads)
+    assert len(segment_bases(owned.directory, 1)) > 10
+    got = list(owned.replay("orders"))
+    assert [r.payload for r in got] == payloads
+    assert all(r.producer == PRODUCER.decode() for r in got)
+    # a read-only Archive (no service) sees the same, from any record boundary
+    with Archive(owned.directory) as ro:
+        assert ro.stop_position("orders") == owned.stop_position("orders")
+        mid = got[300].position
+        assert [r.payload for r in ro.replay("orders", start=mid)] == payloads[300:]
+        assert [r.payload for r in ro.replay("orders", got[10].position, got[20].position)] \
+            == payloads[10:20]
+
+
+def test_boundaries_and_advance(owned: Archive) -> None:
+    payloads = random_payloads(333, seed=2, max_size=3000)
+    fill(owned, "orders", payloads)
+    cuts = owned.boundaries("orders", 0, None, 40)
+    assert cuts[0] == 0 and cuts[-1] == owned.stop_position("orders")
+    sizes = [len(list(owned.replay("orders", a, b))) for a, b in zip(cuts, cuts[1:])]
+    assert all(0 < s <= 40 for s in sizes) and sum(sizes) == 333
+    records = list(owned.replay("orders"))
+    assert owned.advance("orders", 0, 7) in (records[7].position, )
+    assert owned.advance("orders", records[330].position, 100) == owned.stop_position("orders")
+
+
+def test_restart_recovers_and_resumes(owned: Archive, tmp_path) -> None:
+    fill(owned, "orders", random_payloads(100, seed=3))
+    stop = owned.stop_position("orders")
+    owned.close()
+    with Archive(owned.directory, owner=True) as again:
+        assert again.stop_position("orders") == stop
+        fill(again, "orders", [b"after"])
+        assert list(again.replay("orders"))[-1].payload == b"after"
+
+
+@pytest.mark.parametrize("damage", ["torn", "garbage", "half-header"])
+def test_a_torn_tail_is_cut_on_recovery(owned: Archive, damage: str) -> None:
+    payloads = random_payloads(40, seed=4, max_size=1000)
+    fill(owned, "orders", payloads)
+    stop = owned.stop_position("orders")
+    owned.close()
+    base = stop - stop % SEGMENT
+    path = segment_path(owned.directory, 1, base)
+    with open(path, "ab") as f:
+        if damage == "torn":  # a whole record written halfway
+            from exon.archive.format import encode_batch
+
+            rec = encode_batch(stop, [b"z" * 500], [PRODUCER], 1)
+            f.write(rec[:300])
+        elif damage == "garbage":
+            f.write(os.urandom(200))
+        else:
+            f.write(b"\x01\x02\x03\x04\x40\x00")
+    with Archive(owned.directory, owner=True) as again:
+        assert again.stop_position("orders") == stop
+        assert os.path.getsize(path) == stop - base
+        assert [r.payload for r in again.replay("orders")] == payloads
+
+
+def test_verify_finds_a_flipped_byte(owned: Archive) -> None:
+    payloads = random_payloads(200, seed=5, max_size=2000)
+    fill(owned, "orders", payloads)
+    records = list(owned.replay("orders"))
+    victim = records[150]
+    owned.close()
+    base = victim.position - victim.position % SEGMENT
+    path = segment_path(owned.directory, 1, base)
+    with open(path, "r+b") as f:
+        f.seek(victim.position - base + 40)
+        b = f.read(1)
+        f.seek(victim.position - base + 40)
+        f.write(bytes([b[0] ^ 0x10]))
+    with Archive(owned.directory) as ro:
+        [report] = ro.verify()
+        assert not report["ok"] and report["records"] == 150
+        assert report["bad"]["path"] == path
+        assert report["bad"]["offset"] == victim.position - base
+        with pytest.raises(ArchiveCorrupt) as info:
+            list(ro.replay("orders"))
+        assert info.value.path == path and info.value.offset == victim.position - base
+    cli = subprocess.run([sys.executable, "-m", "exon.cli", "archive", "verify", "--dir",
+                          owned.directory], capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1
+    assert "BAD after 150 good records" in cli.stdout and path in cli.stdout
+
+
+def test_truncate_drops_whole_segments(owned: Archive) -> None:
+    payloads = random_payloads(400, seed=6)
+    fill(owned, "orders", payloads)
+    records = list(owned.replay("orders"))
+    cut = records[200].position
+    start = owned.truncate("orders", before=cut)
+    assert start == cut - cut % SEGMENT
+    assert min(segment_bases(owned.directory, 1)) == start
+    kept = list(owned.replay("orders", start=start))
+    assert kept[-1] == records[-1] and kept[0].position == start or kept[0].position > start
+    assert records.index(kept[0]) <= 200
+    with pytest.raises(ReplayRangeError):
+        list(owned.replay("orders", start=0))
+    with pytest.raises(ReplayRangeError):
+        owned.truncate("orders", before=owned.stop_position("orders") + 32)
+    owned.close()
+    with Archive(owned.directory, owner=True) as again:  # survives a restart
+        assert again.recording("orders").start_position == start
+        assert list(again.replay("orders", start=start)) == kept
+
+
+def test_bad_ranges_and_names(owned: Archive) -> None:
+    fill(owned, "orders", random_payloads(10, seed=7, max_size=200))
+    stop = owned.stop_position("orders")
+    with pytest.raises(RecordingNotFound) as info:
+        owned.replay("nope").__next__()
+    assert info.value.recording == "nope" and "nope" in str(info.value)
+    for start, end in ((0, stop + 32), (stop + 32, None), (8, None), (32, None)):
+        with pytest.raises(ReplayRangeError):
+            next(owned.replay("orders", start, end), None)
+    with pytest.raises(ReplayRangeError):
+        next(owned.replay("orders", 0, stop, follow=True))
+    assert list(owned.replay("orders", stop)) == []
+
+
+def test_a_second_owner_is_refused(owned: Archive) -> None:
+    with pytest.raises(ArchiveLocked, match="held by another archive service"):
+        Archive(owned.directory, owner=True)
+    owned.close()
+    Archive(owned.directory, owner=True).close()  # free again
+
+
+def test_follow_sees_new_records(owned: Archive) -> None:
+    import threading
+
+    fill(owned, "orders", [b"a", b"b"])
+    got: list[bytes] = []
+
+    def reader() -> None:
+        for rec in owned.replay("orders", follow=True, idle_timeout=5.0):
+            got.append(rec.payload)
+            if len(got) == 4:
+                return
+
+    t = threading.Thread(target=reader)
+    t.start()
+    time.sleep(0.1)
+    fill(owned, "orders", [b"c", b"d"])
+    t.join(10)
+    assert got == [b"a", b"b", b"c", b"d"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_stops_the_recording_and_keeps_what_is_durable(tmp_path) -> None:
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], check=True)
+    try:
+        ar = Archive(str(mnt / "arch"), owner=True)
+        ar.create_recording("orders", segment_length=SEGMENT)
+        written: list[bytes] = []
+        with pytest.raises(ArchiveFull, match="stopped at position"):
+            for i in range(1000):
+                batch = [bytes([i % 256]) * 900] * 10
+                ar.writer("orders").append(batch, [PRODUCER] * 10, 1)
+                written.extend(batch)
+        assert ar.recording("orders").state.startswith("failed")
+        with pytest.raises(ArchiveFull):
+            ar.writer("orders").append([b"x"], [PRODUCER], 1)
+        assert [r.payload for r in ar.replay("orders")] == written
+        ar.close()
+        with Archive(str(mnt / "arch")) as ro:
+            assert [r.payload for r in ro.replay("orders")] == written
+            assert ro.verify()[0]["ok"]
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_corrupt_catalog_is_named(tmp_path) -> None:
+    d = tmp_path / "arch"
+    d.mkdir()
+    (d / "catalog.json").write_text("{not json")
+    with pytest.raises(ArchiveCorrupt, match="catalog.json"):
+        Archive(str(d))
+    with pytest.raises(ArchiveError, match="no such archive directory"):
+        Archive(str(tmp_path / "missing"))

@@ -1,0 +1,121 @@
+"""The record codec: round trips, checks, the torn-tail scan."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from exon.archive import ArchiveCorrupt, Record
+from exon.archive import codec
+from exon.archive.format import (
+    ALIGNMENT,
+    HEADER,
+    HEADER_LENGTH,
+    decode_key,
+    decode_records,
+    encode_batch,
+    encode_key,
+    encode_pad,
+    scan_records,
+    walk_headers,
+)
+
+PRODUCER = b"127.0.0.1:4000/7"
+
+
+def test_header_is_32_bytes_and_aligned() -> None:
+    assert HEADER.size == HEADER_LENGTH == 32 == ALIGNMENT
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=40), st.integers(0, 1 << 40))
+def test_round_trip(payloads: list[bytes], base_records: int) -> None:
+    base = base_records * ALIGNMENT
+    data = encode_batch(base, payloads, [PRODUCER] * len(payloads), 123)
+    records, end = decode_records(data, 0, len(data), base)
+    assert end == len(data)
+    assert [r.payload for r in records] == payloads
+    assert all(r.producer == PRODUCER.decode() and r.timestamp == 123 for r in records)
+    positions = [r.position for r in records]
+    assert positions == sorted(positions) and all(p % ALIGNMENT == 0 for p in positions)
+    assert scan_records(data, 0, len(data), base) == (len(data), len(payloads))
+
+
+def test_native_and_reference_decoders_agree() -> None:
+    payloads = [bytes([i % 251]) * (i * 7 % 500) for i in range(300)]
+    data = bytes(encode_batch(4096, payloads, [PRODUCER] * 300, 5))
+    got, end = codec.decode(data, 0, len(data), 4096, 1 << 62, True, "x", {})
+    want, want_end = decode_records(data, 0, len(data), 4096)
+    assert got == want and end == want_end
+    part, mid = codec.decode(data, 0, len(data), 4096, 10, True, "x", {})
+    assert part == want[:10] and mid == want[10].position - 4096
+
+
+def test_record_is_a_tuple_with_names() -> None:
+    r = Record(64, b"x", "p", 9)
+    assert r == (64, b"x", "p", 9)
+    assert (r.position, r.payload, r.producer, r.timestamp) == (64, b"x", "p", 9)
+    import pickle
+
+    assert pickle.loads(pickle.dumps(r)) == r
+
+
+def test_pad_records_are_skipped() -> None:
+    data = bytearray(encode_batch(0, [b"a"], [PRODUCER], 1))
+    first = len(data)
+    data.extend(bytes(96))
+    encode_pad(data, first, first, 96)
+    data.extend(encode_batch(first + 96, [b"b"], [PRODUCER], 1))
+    records, end = decode_records(data, 0, len(data), 0)
+    assert [r.payload for r in records] == [b"a", b"b"] and end == len(data)
+    assert walk_headers(data, 0, len(data), 1) == (first + 96, 1)  # PAD skipped too
+    assert walk_headers(data, 0, len(data), 5) == (len(data), 2)
+
+
+@pytest.mark.parametrize("field", ["checksum", "payload", "position", "length"])
+def test_a_damaged_record_is_refused_naming_the_offset(field: str) -> None:
+    data = bytearray(encode_batch(0, [b"one" * 10, b"two" * 10], [PRODUCER] * 2, 1))
+    second = decode_records(data, 0, len(data), 0)[0][1].position
+    if field == "checksum":
+        data[second] ^= 0xFF
+    elif field == "payload":
+        data[second + HEADER_LENGTH + len(PRODUCER)] ^= 1
+    elif field == "position":
+        struct.pack_into("<q", data, second + 8, 12345 * 32)
+    else:
+        struct.pack_into("<I", data, second + 4, 1 << 20)
+    with pytest.raises(ArchiveCorrupt) as info:
+        decode_records(data, 0, len(data), 0, path="seg.rec")
+    assert info.value.offset == second and info.value.path == "seg.rec"
+    # the scan (recovery) stops before it instead of raising
+    assert scan_records(data, 0, len(data), 0) == (second, 1)
+
+
+def test_torn_tail_stops_the_scan() -> None:
+    data = encode_batch(0, [b"x" * 100] * 3, [PRODUCER] * 3, 1)
+    for cut in range(1, len(data)):
+        end, count = scan_records(bytes(data[:cut]), 0, cut, 0)
+        assert end <= cut and end % ALIGNMENT == 0
+        assert decode_records(bytes(data[:end]), 0, end, 0)[0][:count] is not None
+
+
+@given(st.binary(max_size=400))
+def test_garbage_decodes_or_raises_archive_corrupt(blob: bytes) -> None:
+    try:
+        decode_records(blob, 0, len(blob), 0)
+    except ArchiveCorrupt:
+        pass
+    scan_records(blob, 0, len(blob), 0)
+
+
+def test_key_round_trip() -> None:
+    key = encode_key("q-1", 3, 17, 99)
+    assert decode_key(key) == ("q-1", 3, 17, 99)
+    data = encode_batch(0, [b"p"], [PRODUCER], 1, [key])
+    seen = []
+    scan_records(data, 0, len(data), 0, on_key=lambda k, p: seen.append((decode_key(k), p)))
+    assert seen == [(("q-1", 3, 17, 99), 0)]
+    assert decode_records(data, 0, len(data), 0)[0][0].producer == PRODUCER.decode()
