@@ -1,0 +1,140 @@
+"""Offsets and partitions of an exon read: pure functions over an archive-like object.
+
+An offset is the JSON dict Spark checkpoints: ``{recording name: archive position}``, one
+entry per recording read. A micro-batch ``(start, end]`` in Spark's words is, per recording,
+the position range ``[start[name], end[name])`` of the archive: every record whose position
+falls in it. Positions are the archive's byte positions (record boundaries), so a range
+replays the same records after any restart.
+
+``archive`` below is anything with the methods of :class:`exon.archive.ArchiveClient` that
+are used (``recording``, ``stop_position``, ``advance``, ``boundaries``): the driver passes
+its client, tests pass a plain object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from exon.spark.options import PositionSpec
+
+__all__ = [
+    "ArchiveView",
+    "RangeSlice",
+    "admit",
+    "check_offset",
+    "ending_offset",
+    "plan_slices",
+    "starting_offset",
+]
+
+
+class ArchiveView(Protocol):
+    def recording(self, name: str) -> Any: ...
+    def stop_position(self, name: str) -> int: ...
+    def advance(self, name: str, start: int, max_records: int) -> int: ...
+    def boundaries(self, name: str, start: int, end: int, max_records: int) -> list[int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSlice:
+    """Records of ``recording`` at positions ``[start, end)``: one input partition."""
+
+    recording: str
+    start: int
+    end: int
+
+
+def check_offset(offset: Mapping[str, Any], recordings: Sequence[str], *, what: str) -> dict[str, int]:
+    """An offset from Spark (a checkpoint) as ``{name: position}`` for exactly ``recordings``.
+
+    A checkpoint written for other recordings is refused: the query's ``recording`` option
+    changed, and reusing that checkpoint would silently skip or repeat data."""
+    if not isinstance(offset, Mapping):
+        raise ValueError(f"exon: {what} offset {offset!r} is not a JSON object")
+    names = set(offset)
+    if names != set(recordings):
+        raise ValueError(
+            f"exon: the {what} offset covers recordings {sorted(names)} but the query reads "
+            f"{sorted(recordings)}; a checkpoint belongs to one set of recordings (start the "
+            "query with a new checkpointLocation)")
+    result: dict[str, int] = {}
+    for name in recordings:
+        position = offset[name]
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ValueError(f"exon: {what} offset of {name!r} is {position!r}, not a position")
+        result[name] = position
+    return result
+
+
+def starting_offset(archive: ArchiveView, recordings: Sequence[str],
+                    spec: PositionSpec) -> dict[str, int]:
+    """Where a new query starts: ``earliest`` (the recording's start position, after any
+    truncation), ``latest`` (its durable stop position now) or the positions given."""
+    offset: dict[str, int] = {}
+    for name in recordings:
+        info = archive.recording(name)  # RecordingNotFound names a missing recording
+        if spec == "earliest":
+            offset[name] = int(info.start_position)
+        elif spec == "latest":
+            offset[name] = int(archive.stop_position(name))
+        else:
+            assert isinstance(spec, dict)
+            offset[name] = int(spec[name])
+    return offset
+
+
+def ending_offset(archive: ArchiveView, recordings: Sequence[str],
+                  spec: PositionSpec) -> dict[str, int]:
+    """Where a batch read ends: ``latest`` (the durable stop position) or the positions
+    given (exclusive)."""
+    if spec == "latest":
+        return {name: int(archive.stop_position(name)) for name in recordings}
+    assert isinstance(spec, dict)
+    return {name: int(spec[name]) for name in recordings}
+
+
+def admit(archive: ArchiveView, start: Mapping[str, int], stop: Mapping[str, int],
+          max_records: int | None) -> dict[str, int]:
+    """The end of the next micro-batch: ``stop`` (what is durable now), capped at
+    ``max_records`` records over all recordings when admission control is on.
+
+    The budget is shared in turns: each recording in order may take up to an equal share of
+    what is left, so the total never exceeds ``max_records`` and an idle recording leaves its
+    share to the others only in the next trigger (simple, and never more than asked). A
+    recording never goes backwards: an end below ``start`` (a stop position from an archive
+    that lost its tail) stays at ``start``."""
+    end: dict[str, int] = {}
+    names = list(start)
+    if max_records is None:
+        return {name: max(int(stop[name]), int(start[name])) for name in names}
+    share = max(1, max_records // max(1, len(names)))
+    for name in names:
+        begin, limit = int(start[name]), int(stop[name])
+        if limit <= begin:
+            end[name] = begin
+            continue
+        end[name] = max(begin, min(limit, int(archive.advance(name, begin, share))))
+    return end
+
+
+def plan_slices(archive: ArchiveView, start: Mapping[str, int], end: Mapping[str, int],
+                max_records: int) -> list[RangeSlice]:
+    """Cut ``[start, end)`` of every recording into slices of at most ``max_records``
+    records each, using the archive's record index (``boundaries``)."""
+    slices: list[RangeSlice] = []
+    for name in end:
+        begin, stop = int(start.get(name, 0)), int(end[name])
+        if stop < begin:
+            raise ValueError(f"exon: the range of {name!r} ends at {stop}, before its start "
+                             f"{begin}")
+        if stop == begin:
+            continue
+        cuts = [int(p) for p in archive.boundaries(name, begin, stop, max_records)]
+        if not cuts or cuts[0] != begin or cuts[-1] != stop or any(
+                b <= a for a, b in zip(cuts, cuts[1:])):
+            raise ValueError(f"exon: the archive cut [{begin}, {stop}) of {name!r} into "
+                             f"{cuts!r}, not an increasing list from start to end")
+        slices.extend(RangeSlice(name, a, b) for a, b in zip(cuts, cuts[1:]))
+    return slices

@@ -1,0 +1,305 @@
+"""``format("exon")``: the data source, its batch and streaming readers.
+
+Where each piece runs (see ``docs/spark.md``):
+
+* ``ExonDataSource.schema()`` -- the driver, at ``load()``: checks the options and that the
+  archive answers and has the recordings, so a bad option or address fails there.
+* ``ExonStreamReader`` -- constructed on the driver in two processes and cloudpickled to the
+  executors (so: only options in its state, no handle; a client is opened lazily and dropped
+  when pickled). ``initialOffset`` / ``latestOffset`` / ``partitions`` / ``commit`` run in
+  Spark's long-lived source runner process on the driver, which keeps one archive client.
+* ``read(partition)`` -- the executors: replays ``[start, end)`` of one recording from the
+  archive over exon (never a local path), as Arrow batches.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+
+from exon.spark import clients
+from exon.spark.decode import BatchBuilder, default_ddl
+from exon.spark.options import ReadOptions, parse_read_options, parse_write_options
+from exon.spark.plan import (
+    RangeSlice,
+    admit,
+    check_offset,
+    ending_offset,
+    plan_slices,
+    starting_offset,
+)
+
+try:  # 4.2+: admission control through ReadLimit, Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    HAS_READ_LIMIT = True
+except ImportError:  # 4.0 / 4.1: latestOffset() takes no argument
+    HAS_READ_LIMIT = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Absent before 4.2: a plain base class."""
+
+
+__all__ = ["ExonDataSource", "ExonPartition", "ExonStreamReader", "ExonBatchReader"]
+
+#: rows per Arrow batch handed to Spark
+_ROWS_PER_BATCH = 8192
+
+
+class ExonPartition(InputPartition):
+    """The records of one recording at positions ``[start, end)``: a Spark task's input."""
+
+    def __init__(self, recording: str, start: int, end: int) -> None:
+        super().__init__((recording, start, end))
+        self.recording = recording
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"ExonPartition({self.recording!r}, {self.start}, {self.end})"
+
+
+def _options(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in dict(options).items()}
+
+
+def _arrow_schema(schema: Any) -> Any:
+    """The Arrow schema Spark's runner checks a returned batch against."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)  # pragma: no cover - older pyspark
+
+
+def _check_archive(opts: ReadOptions) -> None:
+    """The archive answers and has every recording (RecordingNotFound names a missing one)."""
+    from exon.archive import ArchiveError
+
+    try:
+        client = clients.open_client(opts.archive, opts.timeout)
+    except Exception as exc:
+        raise clients.archive_error(opts.archive, exc) from exc
+    try:
+        for name in opts.recordings:
+            try:
+                client.recording(name)
+            except ArchiveError:
+                raise
+            except Exception as exc:
+                raise clients.archive_error(opts.archive, exc) from exc
+    finally:
+        client.close()
+
+
+def read_slice(opts: ReadOptions, schema: Any, partition: Any) -> Iterator[Any]:
+    """Replay one partition's range as Arrow batches of ``schema`` (executor side)."""
+    if not isinstance(partition, ExonPartition):
+        return  # Spark's placeholder partition of an empty batch read
+    builder = BatchBuilder(schema, opts.format, _arrow_schema(schema))
+    pending: list[Any] = []
+    for records in clients.replay_range(opts.archive, partition.recording, partition.start,
+                                        partition.end, timeout=opts.timeout,
+                                        replay_timeout=opts.replay_timeout):
+        pending.extend(records)
+        if len(pending) >= _ROWS_PER_BATCH:
+            yield builder.build(partition.recording, pending)
+            pending = []
+    if pending:
+        yield builder.build(partition.recording, pending)
+
+
+class _Reader:
+    """What both readers share: options, schema and a lazily opened driver-side client."""
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        self.opts = parse_read_options(options)
+        self.schema = schema
+        BatchBuilder(schema, self.opts.format, _arrow_schema(schema))  # reject a bad schema now
+        self._client: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client"] = None  # a handle never travels to the executors
+        return state
+
+    def _archive(self) -> Any:
+        if self._client is None:
+            try:
+                self._client = clients.open_client(self.opts.archive, self.opts.timeout)
+            except Exception as exc:
+                raise clients.archive_error(self.opts.archive, exc) from exc
+        return self._client
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A control request; a client that failed is closed and replaced next time."""
+        from exon.archive import ArchiveError
+
+        client = self._archive()
+        try:
+            return getattr(client, method)(*args, **kwargs)
+        except ArchiveError:
+            raise
+        except Exception as exc:
+            self._close_client()
+            raise clients.archive_error(self.opts.archive, exc) from exc
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class _ClientView:
+    """The archive methods ``plan`` needs, through ``_Reader._call``."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self._reader = reader
+
+    def recording(self, name: str) -> Any:
+        return self._reader._call("recording", name)
+
+    def stop_position(self, name: str) -> int:
+        return int(self._reader._call("stop_position", name))
+
+    def advance(self, name: str, start: int, max_records: int) -> int:
+        return int(self._reader._call("advance", name, start, max_records))
+
+    def boundaries(self, name: str, start: int, end: int, max_records: int) -> list[int]:
+        return list(self._reader._call("boundaries", name, start, end, max_records))
+
+
+class ExonBatchReader(_Reader, DataSourceReader):
+    """``spark.read.format("exon")``: a recording, or ``[startingPosition, endingPosition)``."""
+
+    def partitions(self) -> list[InputPartition]:
+        view = _ClientView(self)
+        try:
+            start = starting_offset(view, self.opts.recordings, self.opts.starting)
+            end = ending_offset(view, self.opts.recordings, self.opts.ending)
+            for name in self.opts.recordings:
+                if end[name] < start[name]:
+                    raise ValueError(f"exon: endingPosition {end[name]} of {name!r} is before "
+                                     f"its startingPosition {start[name]}")
+            slices = plan_slices(view, start, end, self.opts.max_records_per_partition)
+        finally:
+            self._close_client()
+        return [ExonPartition(s.recording, s.start, s.end) for s in slices]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_slice(self.opts, self.schema, partition)
+
+
+class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("exon")``: offsets are ``{recording: archive position}``."""
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        super().__init__(options, schema)
+        self._last_end: dict[str, int] | None = None  # 0-arg latestOffset: where we are
+        self._target: dict[str, int] | None = None  # Trigger.AvailableNow: where to stop
+
+    def initialOffset(self) -> dict[str, int]:
+        return starting_offset(_ClientView(self), self.opts.recordings, self.opts.starting)
+
+    def _latest(self, start: Mapping[str, Any] | None, max_records: int | None) -> dict[str, int]:
+        view = _ClientView(self)
+        stop = {name: view.stop_position(name) for name in self.opts.recordings}
+        if self._target is not None:
+            stop = {name: min(stop[name], self._target[name]) for name in stop}
+        if start is None:
+            if max_records is not None:  # 0-arg form before the first batch: no cap known
+                start = self._last_end
+            if start is None:
+                return stop
+        begin = check_offset(start, self.opts.recordings, what="start")
+        return admit(view, begin, stop, max_records)
+
+    if HAS_READ_LIMIT:
+
+        def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
+            """The end of the next micro-batch: the durable stop positions, capped by
+            ``limit`` (``ReadMaxRows`` from ``maxRecordsPerTrigger``)."""
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+            return self._latest(start, max_rows)
+
+        def getDefaultReadLimit(self) -> ReadLimit:
+            if self.opts.max_records_per_trigger is None:
+                return ReadAllAvailable()
+            return ReadMaxRows(self.opts.max_records_per_trigger)
+
+    else:  # pragma: no cover - pyspark 4.0 / 4.1
+
+        def latestOffset(self) -> dict:  # type: ignore[override]
+            """The end of the next micro-batch (capped by ``maxRecordsPerTrigger`` from
+            the end this runner last planned or committed)."""
+            return self._latest(None, self.opts.max_records_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        view = _ClientView(self)
+        self._target = {name: view.stop_position(name) for name in self.opts.recordings}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        begin = check_offset(start, self.opts.recordings, what="start")
+        stop = check_offset(end, self.opts.recordings, what="end")
+        self._last_end = stop
+        slices = plan_slices(_ClientView(self), begin, stop, self.opts.max_records_per_partition)
+        return [ExonPartition(s.recording, s.start, s.end) for s in slices]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_slice(self.opts, self.schema, partition)
+
+    def commit(self, end: dict) -> None:
+        """Spark committed everything before ``end``: tell the archive (``consumer``)."""
+        stop = check_offset(end, self.opts.recordings, what="commit")
+        self._last_end = stop
+        for name, position in stop.items():
+            self._call("commit", name, self.opts.consumer, position,
+                       truncate=self.opts.truncate)
+
+    def stop(self) -> None:
+        self._close_client()
+
+
+class ExonDataSource(DataSource):
+    """``format("exon")``: read recordings of an exon archive, write to exon.
+
+    ``spark.dataSource.register(ExonDataSource)``, then ``spark.readStream.format("exon")``
+    (options: ``archive``, ``recording``, ...), ``spark.read.format("exon")`` or
+    ``df.writeStream.format("exon")`` (``peer``, or ``archive`` and ``recording``).
+    See ``docs/spark.md`` for every option."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "exon"
+
+    def schema(self) -> str:
+        opts = parse_read_options(self.options)
+        _check_archive(opts)
+        return default_ddl(opts.format, opts.schema, multiple=opts.multiple)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return ExonBatchReader(_options(self.options), schema)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return ExonStreamReader(_options(self.options), schema)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        from exon.spark.sink import ExonStreamWriter
+
+        return ExonStreamWriter(parse_write_options(self.options), schema)

@@ -1,0 +1,162 @@
+"""Payload decoding into columns: Spark JSON reader's PERMISSIVE rules, `_corrupt`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+
+import msgpack
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from exon.archive import Record
+from exon.spark.decode import BatchBuilder, default_ddl
+from exon.spark.source import _arrow_schema
+
+META = [StructField("position", LongType()), StructField("producer", StringType()),
+        StructField("timestamp", TimestampType())]
+EVENT = StructType([*META, StructField("key", StringType()), StructField("value", DoubleType()),
+                    StructField("n", IntegerType()), StructField("_corrupt", StringType())])
+
+
+def _builder(schema: StructType, fmt: str) -> BatchBuilder:
+    return BatchBuilder(schema, fmt, _arrow_schema(schema))
+
+
+def _records(*payloads: bytes) -> list[Record]:
+    return [Record(i * 64, p, "127.0.0.1:9/3", 1_700_000_000_123_456_789 + i)
+            for i, p in enumerate(payloads)]
+
+
+def test_default_ddl() -> None:
+    assert default_ddl("raw", None, multiple=False) == (
+        "position bigint, payload binary, producer string, timestamp timestamp")
+    assert default_ddl("raw", None, multiple=True).startswith("recording string, position")
+    assert default_ddl("json", "k string, v int", multiple=False) == (
+        "position bigint, producer string, timestamp timestamp, k string, v int, "
+        "_corrupt string")
+    assert default_ddl("msgpack", "k string", multiple=False).endswith("_corrupt binary")
+    # a DDL that names _corrupt itself keeps its own
+    assert default_ddl("json", "k string, _corrupt binary", multiple=False).count("_corrupt") == 1
+
+
+def test_raw_batch_carries_the_record_fields() -> None:
+    schema = StructType([StructField("position", LongType()), StructField("payload", BinaryType()),
+                         StructField("producer", StringType()),
+                         StructField("timestamp", TimestampType())])
+    records = _records(b"a", b"", b"\x00\xff")
+    batch = _builder(schema, "raw").build("orders", records)
+    assert batch.schema == _arrow_schema(schema)
+    rows = batch.to_pylist()
+    assert [r["position"] for r in rows] == [0, 64, 128]
+    assert [r["payload"] for r in rows] == [b"a", b"", b"\x00\xff"]
+    assert rows[0]["producer"] == "127.0.0.1:9/3"
+    stamp = rows[0]["timestamp"]
+    assert stamp == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=dt.timezone.utc)
+
+
+def test_json_decodes_by_name_and_bad_rows_land_in_corrupt() -> None:
+    good = json.dumps({"key": "k1", "value": 2, "n": 3, "extra": [1]}).encode()
+    missing = json.dumps({"key": "k2"}).encode()
+    wrong_type = json.dumps({"key": "k3", "n": "three"}).encode()
+    too_big = json.dumps({"n": 1 << 40}).encode()
+    not_json = b"{not json"
+    not_object = b"[1, 2]"
+    invalid_utf8 = b"\xff\xfe"
+    batch = _builder(EVENT, "json").build(
+        "orders", _records(good, missing, wrong_type, too_big, not_json, not_object,
+                           invalid_utf8))
+    rows = batch.to_pylist()
+    assert (rows[0]["key"], rows[0]["value"], rows[0]["n"], rows[0]["_corrupt"]) == (
+        "k1", 2.0, 3, None)
+    assert (rows[1]["key"], rows[1]["value"], rows[1]["n"], rows[1]["_corrupt"]) == (
+        "k2", None, None, None)
+    for row, payload in zip(rows[2:], [wrong_type, too_big, not_json, not_object]):
+        assert (row["key"], row["value"], row["n"]) == (None, None, None)
+        assert row["_corrupt"] == payload.decode()
+    assert rows[6]["_corrupt"] == invalid_utf8.decode("utf-8", "replace")
+    assert [r["position"] for r in rows] == [i * 64 for i in range(7)]
+
+
+def test_json_strings_take_any_value_as_its_text_like_spark() -> None:
+    schema = StructType([StructField("s", StringType())])
+    rows = _builder(schema, "json").build("r", _records(b'{"s": {"a": [1, true]}}')).to_pylist()
+    assert rows == [{"s": '{"a":[1,true]}'}]
+
+
+def test_json_nested_and_temporal_types() -> None:
+    schema = StructType([
+        StructField("t", TimestampType()), StructField("d", DateType()),
+        StructField("m", DecimalType(6, 2)),
+        StructField("a", ArrayType(IntegerType())),
+        StructField("kv", MapType(StringType(), LongType())),
+        StructField("s", StructType([StructField("x", IntegerType())])),
+        StructField("b", BinaryType()),
+        StructField("_corrupt", StringType()),
+    ])
+    payload = json.dumps({
+        "t": "2024-05-01T10:00:00.5Z", "d": "2024-05-01", "m": "12.345",
+        "a": [1, None, 3], "kv": {"x": 1}, "s": {"x": 7, "y": 0}, "b": "AAE=",
+    }).encode()
+    epoch = b'{"t": 1700000000}'
+    bad_decimal = b'{"m": 123456.0}'
+    rows = _builder(schema, "json").build("r", _records(payload, epoch, bad_decimal)).to_pylist()
+    utc = dt.timezone.utc
+    assert rows[0]["t"] == dt.datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=utc)
+    assert rows[0]["d"] == dt.date(2024, 5, 1)
+    assert rows[0]["m"] == decimal.Decimal("12.35")
+    assert rows[0]["a"] == [1, None, 3]
+    assert rows[0]["kv"] == [("x", 1)]
+    assert rows[0]["s"] == {"x": 7}
+    assert rows[0]["b"] == b"\x00\x01"
+    assert rows[0]["_corrupt"] is None
+    assert rows[1]["t"] == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=utc)
+    assert rows[2]["m"] is None
+    assert rows[2]["_corrupt"] == bad_decimal.decode()
+
+
+def test_msgpack_decodes_and_corrupt_keeps_the_bytes() -> None:
+    schema = StructType([StructField("key", StringType()), StructField("b", BinaryType()),
+                         StructField("t", TimestampType()), StructField("_corrupt", BinaryType())])
+    good = msgpack.packb({"key": "k", "b": b"\x00", "t": msgpack.Timestamp(10, 5000)})
+    iso = msgpack.packb({"t": "1970-01-01T00:00:10+00:00"})
+    bad = b"\xc1"  # never used in msgpack
+    rows = _builder(schema, "msgpack").build("r", _records(good, iso, bad)).to_pylist()
+    assert rows[0]["key"] == "k"
+    assert rows[0]["b"] == b"\x00"
+    assert rows[0]["t"] == dt.datetime(1970, 1, 1, 0, 0, 10, 5, tzinfo=dt.timezone.utc)
+    assert rows[0]["_corrupt"] is None
+    assert rows[1]["t"] == dt.datetime(1970, 1, 1, 0, 0, 10, tzinfo=dt.timezone.utc)
+    assert rows[2]["_corrupt"] == bad
+    assert rows[2]["key"] is None
+
+
+def test_decoded_columns_without_a_format_are_refused() -> None:
+    with pytest.raises(ValueError, match="set option format"):
+        _builder(EVENT, "raw")
+
+
+def test_a_record_column_with_another_type_is_refused() -> None:
+    schema = StructType([StructField("position", StringType())])
+    with pytest.raises(ValueError, match="must be bigint"):
+        _builder(schema, "raw")
+
+
+def test_corrupt_must_be_text_or_bytes() -> None:
+    schema = StructType([StructField("k", StringType()), StructField("_corrupt", LongType())])
+    with pytest.raises(ValueError, match="_corrupt"):
+        _builder(schema, "json")
