@@ -6,9 +6,9 @@ import sys
 from setuptools import setup
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "exon", "native"))
-from build import fast_extension
+from build import archive_extension, fast_extension
 
 setup(
     cffi_modules=["exon/native/build.py:ffibuilder"],
-    ext_modules=[fast_extension()],
+    ext_modules=[fast_extension(), archive_extension()],
 )

@@ -1,16 +1,22 @@
-"""Batch decoding of records: the native decoder when it is built, else the reference.
+"""Batch record codec: the native one (``exon.native._archive``) when it is built, else
+the pure-Python reference of :mod:`exon.archive.format` (a parity test runs both).
 
 ``decode(buf, offset, end, base, limit, verify, path, producers) -> (records, offset)``
-has the contract of :func:`exon.archive.format.decode_records`.
+has the contract of :func:`exon.archive.format.decode_records`; ``encode_span`` frames as
+many records of a batch as fit in ``room`` bytes (the rest of a segment).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from exon.archive.format import Record, decode_records
+from crc32c import crc32c
 
-try:  # the native twin (exon/native/fast/exon_archive.c)
+from exon.archive.errors import ArchiveCorrupt
+from exon.archive.format import Record, decode_records, encode_record, record_length
+
+try:
     from exon.native import _archive as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a build without the C extension
     _native = None
@@ -18,10 +24,43 @@ except ImportError:  # pragma: no cover - a build without the C extension
 NATIVE = _native is not None
 
 
-def _decode_py(buf: Any, offset: int, end: int, base: int, limit: int, verify: bool,
-               path: str, producers: dict[bytes, str]) -> tuple[list[Record], int]:
+def decode_py(buf: Any, offset: int, end: int, base: int, limit: int, verify: bool,
+              path: str, producers: dict[bytes, str]) -> tuple[list[Record], int]:
     return decode_records(buf, offset, end, base, limit=limit, verify=verify, path=path,
                           producers=producers)
 
 
-decode = _decode_py
+def decode_native(buf: Any, offset: int, end: int, base: int, limit: int, verify: bool,
+                  path: str, producers: dict[bytes, str]) -> tuple[list[Record], int]:
+    records, offset, problem = _native.decode(buf, offset, end, base, limit,
+                                              crc32c if verify else None, producers, Record)
+    if problem is not None:
+        raise ArchiveCorrupt(problem, path=path, offset=offset)
+    return records, offset
+
+
+def encode_span_py(out: bytearray, offset: int, position: int, payloads: Sequence[bytes],
+                   producers: Sequence[bytes], timestamp: int, keys: Sequence[bytes] | None,
+                   first: int, room: int) -> tuple[int, int]:
+    used = 0
+    i = first
+    for i in range(first, len(payloads)):
+        key = keys[i] if keys is not None else b""
+        size = record_length(len(payloads[i]), len(key) + len(producers[i]))
+        if used + size > room:
+            return i - first, offset
+        encode_record(out, offset, position + used, payloads[i], producers[i], timestamp, key)
+        offset += size
+        used += size
+    return len(payloads) - first, offset
+
+
+def encode_span_native(out: bytearray, offset: int, position: int, payloads: Sequence[bytes],
+                       producers: Sequence[bytes], timestamp: int,
+                       keys: Sequence[bytes] | None, first: int, room: int) -> tuple[int, int]:
+    return _native.encode(out, offset, position, list(payloads), list(producers), timestamp,  # type: ignore[no-any-return]
+                          None if keys is None else list(keys), first, room, crc32c)
+
+
+decode = decode_native if NATIVE else decode_py
+encode_span = encode_span_native if NATIVE else encode_span_py

@@ -20,15 +20,10 @@ import threading
 from collections.abc import Sequence
 from typing import Literal
 
+from exon.archive import codec
 from exon.archive.catalog import CatalogEntry, fsync_dir
 from exon.archive.errors import ArchiveFull
-from exon.archive.format import (
-    HEADER_LENGTH,
-    decode_key,
-    encode_pad,
-    encode_record,
-    record_length,
-)
+from exon.archive.format import HEADER_LENGTH, decode_key, encode_pad, record_length
 from exon.archive.segments import recover_segments, segment_path
 
 FsyncPolicy = Literal["none", "data", "full"]
@@ -59,6 +54,7 @@ class RecordingWriter:
         self.duplicates_dropped = 0
         self._fd = -1
         self._base = -1
+        self._buffer = bytearray()
         self._open_for(stop)
 
     # ---- files ---------------------------------------------------------------------------
@@ -105,44 +101,42 @@ class RecordingWriter:
         length = self.entry.segment_length
         position = self.stop_position
         start = position
-        chunk = bytearray()
-        chunk_start = position
-        pending_keys: list[tuple[tuple[str, int], tuple[int, int]]] = []
+        producers = list(producers)
+        payloads = list(payloads)
+        meta = max(map(len, producers), default=0) + (max(map(len, keys), default=0)
+                                                      if keys is not None else 0)
+        for p in payloads:
+            if record_length(len(p), meta) > length:
+                raise ValueError(f"a {len(p)}-byte message does not fit a {length}-byte "
+                                 f"segment")
+        # one span (at most a segment) is framed at a time, into a buffer kept between calls
+        need = min(length, sum(map(len, payloads)) + len(payloads) * (HEADER_LENGTH + meta + 32))
+        if len(self._buffer) < need:
+            self._buffer = bytearray(need)
+        out = self._buffer
         try:
-            for i, payload in enumerate(payloads):
-                key = keys[i] if keys is not None else b""
-                producer = producers[i]
-                size = record_length(len(payload), len(key) + len(producer))
-                if size > length:
-                    raise ValueError(f"a {len(payload)}-byte message does not fit a "
-                                     f"{length}-byte segment")
-                if chunk and position % length == 0:
-                    # the last record filled its segment exactly: the next file starts here
-                    self._write(chunk_start, chunk)
-                    chunk = bytearray()
-                    chunk_start = position
+            done = 0
+            while done < len(payloads):
                 room = length - position % length
-                if size > room:
-                    # pad out this segment, then continue in the next
-                    offset = len(chunk)
-                    chunk.extend(bytes(room))
-                    encode_pad(chunk, offset, position, room)
-                    self._write(chunk_start, chunk)
+                n, used = codec.encode_span(out, 0, position, payloads, producers, timestamp,
+                                            keys, done, room)
+                if n == 0:  # the next record does not fit: PAD the rest of the segment
+                    pad = bytearray(room)
+                    encode_pad(pad, 0, position, room)
+                    self._write(position, pad)
                     position += room
-                    chunk = bytearray()
-                    chunk_start = position
-                offset = len(chunk)
-                chunk.extend(bytes(size))
-                encode_record(chunk, offset, position, payload, producer, timestamp, key)
-                position += size
-                if key:
-                    query, partition, batch, seq = decode_key(key)
-                    pending_keys.append(((query, partition), (batch, seq)))
-            if chunk:
-                self._write(chunk_start, chunk)
+                    continue
+                self._write(position, memoryview(out)[:used])
+                position += used
+                done += n
             self._sync()
         except OSError as exc:
             self._fail(start, exc)
+        pending_keys = []
+        if keys is not None:
+            for key in keys:
+                query, partition, batch, seq = decode_key(key)
+                pending_keys.append(((query, partition), (batch, seq)))
         for k, v in pending_keys:
             self.dedup[k] = v
         self.records_written += len(payloads)
@@ -167,7 +161,7 @@ class RecordingWriter:
             out_k.append(key)
         return out_p, out_r, out_k
 
-    def _write(self, position: int, data: bytearray) -> None:
+    def _write(self, position: int, data: bytearray | memoryview) -> None:
         self._open_for(position)
         offset = position - self._base
         view = memoryview(data)

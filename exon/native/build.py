@@ -81,6 +81,18 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
     )
 
 
+def archive_extension(*, absolute_paths: bool = False) -> Extension:
+    """``exon.native._archive``: the archive's record codec in batches (CPython API; the
+    checksum function comes from the crc32c package at call time)."""
+    source = HERE / "fast" / "exon_archive.c"
+    return Extension(
+        "exon.native._archive",
+        sources=[str(source) if absolute_paths else _relative(source)],
+        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                            "-Wno-missing-field-initializers"],
+    )
+
+
 def _build_fast_in_place() -> pathlib.Path:
     from setuptools import Distribution
     from setuptools.command.build_ext import build_ext

@@ -1,0 +1,352 @@
+/* exon.native._archive: the archive's record codec in batches (one call per batch).
+ *
+ * The record layout is specified in exon/archive/format.py (and docs/protocol.md 3.2);
+ * format.py holds the pure-Python reference twin and a parity test runs both. The
+ * checksum is computed by the crc32c package's function, handed in as `checksum`
+ * (called on a memoryview of each record's bytes [4, frame_length)): exon does not
+ * carry its own CRC implementation.
+ *
+ *   decode(buf, offset, end, base, limit, checksum or None, producers dict, Record type)
+ *       -> (records list, next offset, problem str or None)
+ *   encode(out, offset, position, payloads, producers, timestamp, keys or None, first,
+ *          room, checksum) -> (records encoded, next offset)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HEADER_LENGTH 32
+#define ALIGNMENT 32
+#define TYPE_DATA 1
+#define TYPE_PAD 2
+#define RECORD_VERSION 1
+
+#pragma pack(push, 1)
+typedef struct
+{
+    uint32_t checksum;
+    uint32_t frame_length;
+    int64_t position;
+    int64_t timestamp;
+    uint16_t meta_length;
+    uint8_t type;
+    uint8_t version;
+    uint16_t key_length;
+    uint16_t reserved;
+}
+record_header_t;
+#pragma pack(pop)
+
+_Static_assert(sizeof(record_header_t) == HEADER_LENGTH, "record header is 32 bytes");
+
+static inline int64_t align_up(int64_t n)
+{
+    return (n + ALIGNMENT - 1) & ~(int64_t)(ALIGNMENT - 1);
+}
+
+/* checksum(memoryview of [from, from + length)) as a u32; -1 with an exception */
+static int64_t call_checksum(PyObject *checksum, const uint8_t *from, Py_ssize_t length)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)from, length, PyBUF_READ);
+    if (view == NULL)
+    {
+        return -1;
+    }
+    PyObject *r = PyObject_CallOneArg(checksum, view);
+    Py_DECREF(view);
+    if (r == NULL)
+    {
+        return -1;
+    }
+    unsigned long v = PyLong_AsUnsignedLong(r);
+    Py_DECREF(r);
+    if (v == (unsigned long)-1 && PyErr_Occurred())
+    {
+        return -1;
+    }
+    return (int64_t)(v & 0xFFFFFFFFu);
+}
+
+static PyObject *problem(PyObject *out, Py_ssize_t offset, const char *text)
+{
+    return Py_BuildValue("(Nns)", out, offset, text);
+}
+
+static PyObject *archive_decode(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset, end, limit;
+    long long base;
+    PyObject *checksum, *producers;
+    PyTypeObject *record_type;
+    if (!PyArg_ParseTuple(args, "y*nnLnOO!O!:decode", &view, &offset, &end, &base, &limit,
+                          &checksum, &PyDict_Type, &producers, &PyType_Type, &record_type))
+    {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+    {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (end > view.len)
+    {
+        end = view.len;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    PyObject *result = NULL;
+    char text[128];
+    Py_ssize_t count = 0;
+    PyObject *last_key = NULL, *last_producer = NULL; /* borrowed from the dict */
+    Py_ssize_t last_len = -1;
+    const uint8_t *last_ptr = NULL;
+    while (offset < end && count < limit)
+    {
+        if (end - offset < HEADER_LENGTH)
+        {
+            uint32_t len = 0;
+            if (end - offset >= 8)
+            {
+                memcpy(&len, buf + offset + 4, 4);
+            }
+            if (len != 0)
+            {
+                result = problem(out, offset, "record header runs past the end of the data");
+                goto done;
+            }
+            break;
+        }
+        record_header_t h;
+        memcpy(&h, buf + offset, HEADER_LENGTH);
+        if (h.frame_length == 0)
+        {
+            break;
+        }
+        int64_t aligned = align_up(h.frame_length);
+        if (h.frame_length < HEADER_LENGTH || offset + aligned > end)
+        {
+            snprintf(text, sizeof text, "bad frame length %u", h.frame_length);
+            result = problem(out, offset, text);
+            goto done;
+        }
+        if (h.position != base + offset)
+        {
+            snprintf(text, sizeof text, "position %lld where %lld belongs", (long long)h.position, (long long)(base + offset));
+            result = problem(out, offset, text);
+            goto done;
+        }
+        if (h.version != RECORD_VERSION || (h.type != TYPE_DATA && h.type != TYPE_PAD))
+        {
+            snprintf(text, sizeof text, "unknown record type %u / version %u", h.type, h.version);
+            result = problem(out, offset, text);
+            goto done;
+        }
+        if (h.key_length > h.meta_length || HEADER_LENGTH + (int64_t)h.meta_length > h.frame_length)
+        {
+            result = problem(out, offset, "metadata longer than the record");
+            goto done;
+        }
+        if (checksum != Py_None)
+        {
+            int64_t crc = call_checksum(checksum, buf + offset + 4, h.frame_length - 4);
+            if (crc < 0)
+            {
+                Py_DECREF(out);
+                goto done;
+            }
+            if ((uint32_t)crc != h.checksum)
+            {
+                result = problem(out, offset, "checksum mismatch");
+                goto done;
+            }
+        }
+        if (h.type == TYPE_DATA)
+        {
+            const uint8_t *meta = buf + offset + HEADER_LENGTH;
+            const uint8_t *pp = meta + h.key_length;
+            Py_ssize_t plen = h.meta_length - h.key_length;
+            PyObject *producer;
+            if (last_producer != NULL && plen == last_len && memcmp(pp, last_ptr, plen) == 0)
+            {
+                producer = last_producer;
+            }
+            else
+            {
+                PyObject *key = PyBytes_FromStringAndSize((const char *)pp, plen);
+                if (key == NULL)
+                {
+                    Py_DECREF(out);
+                    goto done;
+                }
+                producer = PyDict_GetItemWithError(producers, key);
+                if (producer == NULL)
+                {
+                    if (PyErr_Occurred() ||
+                        (producer = PyUnicode_DecodeUTF8((const char *)pp, plen, "replace")) == NULL)
+                    {
+                        Py_DECREF(key);
+                        Py_DECREF(out);
+                        goto done;
+                    }
+                    int rc = PyDict_SetItem(producers, key, producer);
+                    Py_DECREF(producer); /* the dict holds it */
+                    if (rc < 0)
+                    {
+                        Py_DECREF(key);
+                        Py_DECREF(out);
+                        goto done;
+                    }
+                }
+                Py_DECREF(key);
+                last_producer = producer;
+                last_key = producer;
+                last_len = plen;
+                last_ptr = pp;
+            }
+            Py_ssize_t payload_at = offset + HEADER_LENGTH + h.meta_length;
+            PyObject *payload = PyBytes_FromStringAndSize((const char *)buf + payload_at,
+                                                          h.frame_length - HEADER_LENGTH - h.meta_length);
+            PyObject *position = PyLong_FromLongLong(h.position);
+            PyObject *timestamp = PyLong_FromLongLong(h.timestamp);
+            PyObject *rec = record_type->tp_alloc(record_type, 4);
+            if (payload == NULL || position == NULL || timestamp == NULL || rec == NULL)
+            {
+                Py_XDECREF(payload);
+                Py_XDECREF(position);
+                Py_XDECREF(timestamp);
+                Py_XDECREF(rec);
+                Py_DECREF(out);
+                goto done;
+            }
+            Py_INCREF(producer);
+            PyTuple_SET_ITEM(rec, 0, position);
+            PyTuple_SET_ITEM(rec, 1, payload);
+            PyTuple_SET_ITEM(rec, 2, producer);
+            PyTuple_SET_ITEM(rec, 3, timestamp);
+            int rc = PyList_Append(out, rec);
+            Py_DECREF(rec);
+            if (rc < 0)
+            {
+                Py_DECREF(out);
+                goto done;
+            }
+            count++;
+        }
+        offset += aligned;
+    }
+    (void)last_key;
+    result = Py_BuildValue("(NnO)", out, offset, Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *archive_encode(PyObject *module, PyObject *args)
+{
+    Py_buffer out;
+    Py_ssize_t offset, first, room;
+    long long position, timestamp;
+    PyObject *payloads, *producers, *keys, *checksum;
+    if (!PyArg_ParseTuple(args, "w*nLO!O!LOnnO:encode", &out, &offset, &position,
+                          &PyList_Type, &payloads, &PyList_Type, &producers, &timestamp,
+                          &keys, &first, &room, &checksum))
+    {
+        return NULL;
+    }
+    if (keys != Py_None && !PyList_Check(keys))
+    {
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_TypeError, "keys is a list or None");
+        return NULL;
+    }
+    uint8_t *buf = (uint8_t *)out.buf;
+    Py_ssize_t n = PyList_GET_SIZE(payloads);
+    if (PyList_GET_SIZE(producers) != n || (keys != Py_None && PyList_GET_SIZE(keys) != n))
+    {
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "payloads, producers and keys differ in length");
+        return NULL;
+    }
+    Py_ssize_t i = first;
+    Py_ssize_t used = 0;
+    for (; i < n; i++)
+    {
+        PyObject *p = PyList_GET_ITEM(payloads, i);
+        PyObject *r = PyList_GET_ITEM(producers, i);
+        PyObject *k = keys == Py_None ? NULL : PyList_GET_ITEM(keys, i);
+        if (!PyBytes_Check(p) || !PyBytes_Check(r) || (k != NULL && !PyBytes_Check(k)))
+        {
+            PyBuffer_Release(&out);
+            PyErr_SetString(PyExc_TypeError, "payloads, producers and keys are bytes");
+            return NULL;
+        }
+        Py_ssize_t klen = k == NULL ? 0 : PyBytes_GET_SIZE(k);
+        Py_ssize_t rlen = PyBytes_GET_SIZE(r);
+        Py_ssize_t plen = PyBytes_GET_SIZE(p);
+        if (klen + rlen > 0xFFFF)
+        {
+            PyBuffer_Release(&out);
+            PyErr_SetString(PyExc_ValueError, "record metadata over 65535 bytes");
+            return NULL;
+        }
+        int64_t frame_length = HEADER_LENGTH + klen + rlen + plen;
+        int64_t aligned = align_up(frame_length);
+        if (used + aligned > room)
+        {
+            break; /* the rest goes to the next segment */
+        }
+        if (offset + aligned > out.len)
+        {
+            PyBuffer_Release(&out);
+            PyErr_SetString(PyExc_ValueError, "encode: output buffer too small");
+            return NULL;
+        }
+        uint8_t *rec = buf + offset;
+        record_header_t h = {0, (uint32_t)frame_length, position + used, timestamp,
+                             (uint16_t)(klen + rlen), TYPE_DATA, RECORD_VERSION, (uint16_t)klen, 0};
+        memcpy(rec, &h, HEADER_LENGTH);
+        uint8_t *at = rec + HEADER_LENGTH;
+        if (klen)
+        {
+            memcpy(at, PyBytes_AS_STRING(k), klen);
+            at += klen;
+        }
+        memcpy(at, PyBytes_AS_STRING(r), rlen);
+        at += rlen;
+        memcpy(at, PyBytes_AS_STRING(p), plen);
+        memset(rec + frame_length, 0, aligned - frame_length);
+        int64_t crc = call_checksum(checksum, rec + 4, frame_length - 4);
+        if (crc < 0)
+        {
+            PyBuffer_Release(&out);
+            return NULL;
+        }
+        h.checksum = (uint32_t)crc;
+        memcpy(rec, &h.checksum, 4);
+        offset += aligned;
+        used += aligned;
+    }
+    PyBuffer_Release(&out);
+    return Py_BuildValue("(nn)", i - first, offset);
+}
+
+static PyMethodDef archive_methods[] = {
+    {"decode", archive_decode, METH_VARARGS,
+     "decode(buf, offset, end, base, limit, checksum|None, producers, Record) -> (records, offset, problem|None)"},
+    {"encode", archive_encode, METH_VARARGS,
+     "encode(out, offset, position, payloads, producers, timestamp, keys|None, first, room, checksum) -> (n, offset)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef archive_module = {
+    PyModuleDef_HEAD_INIT, "exon.native._archive",
+    "The archive's record codec in batches (see exon/archive/format.py).", -1, archive_methods,
+};
+
+PyMODINIT_FUNC PyInit__archive(void)
+{
+    return PyModule_Create(&archive_module);
+}
