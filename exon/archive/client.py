@@ -103,7 +103,10 @@ class ArchiveClient:
                 return
             self._closed = True
             if self._req is not None:
-                self._req.close(timeout=0)
+                try:
+                    self._req.close(timeout=1.0)  # unlink cleanly: the service forgets us
+                except errors.ExonError:
+                    pass
                 self._req = None
             if self._own_node and self._node is not None:
                 self._node.close()
@@ -206,7 +209,7 @@ class ArchiveClient:
                 elif kind != control.REPLAY_KEEPALIVE:
                     raise ControlError(f"{source}: unknown replay message kind {kind}")
         finally:
-            pull.close(timeout=0)
+            pull.close(timeout=0.5)
             if replay_id and not self._closed:
                 try:
                     self._request("stop_replay", replay_id=replay_id)

@@ -125,7 +125,7 @@ class ArchiveService:
                 t.join(timeout)
         node = getattr(self, "node", None)
         if node is not None and self._own_node:
-            node.close()
+            node.close(timeout=min(timeout, 1.0))  # peers that vanished do not answer UNLINK
         self.archive.close()
 
     def __enter__(self) -> ArchiveService:

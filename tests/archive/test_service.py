@@ -1,0 +1,291 @@
+"""The archive service over exon sockets: ingest with durable cookies, remote replay,
+control errors, exactly-once keyed ingest, concurrent replays."""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import exon
+from exon.archive import (
+    ArchiveClient,
+    ArchiveError,
+    ArchiveLocked,
+    ArchiveService,
+    ControlError,
+    RecordingNotFound,
+    ReplayRangeError,
+)
+from exon.archive import control
+from tests.archive.conftest import SEGMENT
+
+pytestmark = pytest.mark.net
+
+
+@pytest.fixture
+def service(tmp_path) -> Iterator[ArchiveService]:
+    with ArchiveService(str(tmp_path / "arch"), ingest={"orders": 10, "clicks": 11},
+                        segment_length=SEGMENT) as svc:
+        yield svc
+
+
+@pytest.fixture
+def producer() -> Iterator[exon.Node]:
+    with exon.Node() as node:
+        yield node
+
+
+def push_all(node: exon.Node, peer: str, payloads: list[bytes]) -> None:
+    push = node.socket("push")
+    push.link(peer, timeout=5)
+    for i, p in enumerate(payloads):
+        push.send(p, cookie=i, timeout=10)
+    got = [push.receive(timeout=10) for _ in payloads]
+    assert [type(c) for c in got] == [exon.Cookie] * len(payloads)
+    assert sorted(c.value for c in got) == list(range(len(payloads)))
+    push.close()
+
+
+def test_record_and_replay_random_sizes(service: ArchiveService, producer: exon.Node) -> None:
+    rng = random.Random(11)
+    payloads = [rng.randbytes(rng.choice([0, 1, 64, 1400, 1500, 9000, 40000]))
+                for _ in range(300)]
+    push_all(producer, f"{service.address}/10", payloads)
+    with ArchiveClient(service.address) as ac:
+        assert ac.stop_position("orders") > 0
+        got = list(ac.replay("orders"))
+        assert [r.payload for r in got] == payloads
+        producer_id = got[0].producer
+        assert producer_id.startswith(producer.address + "/")
+        assert all(r.timestamp > 0 for r in got)
+        # by position, from the middle, to a bound
+        mid, end = got[100].position, got[200].position
+        assert [r.payload for r in ac.replay("orders", mid, end)] == payloads[100:200]
+        assert ac.recording("clicks").stop_position == 0
+        assert list(ac.replay("clicks")) == []
+        [orders, clicks] = ac.recordings()
+        assert (orders.name, orders.ingest_tag, clicks.name) == ("orders", 10, "clicks")
+        assert ac.ingest_peer("clicks") == f"{service.address}/11"
+
+
+def test_cookie_returns_only_once_durable(service: ArchiveService, producer: exon.Node,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = service.archive.writer("orders")
+    gate = threading.Event()
+    real_sync = writer._sync
+
+    def slow_sync() -> None:
+        assert gate.wait(10)
+        real_sync()
+
+    monkeypatch.setattr(writer, "_sync", slow_sync)
+    push = producer.socket("push")
+    push.link(f"{service.address}/10", timeout=5)
+    push.send(b"hold me", cookie="c1", timeout=5)
+    with pytest.raises(exon.Timeout):
+        push.receive(timeout=0.5)  # written maybe, not yet synced: no cookie
+    assert writer.stop_position == 0
+    gate.set()
+    assert push.receive(timeout=5) == exon.Cookie("c1")
+    assert writer.stop_position > 0
+
+
+def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    with ArchiveService(str(tmp_path / "a"), ingest={"orders": 10},
+                        segment_length=SEGMENT) as svc:
+        writer = svc.archive.writer("orders")
+        gate = threading.Event()
+        real_append = writer.append
+        monkeypatch.setattr(writer, "append",
+                            lambda *a, **k: (gate.wait(10), real_append(*a, **k))[1])
+        push = producer.socket("push")
+        push.link(f"{svc.address}/10", timeout=5)
+        sent = 0
+        with pytest.raises(exon.BackPressured):
+            for _ in range(5000):
+                push.send_nowait(b"x" * 32)
+                sent += 1
+                if sent % 256 == 0:
+                    time.sleep(0.01)
+        assert sent <= 1024 + 256  # one link's credits, not unbounded buffering
+        gate.set()
+        push.send(b"last", cookie="end", timeout=10)
+        assert push.receive(timeout=10) == exon.Cookie("end")
+
+
+def test_control_errors_are_named(service: ArchiveService) -> None:
+    with ArchiveClient(service.address) as ac:
+        with pytest.raises(RecordingNotFound) as info:
+            ac.stop_position("nope")
+        assert info.value.recording == "nope"
+        with pytest.raises(RecordingNotFound):
+            list(ac.replay("nope"))
+        with pytest.raises(ReplayRangeError, match="outside"):
+            list(ac.replay("orders", 0, 4096))
+        with pytest.raises(ReplayRangeError, match="outside"):
+            list(ac.replay("orders", 8))
+        assert ac.stop_position("orders") == 0  # the service is still up
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\xc1\xc1", b"\x93\x01\x02\x03",
+                                     control.encode_request("explode"),
+                                     control.encode_request("replay", recording="orders"),
+                                     control.encode_request("truncate", recording="orders",
+                                                            before=-5),
+                                     b"\x81\xa2op\xcc\x01"])
+def test_undecodable_control_requests_get_an_error(service: ArchiveService,
+                                                   producer: exon.Node,
+                                                   garbage: bytes) -> None:
+    req = producer.socket("req")
+    req.link(f"{service.address}/1", timeout=5)
+    req.send(garbage, timeout=5)
+    with pytest.raises(ControlError):
+        control.decode_response(req.receive(timeout=5).payload)
+    req.send(control.encode_request("info"), timeout=5)
+    assert control.decode_response(req.receive(timeout=5).payload)["keyed_tag"] == 2
+
+
+def test_concurrent_recording_and_replays(service: ArchiveService) -> None:
+    n = 3000
+    payloads = [struct.pack("<I", i) * (1 + i % 50) for i in range(n)]
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            with exon.Node() as node:
+                push_all(node, f"{service.address}/10", payloads)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    results: list[list[bytes]] = [[] for _ in range(3)]
+
+    def follow(i: int) -> None:
+        try:
+            with ArchiveClient(service.address) as ac:
+                for rec in ac.replay("orders", follow=True):
+                    results[i].append(rec.payload)
+                    if len(results[i]) == n:
+                        return
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=follow, args=(i,)) for i in range(3)]
+    threads.append(threading.Thread(target=produce))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert all(r == payloads for r in results)
+
+
+def test_a_slow_replay_reader_bounds_what_the_service_sends(service: ArchiveService,
+                                                            producer: exon.Node) -> None:
+    push_all(producer, f"{service.address}/10", [os.urandom(1000) for _ in range(2000)])
+    with ArchiveClient(service.address) as ac:
+        it = ac.replay_batches("orders")
+        first = next(it)
+        assert first
+        time.sleep(0.3)  # the service is blocked on credit meanwhile
+        assert sum(map(len, it)) + len(first) == 2000
+
+
+def test_keyed_ingest_drops_what_it_recorded(tmp_path) -> None:
+    d = str(tmp_path / "arch")
+    with ArchiveService(d, ingest={"sink": 12}, segment_length=SEGMENT) as svc, \
+            ArchiveClient(svc.address) as ac:
+        with ac.keyed_writer("sink", "query-1") as w:
+            for seq in range(10):
+                w.send(0, 0, seq, b"b0-%d" % seq)
+            w.flush()
+            for seq in range(10):  # batch 0 again (a Spark retry): all dropped
+                w.send(0, 0, seq, b"dup")
+            for seq in range(5):
+                w.send(1, 0, seq, b"b1-%d" % seq)
+            w.flush()
+        assert [r.payload for r in ac.replay("sink")] == \
+            [b"b0-%d" % s for s in range(10)] + [b"b1-%d" % s for s in range(5)]
+    # after a restart the dedup state comes back from the records
+    with ArchiveService(d, ingest={"sink": 12}, segment_length=SEGMENT) as svc, \
+            ArchiveClient(svc.address) as ac:
+        with ac.keyed_writer("sink", "query-1") as w:
+            for seq in range(7):
+                w.send(1, 0, seq, b"again")  # 0..4 were recorded; 5, 6 are new
+            w.flush()
+        tail = [r.payload for r in ac.replay("sink")][15:]
+        assert tail == [b"again", b"again"]
+
+
+def test_truncate_and_commit_through_the_service(service: ArchiveService,
+                                                 producer: exon.Node) -> None:
+    push_all(producer, f"{service.address}/10", [os.urandom(3000) for _ in range(100)])
+    with ArchiveClient(service.address) as ac:
+        records = list(ac.replay("orders"))
+        cut = records[60].position
+        assert ac.commit("orders", "spark-q", cut) == 0
+        assert ac.recording("orders").consumers == {"spark-q": cut}
+        start = ac.commit("orders", "spark-q", cut, truncate=True)
+        assert start == cut - cut % SEGMENT and start > 0
+        assert [r.payload for r in ac.replay("orders", start)][-1] == records[-1].payload
+        with pytest.raises(ReplayRangeError):
+            ac.truncate("orders", before=ac.stop_position("orders") + 4096)
+
+
+def test_a_second_service_on_the_directory_is_refused(service: ArchiveService) -> None:
+    with pytest.raises(ArchiveLocked, match="held by another archive service"):
+        ArchiveService(service.archive.directory, ingest={"orders": 10})
+
+
+def test_reserved_tags_are_refused(tmp_path) -> None:
+    with pytest.raises(exon.ConfigurationError, match="control"):
+        ArchiveService(str(tmp_path / "a"), ingest={"orders": 1})
+
+
+def test_an_unreachable_archive_times_out_naming_it() -> None:
+    with ArchiveClient("127.0.0.1:9", timeout=0.5) as ac, \
+            pytest.raises(exon.Timeout, match="127.0.0.1:9"):
+        ac.recordings()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_a_full_disk_returns_no_cookie_for_what_is_not_on_disk(tmp_path) -> None:
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mnt)], check=True)
+    try:
+        with ArchiveService(str(mnt / "arch"), ingest={"orders": 10, "other": 11},
+                            segment_length=SEGMENT) as svc, exon.Node() as node:
+            push = node.socket("push")
+            push.link(f"{svc.address}/10", timeout=5)
+            confirmed, lost = [], []
+            try:
+                for i in range(2000):
+                    push.send(bytes([i % 256]) * 1000, cookie=i, timeout=2)
+            except exon.ExonError:
+                pass
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                try:
+                    item = push.receive(timeout=2)
+                except exon.ExonError:
+                    break
+                (confirmed if isinstance(item, exon.Cookie) else lost).append(item.value)
+            assert lost, "the messages past the full disk came back as CookieLost"
+            assert any("stopped" in e for e in svc.events)
+            with ArchiveClient(svc.address) as ac:
+                assert ac.recording("orders").state.startswith("failed")
+                on_disk = [r.payload[0] for r in ac.replay("orders")]
+                assert len(on_disk) >= len(confirmed)
+                assert [v % 256 for v in sorted(confirmed)] == on_disk[:len(confirmed)]
+                assert ac.stop_position("other") == 0  # the service goes on
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
