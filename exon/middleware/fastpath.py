@@ -16,7 +16,8 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   A FLOW of an attached link is applied there too (``limit``/``confirmed`` maxima) unless
   ``hold_flow`` says cookies wait (the core returns them). Every other frame, and every
   later frame of the same image in that poll, goes to the core, in order.
-* ``deliver`` (C): ``delivered += 1``; a due FLOW is offered natively; the Node calls
+* ``deliver`` (C): ``delivered += 1`` (``deliver(link, n)``: ``+= n``, one due-check); a
+  due FLOW is offered natively; the Node calls
   ``core.delivered_natively`` only when that offer failed or a FLOW timer must be armed
   (``flow_timer`` is 0 while deliveries wait for a FLOW).
 * Every socket gets a native receive queue (``open_queue``, exon_fast.c ``RecvQueue``):
@@ -90,9 +91,9 @@ class FastLinks:
             self.send, self.deliver = calls
         else:  # pragma: no cover - without the fast door: the cffi calls
             table = self._table
-            c_send, c_deliver = lib.exon_lt_send, lib.exon_lt_deliver
+            c_send, c_deliver_many = lib.exon_lt_send, lib.exon_lt_deliver_many
             self.send = lambda slot, link, data: c_send(table, slot, link, data, len(data))
-            self.deliver = lambda link: c_deliver(table, link)
+            self.deliver = lambda link, count=1: c_deliver_many(table, link, count)
         self.tokens: dict[int, FastLink] = {}
         self.by_link: dict[tuple[int, PeerId], FastLink] = {}
         self.slots: dict[int, int] = {}

@@ -37,7 +37,8 @@ else:
     _fast.bind(_address(ffi.addressof(lib, "exon_publication_offer")))
     if hasattr(_fast, "bind_links"):
         _fast.bind_links(_address(ffi.addressof(lib, "exon_lt_send")),
-                         _address(ffi.addressof(lib, "exon_lt_deliver")))
+                         _address(ffi.addressof(lib, "exon_lt_deliver")),
+                         _address(ffi.addressof(lib, "exon_lt_deliver_many")))
     else:  # pragma: no cover - a stale build of the fast door
         _fast = None
     if _fast is not None and hasattr(_fast, "bind_poll"):
@@ -104,7 +105,8 @@ def fast_offer(publication: Any, on_error: Any) -> Any:
 
 def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
     """``(send, deliver)`` GIL-holding callables over an ``exon_link_table_t *``:
-    ``send(slot, link, data)`` -> exon_lt_send's result, ``deliver(link)`` -> exon_lt_deliver's;
+    ``send(slot, link, data)`` -> exon_lt_send's result, ``deliver(link)`` -> exon_lt_deliver's
+    (``deliver(link, count)`` -> exon_lt_deliver_many's);
     None without the fast door (use ``lib.exon_lt_send``/``lib.exon_lt_deliver`` then)."""
     if _fast is None:
         return None

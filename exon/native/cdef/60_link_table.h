@@ -52,3 +52,4 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
 int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
 int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns, int64_t timeout_ns);
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
+int64_t exon_lt_deliver_many(exon_link_table_t *t, int32_t link, int64_t count);

@@ -163,9 +163,11 @@ static PyTypeObject OfferType = {
 
 typedef int64_t (*exon_lt_send_fn)(void *table, int32_t slot, int32_t link, const char *buf, int32_t length);
 typedef int64_t (*exon_lt_deliver_fn)(void *table, int32_t link);
+typedef int64_t (*exon_lt_deliver_many_fn)(void *table, int32_t link, int64_t count);
 
 static exon_lt_send_fn lt_send_fn = NULL;
 static exon_lt_deliver_fn lt_deliver_fn = NULL;
+static exon_lt_deliver_many_fn lt_deliver_many_fn = NULL;
 
 typedef struct
 {
@@ -223,13 +225,15 @@ static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, s
     return PyLong_FromLongLong(rc);
 }
 
-/* LinkDeliver(table, owner)(link) -> EXON_LT_DELIVER_* or a negative code */
+/* LinkDeliver(table, owner)(link, count=1) -> EXON_LT_DELIVER_* or a negative code
+ * (exon_lt_deliver, or exon_lt_deliver_many with a count) */
 static PyObject *lt_deliver_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     TableCallObject *self = (TableCallObject *)self_obj;
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL)
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1 || nargs > 2 || kwnames != NULL)
     {
-        PyErr_SetString(PyExc_TypeError, "deliver(link)");
+        PyErr_SetString(PyExc_TypeError, "deliver(link, count=1)");
         return NULL;
     }
     int32_t link;
@@ -237,7 +241,21 @@ static PyObject *lt_deliver_vectorcall(PyObject *self_obj, PyObject *const *args
     {
         return NULL;
     }
-    return PyLong_FromLongLong(lt_deliver_fn(self->table, link));
+    if (nargs == 1)
+    {
+        return PyLong_FromLongLong(lt_deliver_fn(self->table, link));
+    }
+    int32_t count;
+    if (table_int_arg(args[1], &count) < 0)
+    {
+        return NULL;
+    }
+    if (lt_deliver_many_fn == NULL)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "exon.native._fast: exon_lt_deliver_many is not bound");
+        return NULL;
+    }
+    return PyLong_FromLongLong(lt_deliver_many_fn(self->table, link, count));
 }
 
 static PyObject *table_call_new(PyTypeObject *type, PyObject *args, vectorcallfunc call, void *fn)
@@ -301,7 +319,7 @@ static PyTypeObject LinkSendType = {
 static PyTypeObject LinkDeliverType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "exon.native._fast.LinkDeliver",
-    .tp_doc = "LinkDeliver(table_address, owner)(link) -> EXON_LT_DELIVER_* or code",
+    .tp_doc = "LinkDeliver(table_address, owner)(link, count=1) -> EXON_LT_DELIVER_* or code",
     .tp_basicsize = sizeof(TableCallObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = lt_deliver_new,
@@ -315,8 +333,10 @@ static PyTypeObject LinkDeliverType = {
  * Per link (index into the link table) a FIFO of payload bytes and the sender's Peer; a
  * ready ring of the links that have something queued gives round-robin (fair) queuing over
  * the links. Popping counts the delivery through exon_lt_deliver and calls on_due(link) when
- * the core must see it (a FLOW due, or a FLOW timer to arm). Every call under the Node's
- * lock (the Python side serialises them). */
+ * the core must see it (a FLOW due, or a FLOW timer to arm). take(n) pops a batch and counts
+ * it per link (exon_lt_deliver_many); hold(n) pops a batch without counting it and says how
+ * many of each link it took (the socket counts them later, PullSocket.confirm). Every call
+ * under the Node's lock (the Python side serialises them). */
 
 #define LT_HANDLED EXON_LT_FLOW_DONE /* a descriptor dispatch queued: nothing left to do */
 
@@ -327,6 +347,7 @@ typedef struct
     uint32_t head;
     uint32_t count;
     uint32_t cap;
+    uint32_t popped;    /* popped by the current take/hold batch */
 }
 rq_link_t;
 
@@ -342,6 +363,7 @@ typedef struct
     int32_t *ready;       /* ring of link indexes, each at most once */
     int32_t ready_head;
     int32_t ready_count;
+    int32_t *touched;     /* links popped by the current take/hold batch */
     Py_ssize_t total;
     int marked;           /* touched by the current dispatch */
     int direct;           /* set by the socket: nothing waits on the Python side, so the
@@ -454,6 +476,160 @@ static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     return rq_take(q);
 }
 
+/* Pop up to `max` (>= 1) Messages in round-robin order into a new list, without counting
+ * their delivery: links[i].popped says how many of link i, q->touched[0, *touched_out) which
+ * links. Every Message is allocated before anything is popped, so a failure (NULL, an
+ * exception) leaves the queue as it was. */
+static PyObject *rq_pop_many(RecvQueueObject *q, Py_ssize_t max, int32_t *touched_out)
+{
+    Py_ssize_t n = q->total < max ? q->total : max;
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+    {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+    {
+        PyObject *msg = q->message_type->tp_alloc(q->message_type, 2); /* items NULL until filled */
+        if (msg == NULL)
+        {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, msg);
+    }
+    int32_t touched = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+    {
+        int32_t link;
+        PyObject *payload = rq_pop_next(q, &link);
+        rq_link_t *l = &q->links[link];
+        if (l->popped++ == 0)
+        {
+            q->touched[touched++] = link;
+        }
+        PyObject *msg = PyList_GET_ITEM(out, k);
+        PyTuple_SET_ITEM(msg, 0, payload);
+        Py_INCREF(l->peer);
+        PyTuple_SET_ITEM(msg, 1, l->peer);
+    }
+    *touched_out = touched;
+    return out;
+}
+
+static int rq_max_arg(PyObject *arg, Py_ssize_t *max)
+{
+    Py_ssize_t v = PyLong_AsSsize_t(arg);
+    if (v == -1 && PyErr_Occurred())
+    {
+        return -1;
+    }
+    if (v < 1)
+    {
+        PyErr_SetString(PyExc_ValueError, "max_messages must be >= 1");
+        return -1;
+    }
+    *max = v;
+    return 0;
+}
+
+/* q.take(max_messages) -> [Message, ...] (up to max_messages, possibly none), each delivery
+ * counted: one exon_lt_deliver_many per link, on_due(link) when the core must see it. */
+static PyObject *rq_take_many(PyObject *self, PyObject *arg)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    Py_ssize_t max;
+    if (rq_max_arg(arg, &max) < 0)
+    {
+        return NULL;
+    }
+    if (lt_deliver_many_fn == NULL)
+    {
+        PyErr_SetString(PyExc_RuntimeError, "exon.native._fast: exon_lt_deliver_many is not bound");
+        return NULL;
+    }
+    int32_t touched;
+    PyObject *out = rq_pop_many(q, max, &touched);
+    if (out == NULL)
+    {
+        return NULL;
+    }
+    int failed = 0;
+    for (int32_t i = 0; i < touched; i++)
+    {
+        int32_t link = q->touched[i];
+        rq_link_t *l = &q->links[link];
+        int64_t rc = lt_deliver_many_fn(q->table, link, (int64_t)l->popped);
+        l->popped = 0;
+        if (rc != EXON_LT_DELIVER_NONE && !failed)
+        {
+            /* every count is made before an on_due error surfaces (as in rq_take, the
+             * batch is then lost to the caller, but counted) */
+            PyObject *index = PyLong_FromLong(link);
+            PyObject *r = index == NULL ? NULL : PyObject_CallOneArg(q->on_due, index);
+            Py_XDECREF(index);
+            if (r == NULL)
+            {
+                failed = 1;
+            }
+            Py_XDECREF(r);
+        }
+    }
+    if (failed)
+    {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* q.hold(max_messages) -> ([Message, ...], [(link, count), ...]): up to max_messages popped
+ * in the same order as take, their delivery NOT counted; the second list says how many of
+ * each link (in the order the links first came up). */
+static PyObject *rq_hold(PyObject *self, PyObject *arg)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    Py_ssize_t max;
+    if (rq_max_arg(arg, &max) < 0)
+    {
+        return NULL;
+    }
+    PyObject *counts = PyList_New(0);
+    if (counts == NULL)
+    {
+        return NULL;
+    }
+    int32_t touched;
+    PyObject *out = rq_pop_many(q, max, &touched);
+    if (out == NULL)
+    {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    int failed = 0;
+    for (int32_t i = 0; i < touched; i++)
+    {
+        rq_link_t *l = &q->links[q->touched[i]];
+        if (!failed)
+        {
+            PyObject *pair = Py_BuildValue("(iI)", q->touched[i], l->popped);
+            if (pair == NULL || PyList_Append(counts, pair) < 0)
+            {
+                failed = 1;
+            }
+            Py_XDECREF(pair);
+        }
+        l->popped = 0;
+    }
+    if (failed)
+    {
+        Py_DECREF(out);
+        Py_DECREF(counts);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", out, counts);
+}
+
 static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     unsigned long long address;
@@ -483,7 +659,8 @@ static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     q->links = PyMem_Calloc((size_t)capacity, sizeof(rq_link_t));
     q->ready = PyMem_Calloc((size_t)capacity, sizeof(int32_t));
-    if (q->links == NULL || q->ready == NULL)
+    q->touched = PyMem_Calloc((size_t)capacity, sizeof(int32_t));
+    if (q->links == NULL || q->ready == NULL || q->touched == NULL)
     {
         Py_DECREF(q);
         return PyErr_NoMemory();
@@ -614,6 +791,7 @@ static void rq_dealloc(RecvQueueObject *q)
     rq_clear_links(q);
     PyMem_Free(q->links);
     PyMem_Free(q->ready);
+    PyMem_Free(q->touched);
     Py_XDECREF(q->owner);
     Py_XDECREF(q->on_due);
     Py_XDECREF((PyObject *)q->message_type);
@@ -624,6 +802,9 @@ static PyMethodDef rq_methods[] = {
     {"attach", rq_attach, METH_VARARGS, "attach(link, peer)"},
     {"detach", rq_detach, METH_O, "detach(link)"},
     {"take_all", rq_take_all, METH_NOARGS, "take_all() -> [(link, payload), ...]"},
+    {"take", rq_take_many, METH_O, "take(max_messages) -> [Message, ...], deliveries counted"},
+    {"hold", rq_hold, METH_O,
+     "hold(max_messages) -> ([Message, ...], [(link, count), ...]), deliveries NOT counted"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1301,17 +1482,19 @@ static PyObject *fast_bind_links(PyObject *module, PyObject *args)
 {
     unsigned long long send_address;
     unsigned long long deliver_address;
-    if (!PyArg_ParseTuple(args, "KK:bind_links", &send_address, &deliver_address))
+    unsigned long long deliver_many_address;
+    if (!PyArg_ParseTuple(args, "KKK:bind_links", &send_address, &deliver_address, &deliver_many_address))
     {
         return NULL;
     }
-    if (send_address == 0 || deliver_address == 0)
+    if (send_address == 0 || deliver_address == 0 || deliver_many_address == 0)
     {
         PyErr_SetString(PyExc_ValueError, "bind_links(addresses != 0)");
         return NULL;
     }
     lt_send_fn = (exon_lt_send_fn)(uintptr_t)send_address;
     lt_deliver_fn = (exon_lt_deliver_fn)(uintptr_t)deliver_address;
+    lt_deliver_many_fn = (exon_lt_deliver_many_fn)(uintptr_t)deliver_many_address;
     Py_RETURN_NONE;
 }
 
@@ -1333,7 +1516,8 @@ static PyObject *fast_bind(PyObject *module, PyObject *args)
 
 static PyMethodDef fast_methods[] = {
     {"bind", fast_bind, METH_VARARGS, "bind(exon_publication_offer address)"},
-    {"bind_links", fast_bind_links, METH_VARARGS, "bind_links(exon_lt_send, exon_lt_deliver addresses)"},
+    {"bind_links", fast_bind_links, METH_VARARGS,
+     "bind_links(exon_lt_send, exon_lt_deliver, exon_lt_deliver_many addresses)"},
     {"bind_poll", fast_bind_poll, METH_VARARGS, "bind_poll(exon_lt_poll, exon_lt_classify addresses)"},
     {"poll_batch", fast_poll_batch, METH_VARARGS,
      "poll_batch(table, images, count, limit, copy, copy_cap, used, descs, scratch, keys, queues) -> (n, left, touched)"},

@@ -358,16 +358,29 @@ int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint
 
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link)
 {
+    return exon_lt_deliver_many(t, link, 1);
+}
+
+int64_t exon_lt_deliver_many(exon_link_table_t *t, int32_t link, int64_t count)
+{
     if (link < 0 || link >= t->high)
     {
         return exon_set_error(EXON_E_ARGUMENT, "link table: no link %d", link);
     }
     exon_lt_link_t *l = &t->links[link];
-    if (l->pub == NULL || l->delivered >= l->received)
+    if (count < 0)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "link table: negative delivery count %lld", (long long)count);
+    }
+    if (l->pub == NULL || (uint64_t)count > l->received - l->delivered)
     {
         return exon_set_error(EXON_E_STATE, "link table: link %d delivered more than received", link);
     }
-    l->delivered++;
+    if (count == 0)
+    {
+        return EXON_LT_DELIVER_NONE;
+    }
+    l->delivered += (uint64_t)count;
     uint64_t pending = l->delivered - l->flowed_delivered;
     if (pending >= l->batch)
     {

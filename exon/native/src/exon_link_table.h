@@ -16,8 +16,8 @@
  *    (hold_flow == 0) is applied here (limit and confirmed are maxima, as in the core) and
  *    marked EXON_LT_FLOW_*. After the first slow message of an image in one batch,
  *    every later message of that image is slow too (the core may change the link).
- *  - exon_lt_deliver: count one message handed to the application; tells when a FLOW is
- *    due (or when a FLOW timer must be armed).
+ *  - exon_lt_deliver: count one message handed to the application (exon_lt_deliver_many:
+ *    several at once); tells when a FLOW is due (or when a FLOW timer must be armed).
  *
  * Thread safety: none. The caller serialises every call on a table (the Node's lock), and
  * exon_lt_poll needs the poll role of the Node as well (one reader per image).
@@ -135,5 +135,9 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
  * NONE is returned; DUE only when that offer failed (the core sends it). FIRST: deliveries
  * wait for a FLOW and no core FLOW timer is armed (flow_timer == 0): arm one. */
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
+/* `count` (>= 0) messages of `link` handed to the application at once (a batch receive, or
+ * the confirmation of held messages): like exon_lt_deliver, with one due-check for the
+ * whole count, so at most one FLOW, reporting the new `delivered`. 0 changes nothing. */
+int64_t exon_lt_deliver_many(exon_link_table_t *t, int32_t link, int64_t count);
 
 #endif /* EXON_LINK_TABLE_H */
