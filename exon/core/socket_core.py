@@ -282,6 +282,20 @@ class SocketCore:
         if link is not None:
             self._input(sock, link, LinkInput.CLOSE, None, now)
 
+    def abort(self, tag: int, peer: PeerId | tuple[str, int], *, now: float,
+              incarnation: int | None = None) -> None:
+        """Drop the link with ``peer`` at once, as a forced :meth:`close_socket` drops every
+        link: unconfirmed cookies are lost, ``LinkClosed("CLOSED", error=True)``. Only the
+        link incarnation ``incarnation`` (ours), when given. No frame is sent: the peer
+        learns it from the ERROR its next frame gets (an UNLINK sent before, by
+        :meth:`unlink` or a graceful :meth:`close_socket`, makes it send one)."""
+        sock = self._socket(tag)
+        link = sock.links.get(PeerId(*peer))
+        if link is None or (incarnation is not None and link.incarnation != incarnation):
+            return
+        self._last_now = now
+        self._force_close(sock, link, "CLOSED", error=True)
+
     def peer_gone(self, address: str, *, now: float) -> None:
         """The transport lost the peer node at ``address``: break every link with it."""
         for sock in list(self._sockets.values()):
@@ -381,14 +395,21 @@ class SocketCore:
     def deliver(self, message: MessageReceived, *, now: float) -> None:
         """The application took ``message``: credit (and cookie confirmation) flows back,
         batched. Messages of a link incarnation that has closed are ignored."""
-        sock = self._sockets.get(message.tag)
+        self.deliver_many(message.tag, message.peer, message.incarnation, 1, now=now)
+
+    def deliver_many(self, tag: int, peer: PeerId, incarnation: int, count: int, *,
+                     now: float) -> None:
+        """The application took ``count`` messages of link incarnation ``incarnation``
+        (ours) with ``peer``: as ``count`` calls of :meth:`deliver`, with one FLOW at most.
+        Ignored when that incarnation has closed."""
+        sock = self._sockets.get(tag)
         if sock is None:
             return
-        link = sock.links.get(message.peer)
-        if link is None or link.incarnation != message.incarnation or link.ledger is None:
+        link = sock.links.get(peer)
+        if link is None or link.incarnation != incarnation or link.ledger is None:
             return
         try:
-            link.ledger.deliver(1)
+            link.ledger.deliver(count)
         except ValueError:
             raise StateError("deliver() called more often than messages were received") from None
         self._flow_after_delivery(sock, link, now)

@@ -11,10 +11,11 @@ from exon.core.events import (
     CreditAvailable,
     LinkClosed,
     MessageReceived,
+    PeerId,
 )
 from exon.core.frames import ErrorCode, FrameType, decode_frame, encode_data, encode_flow
 from exon.core.link_state import LinkState
-from exon.errors import BackPressured, MessageTooLarge
+from exon.errors import BackPressured, MessageTooLarge, StateError
 from tests.core.helpers import link_pair, pump, transfer
 
 
@@ -182,3 +183,48 @@ def test_round_robin_skips_links_without_credit() -> None:
     order = [a.send(1, b"x", now=0).address for _ in range(8)]
     assert order[:6] == ["P", "Q", "R", "P", "Q", "R"]
     assert order[6:] == ["P", "R"]  # Q is out of credit
+
+
+def test_deliver_many_counts_a_batch_with_one_flow() -> None:
+    p = link_pair(credits_b=8, grant_batch_fraction=0.5, flow_delay=1.0)
+    for i in range(8):
+        p.a.send(1, b"m%d" % i, cookie=i, now=0)
+    transfer(p.a, p.b)
+    msgs = received(p.b.events())
+    inc = msgs[0].incarnation
+    p.b.deliver_many(2, p.peer_a, inc, 3, now=0)
+    assert p.b.frames_to_send() == []  # 3 < the batch of 4: the FLOW timer is armed
+    p.b.deliver_many(2, p.peer_a, inc, 5, now=0)
+    (flow,) = p.b.frames_to_send()  # one FLOW for the 5
+    f = decode_frame(flow[1])
+    assert (f.delivered, f.limit) == (8, 16)
+    p.a.receive_frame("B", flow[1], now=0)
+    assert [e.cookie for e in p.a.events() if isinstance(e, CookieReturned)] == list(range(8))
+    with pytest.raises(StateError):
+        p.b.deliver_many(2, p.peer_a, inc, 1, now=0)  # more than received
+    p.b.deliver_many(2, p.peer_a, inc + 1, 1, now=0)  # another incarnation: ignored
+    assert p.b.frames_to_send() == []
+
+
+def test_abort_drops_one_link_and_the_peer_hears_of_it_on_its_next_frame() -> None:
+    p = link_pair(credits_b=8)
+    p.b.open_socket(3, "pull")
+    p.a.link(1, PeerId("B", 3), now=0)
+    pump([p.a, p.b])
+    p.a.events()
+    p.b.events()
+    p.a.send(1, b"held", cookie="c", destination=p.peer_b, now=0)
+    transfer(p.a, p.b)
+    inc = received(p.b.events())[0].incarnation
+    p.b.abort(2, p.peer_a, now=0, incarnation=inc + 1)  # another incarnation: nothing
+    assert p.b.link_state(2, p.peer_a) is LinkState.ESTABLISHED
+    p.b.close_socket(2, now=0)  # UNLINK queued for A
+    p.b.abort(2, p.peer_a, now=0, incarnation=inc)
+    closed = [e for e in p.b.events() if isinstance(e, LinkClosed)]
+    assert [(e.reason, e.error) for e in closed] == [("CLOSED", True)]
+    assert not p.b.has_socket(2)  # its last link is gone: the closing socket is forgotten
+    pump([p.a, p.b])  # A answers the UNLINK, B has no such socket: ERROR, A's link breaks
+    events = p.a.events()
+    assert [e.cookie for e in events if isinstance(e, CookieLost)] == ["c"]
+    assert p.a.link_state(1, p.peer_b) is LinkState.IDLE
+    assert p.a.link_state(1, PeerId("B", 3)) is LinkState.ESTABLISHED  # the other link stays
