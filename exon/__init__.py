@@ -32,6 +32,7 @@ _LAZY = {
     "Message": "exon.sockets.messages",
     "Cookie": "exon.sockets.messages",
     "CookieLost": "exon.sockets.messages",
+    "HeldBatch": "exon.sockets.messages",
     "Peer": "exon.sockets.messages",
     "default_node": "exon.middleware.default_node",
 }
@@ -59,6 +60,7 @@ __all__ = [
     "Cookie",
     "CookieLost",
     "ExonError",
+    "HeldBatch",
     "LinkRefused",
     "Message",
     "MessageTooLarge",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exon.sockets.messages import Cookie, CookieLost, Message, Peer
+from exon.sockets.messages import Cookie, CookieLost, HeldBatch, Message, Peer
 from exon.sockets.pull import PullSocket
 from exon.sockets.push import PushSocket
 from exon.sockets.rep import RepSocket
@@ -12,6 +12,7 @@ from exon.sockets.socket import Socket
 __all__ = [
     "Cookie",
     "CookieLost",
+    "HeldBatch",
     "Message",
     "Peer",
     "PullSocket",

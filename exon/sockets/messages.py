@@ -5,17 +5,20 @@
   application received that message (exactly once);
 * :class:`CookieLost` -- the same object, returned instead when the link closed before the
   peer confirmed delivery (the message may or may not have reached the peer application);
-* :class:`Peer` -- ``"HOST:PORT/TAG"``: a node address and a socket tag (u32).
+* :class:`Peer` -- ``"HOST:PORT/TAG"``: a node address and a socket tag (u32);
+* :class:`HeldBatch` -- messages a PULL took with ``receive_held()`` whose delivery it has
+  not confirmed yet (``confirm(batch)``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from exon.errors import ConfigurationError
 
-__all__ = ["Cookie", "CookieLost", "Message", "Peer"]
+__all__ = ["Cookie", "CookieLost", "HeldBatch", "Message", "Peer"]
 
 _TAG_MAX = 0xFFFF_FFFF
 
@@ -135,3 +138,36 @@ class CookieLost:
     """The link closed before the message sent with ``cookie=value`` was confirmed."""
 
     value: Any
+
+
+class HeldBatch:
+    """Messages taken by :meth:`PullSocket.receive_held <exon.sockets.pull.PullSocket.receive_held>`
+    whose delivery is not counted yet: no credit went back for them and their senders'
+    cookies stay pending until :meth:`PullSocket.confirm <exon.sockets.pull.PullSocket.confirm>`
+    takes the batch.
+
+    ``messages`` -- the :class:`Message` list, in the order ``receive()`` would have returned
+    them (fair-queued over the links, each sender's order kept). ``len(batch)`` and
+    ``iter(batch)`` go over it. The rest is the socket's bookkeeping: per link incarnation,
+    how many of its messages the batch holds."""
+
+    __slots__ = ("_counts", "_owner", "_settled", "messages")
+
+    def __init__(self, messages: list[Message], counts: list[tuple[Any, int, Any, int]],
+                 owner: object) -> None:
+        self.messages = messages
+        #: per link: (PeerId, our incarnation, the native link token or None, count)
+        self._counts = counts
+        self._owner = owner
+        #: confirmed, or dropped with its links (the socket closed): confirm() does nothing
+        self._settled = False
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __repr__(self) -> str:
+        state = "settled" if self._settled else "held"
+        return f"<HeldBatch {len(self.messages)} message(s), {state}>"

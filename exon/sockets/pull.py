@@ -1,21 +1,308 @@
-"""PULL: receives fair-queued from its linked PUSHes; cannot send."""
+"""PULL: receives fair-queued from its linked PUSHes; cannot send.
+
+Besides ``receive()``, a PULL takes messages in batches:
+
+* :meth:`PullSocket.receive_many` -- up to N messages, each delivered as ``receive()``
+  delivers it (credit back, the senders' cookies confirmed);
+* :meth:`PullSocket.receive_held` + :meth:`PullSocket.confirm` -- up to N messages whose
+  delivery is counted only at ``confirm(batch)``: a recorder writes them to disk first, so
+  that a sender's cookie means "durable" (docs/protocol.md 2.10-2.11: FLOW's ``delivered``
+  confirms cookies, and it only moves at ``confirm``).
+
+Held messages keep their credit: a link holds at most its ``credits`` messages, held or
+queued, so a PULL that never confirms makes its producers block (memory stays bounded).
+``delivered`` is a count per link, so batches are confirmed in the order they were taken,
+and nothing else may count a delivery while a batch is held (``receive()``,
+``receive_nowait()`` and ``receive_many()`` raise :class:`exon.StateError` then).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections import deque
+from typing import Any, cast
 
 from exon import errors
-from exon.sockets.socket import Socket
+from exon.core import PeerId
+from exon.sockets.messages import HeldBatch, Message
+from exon.sockets.socket import Socket, _deadline
 
 __all__ = ["PullSocket"]
+
+_monotonic = time.monotonic
+_new_message = tuple.__new__
+_MIXING = ("{op}() while {n} batch(es) taken by receive_held() are unconfirmed: it would "
+           "count deliveries ahead of them (confirm them first)")
+
+# one link's share of a batch: (PeerId, our incarnation, native token or None, count)
+_Count = tuple[PeerId, int, Any, int]
 
 
 class PullSocket(Socket):
     type = "pull"
     can_send = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: batches of receive_held(), oldest first, not confirmed yet
+        self._held: deque[HeldBatch] = deque()
+        self._closing = False
+        super().__init__(*args, **kwargs)
+
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         raise errors.StateError("a pull socket cannot send; link a push socket to send")
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
         raise errors.StateError("a pull socket cannot send; link a push socket to send")
+
+    # ==== batches ===========================================================================
+
+    def receive_many(self, max_messages: int = 1024,
+                     timeout: float | None = None) -> list[Message]:
+        """Wait up to ``timeout`` seconds (None: no limit) for at least one message; return
+        up to ``max_messages`` of those waiting, fair-queued over the links as
+        ``receive()`` hands them out (each sender's order kept). Each is delivered as
+        ``receive()`` delivers it: credit flows back (batched FLOWs) and the senders'
+        cookies are confirmed.
+
+        Raises :class:`exon.Timeout` when nothing arrived, :class:`exon.ClosedError` when
+        the socket is closed, :class:`exon.BrokenLink` when every link broke while waiting,
+        :class:`exon.StateError` while a :meth:`receive_held` batch is unconfirmed."""
+        with self._lock:
+            try:
+                return cast("list[Message]", self._batch_locked(
+                    "receive_many", max_messages, timeout, False))
+            finally:
+                self._sync_direct()
+
+    def receive_held(self, max_messages: int = 1024, timeout: float | None = None) -> HeldBatch:
+        """Like :meth:`receive_many`, but the delivery of the messages is NOT counted: no
+        credit goes back for them and their senders' cookies stay pending until
+        :meth:`confirm` takes the batch (write them somewhere safe in between).
+
+        Held messages keep their link's credit: with ``credits=C`` a link's sender stops
+        after C messages held or queued, so a PULL that never confirms makes its producers
+        block (bounded memory). Keep ``max_messages`` well below the credits (a quarter,
+        say) so that the producers go on sending while a batch is being written.
+
+        Several batches may be held at once; confirm them in the order they were taken.
+        While any is held, ``receive()``, ``receive_nowait()`` and :meth:`receive_many`
+        raise :class:`exon.StateError` (they would count deliveries ahead of the held ones).
+        Once :meth:`close` began this raises :class:`exon.ClosedError`; see :meth:`close`
+        for what happens to batches still held. Other errors as :meth:`receive_many`."""
+        with self._lock:
+            try:
+                return cast(HeldBatch, self._batch_locked(
+                    "receive_held", max_messages, timeout, True))
+            finally:
+                self._sync_direct()
+
+    def confirm(self, batch: HeldBatch) -> None:
+        """Count the delivery of every message of ``batch``: credit flows back (batched
+        FLOWs as usual) and the senders' cookies come back. Thread-safe.
+
+        Idempotent: a batch confirmed already, or dropped by :meth:`close`, is left alone.
+        Messages of a link that closed since they were taken are ignored (their senders got
+        CookieLost). Batches are confirmed in the order :meth:`receive_held` returned them:
+        confirming a later one first raises :class:`exon.StateError` and confirms nothing
+        (confirming both would report messages not yet safe as delivered)."""
+        with self._lock:
+            if batch._settled:
+                return
+            if batch._owner is not self:
+                raise errors.StateError(f"{batch!r} was not taken by this socket")
+            held = self._held
+            if held[0] is not batch:
+                waiting = next(i for i, b in enumerate(held) if b is batch)
+                raise errors.StateError(
+                    f"batches are confirmed in the order receive_held() returned them: "
+                    f"{waiting} earlier batch(es) of this socket are not confirmed yet")
+            held.popleft()
+            batch._settled = True
+            self._count_locked(batch._counts)
+            if not held:
+                self._sync_direct()
+
+    def _count_locked(self, counts: list[_Count]) -> None:
+        """Count the deliveries of ``counts`` (lock held): natively on a link still
+        attached, through the core otherwise (ignored there when the link closed)."""
+        core = self._core
+        tag = self.tag
+        deliver = self._deliver  # the link table's deliver(link, count)
+        for peer, incarnation, token, count in counts:
+            if token is not None and token.attached:
+                if deliver(token.index, count):
+                    core.delivered_natively(tag, peer, now=_monotonic())
+            else:
+                core.deliver_many(tag, peer, incarnation, count, now=_monotonic())
+        self.node._flush_fast()
+
+    def _batch_locked(self, op: str, max_messages: int, timeout: float | None,
+                      hold: bool) -> list[Message] | HeldBatch:
+        if max_messages < 1:
+            raise errors.ConfigurationError("max_messages must be >= 1")
+        self._check_batch_locked(op, hold)
+        self.node._activity += 1
+        got = self._grab_locked(max_messages, hold)
+        if got is not None:
+            return got
+        deadline = _deadline(timeout)
+        epoch = self._broken_epoch
+        nq = self._nq
+        failure: list[errors.ExonError] = []
+
+        def ready() -> bool:
+            if (self._closed or self._queued or (nq is not None and len(nq))
+                    or (self._held and not hold) or (self._closing and hold)):
+                return True
+            err = self._every_link_broke(epoch)
+            if err is not None:
+                failure.append(err)
+                return True
+            return False
+
+        while True:
+            if not self.node._await(self._cond, ready, deadline):
+                raise errors.Timeout(f"nothing received in {timeout}s")
+            self._check_batch_locked(op, hold)
+            got = self._grab_locked(max_messages, hold)
+            if got is not None:
+                return got
+            if failure:
+                raise failure[0]
+
+    def _check_batch_locked(self, op: str, hold: bool) -> None:
+        self._check_open()
+        if hold:
+            if self._closing:
+                raise errors.ClosedError(f"socket {self.tag} is closing")
+        elif self._held:
+            raise errors.StateError(_MIXING.format(op=op, n=len(self._held)))
+        if not self._plain:
+            raise errors.StateError(f"{op}() needs a socket that takes every message as it "
+                                    "comes (this class overrides _accept_locked)")
+
+    def _grab_locked(self, max_messages: int, hold: bool) -> list[Message] | HeldBatch | None:
+        """Up to ``max_messages`` waiting messages: a HeldBatch (``hold``) or a list of
+        delivered Messages; None when nothing waits. Lock held."""
+        nq = self._nq
+        if not self._queued:
+            if nq is None or not len(nq):
+                return None
+            if not hold:  # the short path: one native call pops and counts the batch
+                taken: list[Message] = nq.take(max_messages)
+                return taken
+            messages, links = nq.hold(max_messages)
+            tokens = self.node._fast.tokens
+            counts: list[_Count] = []
+            for link, count in links:
+                token = tokens[link]
+                counts.append((token.peer, token.incarnation, token, count))
+            return self._keep_locked(messages, counts)
+        # Python's queues first (they hold each peer's older messages), then the native one
+        messages, counts = self._grab_python_locked(max_messages)
+        room = max_messages - len(messages)
+        if room and not self._queued and nq is not None and len(nq):
+            more, links = nq.hold(room)
+            messages += more
+            index = {c[2]: k for k, c in enumerate(counts) if c[2] is not None}
+            tokens = self.node._fast.tokens
+            for link, count in links:
+                token = tokens[link]
+                k = index.get(token)
+                if k is None:
+                    counts.append((token.peer, token.incarnation, token, count))
+                else:
+                    peer, incarnation, _, before = counts[k]
+                    counts[k] = (peer, incarnation, token, before + count)
+        if hold:
+            return self._keep_locked(messages, counts)
+        self._count_locked(counts)
+        return messages
+
+    def _grab_python_locked(self, max_messages: int) -> tuple[list[Message], list[_Count]]:
+        """Up to ``max_messages`` messages of the Python queues, fair-queued, not counted:
+        (messages, per link incarnation counts)."""
+        ready = self._ready
+        inq = self._inq
+        node = self.node
+        messages: list[Message] = []
+        # per link incarnation: [peer, incarnation, token or None, count]
+        counts: dict[Any, list[Any]] = {}
+        while self._queued and len(messages) < max_messages:
+            peer = ready.popleft()
+            q = inq[peer]
+            if not q:
+                continue
+            item = q.popleft()
+            self._queued -= 1
+            if q:
+                ready.append(peer)
+            else:
+                del inq[peer]
+            if type(item) is tuple:  # taken natively, moved here: (payload, FastLink)
+                payload, token = item
+                key: Any = token
+                incarnation = token.incarnation
+            else:  # the core's MessageReceived
+                payload, token = item.payload, None
+                incarnation = item.incarnation
+                key = (peer, incarnation)
+            entry = counts.get(key)
+            if entry is None:
+                counts[key] = [peer, incarnation, token, 1]
+            else:
+                entry[3] += 1
+            messages.append(_new_message(Message, (payload, node._peer(peer))))
+        return messages, [(c[0], c[1], c[2], c[3]) for c in counts.values()]
+
+    def _keep_locked(self, messages: list[Message], counts: list[_Count]) -> HeldBatch:
+        batch = HeldBatch(messages, counts, self)
+        self._held.append(batch)
+        return batch
+
+    # ==== receive() and friends: refused while a batch is held ==============================
+
+    def _receive_locked(self, timeout: float | None) -> Any:
+        if self._held:
+            raise errors.StateError(_MIXING.format(op="receive", n=len(self._held)))
+        return super()._receive_locked(timeout)
+
+    def _take_locked(self) -> Any:
+        if self._held:  # a receive() that waited while another thread took a held batch
+            raise errors.StateError(_MIXING.format(op="receive", n=len(self._held)))
+        return super()._take_locked()
+
+    def _sync_direct(self) -> None:
+        # the receive door pops (and counts) natively: keep it off while a batch is held
+        nq = self._nq
+        if nq is not None:
+            nq.direct = 0 if (self._queued or self._cookies or self._closed
+                              or self._held) else 1
+
+    # ==== closing ===========================================================================
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Unlink everything and close (see :meth:`Socket.close`), but without waiting for
+        held batches: the links with messages held and not confirmed are dropped at once
+        (after their UNLINK went out), so their senders get CookieLost for every message
+        not confirmed, held ones included -- they may have been recorded already, a
+        sender that resends makes a duplicate (at least once). Confirming a batch after
+        close() began does nothing. The other links drain as for any socket, within
+        ``timeout``. To close without losing anything: stop taking, confirm every batch,
+        then close."""
+        super().close(timeout)
+
+    def _on_closing_locked(self) -> None:
+        self._closing = True
+        held, self._held = self._held, deque()
+        doomed: set[tuple[PeerId, int]] = set()
+        for batch in held:
+            batch._settled = True
+            for peer, incarnation, _token, _count in batch._counts:
+                doomed.add((peer, incarnation))
+        core = self._core
+        if doomed and core.has_socket(self.tag):
+            now = _monotonic()
+            for peer, incarnation in doomed:
+                core.abort(self.tag, peer, now=now, incarnation=incarnation)
+        self._cond.notify_all()  # a receive_held() waiting raises ClosedError

@@ -640,8 +640,11 @@ class Socket:
             if self._closed:
                 return
             core = self._core
-            if core.has_socket(self.tag) and not node._closed:
+            unlinking = core.has_socket(self.tag) and not node._closed
+            if unlinking:
                 core.close_socket(self.tag, now=_monotonic())
+            self._on_closing_locked()
+            if unlinking:
                 node._pump_locked()
                 try:
                     node._await(self._cond, lambda: not core.has_socket(self.tag), deadline)
@@ -655,6 +658,11 @@ class Socket:
             node._forget_socket(self.tag)
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self._cond.notify_all()
+
+    def _on_closing_locked(self) -> None:
+        """Hook (lock held): close() began; every link is unlinking (its UNLINK queued for
+        the peer) unless the node is closed. A subclass drops here the links that cannot
+        drain (PULL: those with held messages, see PullSocket.receive_held)."""
 
     def _close_doors(self) -> None:
         """Disable the native doors (lock held) and drop them: calls go to the methods."""
