@@ -19,13 +19,13 @@ def _ingest(values: tuple[str, ...]) -> dict[str, int]:
         name, sep, tag = v.partition("=")
         if not sep or not name:
             raise click.BadParameter(f"{v!r}: want NAME=TAG", param_hint="--ingest")
+        if name in out:
+            raise click.BadParameter(f"{name!r} given twice", param_hint="--ingest")
         try:
             out[name] = int(tag)
         except ValueError:
             raise click.BadParameter(f"{v!r}: TAG must be an integer",
                                      param_hint="--ingest") from None
-        if name in out and list(out).count(name) > 1:
-            raise click.BadParameter(f"{name!r} given twice", param_hint="--ingest")
     return out
 
 

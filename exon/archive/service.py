@@ -39,7 +39,8 @@ REPLAY_CHUNK = 256 * 1024
 REPLAY_CREDITS = 16
 MAX_REPLAYS = 64
 KEEPALIVE_INTERVAL = 1.0
-BATCH = 4096
+BATCH = 1024  # messages a recorder takes at most per write (a quarter of the credits)
+INGEST_CREDITS = 4096  # per producer link: the recorder holds a batch while the producers go on
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
 
 
@@ -79,7 +80,8 @@ class ArchiveService:
             self.ingest: dict[str, Any] = {}
             for name, tag in ingest.items():
                 self.ingest[name] = self.node.socket(
-                    "pull", tag=tag, max_message_size=self._max_payload(name, 0))
+                    "pull", tag=tag, credits=INGEST_CREDITS,
+                    max_message_size=self._max_payload(name, 0))
             self.keyed = self.node.socket(
                 "pull", tag=keyed_tag,
                 max_message_size=min(self._max_payload_all(), 1 << 20)

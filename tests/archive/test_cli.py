@@ -1,0 +1,110 @@
+"""``exon archive ...`` as an operator runs it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import exon
+from exon.archive import Archive
+from tests.archive.conftest import SEGMENT, fill
+
+EXON = [sys.executable, "-m", "exon.cli", "archive"]
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EXON, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def directory(tmp_path) -> Iterator[str]:
+    d = str(tmp_path / "arch")
+    with Archive(d, owner=True) as ar:
+        ar.create_recording("orders", segment_length=SEGMENT, ingest_tag=10)
+        ar.create_recording("clicks", segment_length=SEGMENT, ingest_tag=11)
+        fill(ar, "orders", [b"order-%d" % i for i in range(5000)])
+    yield d
+
+
+def test_list(directory: str) -> None:
+    out = run("list", "--dir", directory)
+    assert out.returncode == 0, out.stderr
+    assert "orders" in out.stdout and "clicks" in out.stdout
+    rows = [json.loads(line) for line in run("list", "--dir", directory, "--json").stdout.split("\n")
+            if line]
+    by_name = {r["name"]: r for r in rows}
+    with Archive(directory) as ar:
+        assert by_name["orders"]["stop_position"] == ar.stop_position("orders")
+    assert by_name["clicks"]["stop_position"] == 0 and by_name["clicks"]["ingest_tag"] == 11
+
+
+def test_replay_prints_a_range(directory: str) -> None:
+    with Archive(directory) as ar:
+        records = list(ar.replay("orders"))
+    out = run("replay", "--dir", directory, "orders", "--from", str(records[10].position),
+              "--to", str(records[13].position), "--json")
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.split("\n") if line]
+    assert [g["payload"] for g in got] == ["order-10", "order-11", "order-12"]
+    assert [g["position"] for g in got] == [r.position for r in records[10:13]]
+
+
+def test_replay_errors_are_clear(directory: str) -> None:
+    out = run("replay", "--dir", directory, "nope", "--from", "0")
+    assert out.returncode == 1 and "no recording 'nope'" in out.stderr
+    out = run("replay", "--dir", directory, "orders", "--from", "8")
+    assert out.returncode == 1 and "not a record boundary" in out.stderr
+    out = run("list", "--dir", directory + "-missing")
+    assert out.returncode == 1 and "no such archive directory" in out.stderr
+
+
+def test_truncate(directory: str) -> None:
+    with Archive(directory) as ar:
+        records = list(ar.replay("orders"))
+    cut = records[4000].position
+    out = run("truncate", "--dir", directory, "orders", "--before", str(cut))
+    assert out.returncode == 0, out.stderr
+    start = int(out.stdout)
+    assert start == cut - cut % SEGMENT
+    with Archive(directory) as ar:
+        assert ar.recording("orders").start_position == start
+        assert list(ar.replay("orders", start))[-1] == records[-1]
+    out = run("truncate", "--dir", directory, "orders", "--before", str(records[-1].position + 10**9))
+    assert out.returncode == 1 and "outside" in out.stderr
+
+
+@pytest.mark.net
+def test_serve_prints_its_address_and_refuses_a_held_directory(directory: str) -> None:
+    proc = subprocess.Popen([*EXON, "serve", "--dir", directory, "--ingest", "orders=10",
+                             "--fsync", "data"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        address = proc.stdout.readline().strip()
+        host, port = address.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        second = run("serve", "--dir", directory, "--ingest", "orders=10", timeout=30)
+        assert second.returncode == 1
+        assert "held by another archive service" in second.stderr and str(proc.pid) in second.stderr
+        with exon.Node() as node:  # it serves: a durable push
+            push = node.socket("push")
+            push.link(f"{address}/10", timeout=5)
+            push.send(b"via cli", cookie=1, timeout=5)
+            assert push.receive(timeout=5) == exon.Cookie(1)
+        out = run("truncate", "--archive", address, "orders", "--before", "0")
+        assert out.returncode == 0 and out.stdout.strip() == "0"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    with Archive(directory) as ar:
+        assert list(ar.replay("orders"))[-1].payload == b"via cli"
+
+
+def test_bad_ingest_option() -> None:
+    out = run("serve", "--dir", "/tmp/x", "--ingest", "orders")
+    assert out.returncode == 2 and "NAME=TAG" in out.stderr
