@@ -23,6 +23,7 @@ from exon.archive import (
     ReplayRangeError,
 )
 from exon.archive import control
+from exon.archive.service import INGEST_CREDITS
 from tests.archive.conftest import SEGMENT
 
 pytestmark = pytest.mark.net
@@ -114,7 +115,7 @@ def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
                 sent += 1
                 if sent % 256 == 0:
                     time.sleep(0.01)
-        assert sent <= 1024 + 256  # one link's credits, not unbounded buffering
+        assert sent <= INGEST_CREDITS + 256  # one link's credits, not unbounded buffering
         gate.set()
         push.send(b"last", cookie="end", timeout=10)
         assert push.receive(timeout=10) == exon.Cookie("end")
@@ -127,6 +128,8 @@ def test_control_errors_are_named(service: ArchiveService) -> None:
         assert info.value.recording == "nope"
         with pytest.raises(RecordingNotFound):
             list(ac.replay("nope"))
+        with pytest.raises(RecordingNotFound):
+            ac.recording(99)  # by id
         with pytest.raises(ReplayRangeError, match="outside"):
             list(ac.replay("orders", 0, 4096))
         with pytest.raises(ReplayRangeError, match="outside"):
