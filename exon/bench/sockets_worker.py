@@ -6,6 +6,8 @@ DIR is a media driver's directory (both nodes on one driver: IPC between them) o
 
 pull DIR N CREDITS        print the node address, receive N messages, print seconds
                           from the first to the last
+pull-many DIR N CREDITS B the same with receive_many(B)
+pull-held DIR N CREDITS B the same with receive_held(B) + confirm(batch)
 push DIR N SIZE PEER      send N messages of SIZE bytes to PEER, one per call; close
 rep DIR N CREDITS         print the node address, answer N + N/10 requests
 req DIR N SIZE PEER       N round trips after N/10 warm-up; print each in microseconds
@@ -30,6 +32,27 @@ def main(argv: list[str]) -> None:
             start = time.perf_counter()
             for _ in range(count - 1):
                 recv(timeout=60)
+            print(time.perf_counter() - start, flush=True)
+        elif role in ("pull-many", "pull-held"):
+            sock = node.socket("pull", tag=1, credits=int(argv[3]))
+            batch = int(argv[4])
+            print(f"{node.address}/1", flush=True)
+            if role == "pull-many":
+                take = sock.receive_many
+                left = count - len(take(batch, timeout=60))
+                start = time.perf_counter()
+                while left > 0:
+                    left -= len(take(batch, timeout=60))
+            else:
+                hold, confirm = sock.receive_held, sock.confirm
+                first = hold(batch, timeout=60)
+                confirm(first)
+                left = count - len(first)
+                start = time.perf_counter()
+                while left > 0:
+                    held = hold(batch, timeout=60)
+                    left -= len(held)
+                    confirm(held)
             print(time.perf_counter() - start, flush=True)
         elif role == "push":
             size, peer = int(argv[3]), argv[4]
