@@ -149,6 +149,23 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
                       credits=credits, with_zmq=not no_zmq, transport=transport)
 
 
+@bench.command("archive")
+@click.option("--size", "sizes", multiple=True, type=int, help="message sizes (default 64, 1024)")
+@click.option("--messages", default=500_000, show_default=True, help="messages per record run")
+@click.option("--no-replay", is_flag=True, help="skip the replay cases")
+@click.option("--transport", type=click.Choice(["ipc", "udp"]), default="ipc", show_default=True,
+              help="ipc: every node on one driver; udp: a driver per node, UDP over loopback")
+@click.option("--dir", "directory", default=None, help="where the archive and files go "
+              "(default: a temporary directory)")
+def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transport: str,
+                  directory: str | None) -> None:
+    """The archive's record and replay speed beside plain file I/O and exon push/pull."""
+    from exon.bench.archive import run_archive_bench
+
+    run_archive_bench(sizes=sizes or (64, 1024), messages=messages, replay=not no_replay,
+                      transport=transport, directory=directory)
+
+
 def _archive_group() -> click.Group:
     from exon.archive.cli import archive_group
 

@@ -1,0 +1,409 @@
+"""``exon bench archive``: the archive's record and replay speed beside plain Python file I/O
+and plain exon push/pull, in the same run (issue 9, "Speed").
+
+Processes: the archive service (:class:`~exon.archive.ArchiveService`, ``fsync="none"``)
+runs in its own worker process; every producer and remote reader is another worker
+(``python -m exon.bench.archive ROLE ...``); the file peers and the local replay run in
+the bench process. ``transport="ipc"`` (the default): all exon nodes share one media driver
+launched here (IPC between them, as ``exon bench sockets``); ``"udp"``: each worker's node
+runs its own embedded driver (UDP over loopback). One JSON line per case
+(:func:`exon.bench.report.emit`; ratio > 1 means exon is better):
+
+* ``record_{size}``: a producer PUSHes N messages of ``size`` bytes to the archive's ingest
+  socket, the last one with a cookie; the clock runs from the first send until that cookie
+  is back (the archive confirms in order, so every message is then in the recording).
+  Peer: the same payloads written by the bench process with a buffered ``f.write()`` loop
+  to one file, then flush and close. Goal: ratio >= 0.5.
+* ``record_vs_pushpull_{size}``: the same producer against a plain exon PULL whose process
+  runs a ``receive()`` loop (no archive). Goal: ratio >= 0.8.
+* ``replay_local_64``: ``for rec in Archive(dir).replay(name): n += 1`` over the 64-byte
+  recording of the record case. Peer: the same payloads in a file of 4-byte
+  length-prefixed records, read by ``f.read(4)`` + ``f.read(n)`` per record (binary
+  payloads may hold newlines, so a line loop is no record format; its figure is reported
+  as ``peer_lines``). Goals: >= 1.5 M records/s and ratio >= 2.
+* ``replay_remote_64``: ``ArchiveClient(addr).replay(name)`` counted in another process;
+  peer: the local replay figure (ratio = remote / local).
+
+Worker roles (``python -m exon.bench.archive ROLE DRIVER_DIR ...``, DRIVER_DIR ``-`` for
+an embedded driver)::
+
+    serve DRIVER_DIR ARCHIVE_DIR NAME=TAG...   print the service address; serve until
+                                               stdin closes
+    pull DRIVER_DIR N                          print HOST:PORT/TAG; receive() N messages
+    push DRIVER_DIR N SIZE PEER                link, send N (the last with a cookie), wait
+                                               for the cookie; print seconds
+    replay DRIVER_DIR ADDRESS NAME             replay NAME remotely; print "records seconds"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from exon.bench.report import emit
+
+if TYPE_CHECKING:
+    from exon.middleware.node import Node
+
+__all__ = ["run_archive_bench"]
+
+_DRIVER: dict[str, Any] = {
+    "ipc_term_buffer_length": 16 * 1024 * 1024,
+    "threading_mode": "SHARED",
+    "publication_linger_timeout_ns": 0,
+}
+_FIRST_TAG = 10
+_REPLAY_SIZE = 64
+_LOCAL_REPEATS = 3  # the local replay and its peer: best of this many passes
+
+
+# ---- the bench process ---------------------------------------------------------------------
+
+def _worker(*args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "exon.bench.archive", *args],
+                            stdout=subprocess.PIPE, stdin=stdin, text=True)
+
+
+def _finish(*procs: subprocess.Popen[str]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line:
+        proc.wait(10)
+        raise RuntimeError(f"bench worker {proc.args!r} exited ({proc.returncode}) "
+                           f"before printing its address")
+    return line
+
+
+@contextmanager
+def _service(driver: str, directory: str, names: dict[str, int]) -> Iterator[str]:
+    """The archive service in its own process: yields its address."""
+    proc = _worker("serve", driver, directory, *(f"{n}={t}" for n, t in names.items()),
+                   stdin=subprocess.PIPE)
+    try:
+        yield _first_line(proc)
+        assert proc.stdin is not None
+        proc.stdin.close()  # the service closes cleanly on EOF
+        proc.wait(30)
+    finally:
+        _finish(proc)
+
+
+def _push(driver: str, messages: int, size: int, peer: str) -> float:
+    """Seconds for a producer worker to send ``messages`` to ``peer`` and get the last
+    message's cookie back."""
+    proc = _worker("push", driver, str(messages), str(size), peer)
+    try:
+        out, _ = proc.communicate(timeout=600)
+        if proc.returncode:
+            raise RuntimeError(f"push worker exited with {proc.returncode}")
+        return float(out.strip().splitlines()[-1])
+    finally:
+        _finish(proc)
+
+
+def _push_pull(driver: str, messages: int, size: int) -> float:
+    pull = _worker("pull", driver, str(messages))
+    try:
+        seconds = _push(driver, messages, size, _first_line(pull))
+        pull.communicate(timeout=60)
+        return seconds
+    finally:
+        _finish(pull)
+
+
+def _remote_replay(driver: str, address: str, name: str) -> tuple[int, float]:
+    proc = _worker("replay", driver, address, name)
+    try:
+        out, _ = proc.communicate(timeout=600)
+        if proc.returncode:
+            raise RuntimeError(f"replay worker exited with {proc.returncode}")
+        records, seconds = out.split()
+        return int(records), float(seconds)
+    finally:
+        _finish(proc)
+
+
+def _file_write(path: str, messages: int, size: int) -> float:
+    """The record peer: a plain buffered write loop to one file, then flush and close."""
+    payload = b"x" * size
+    start = time.perf_counter()
+    f = open(path, "wb")  # noqa: SIM115 - close() is part of what is measured
+    write = f.write
+    for _ in range(messages):
+        write(payload)
+    f.flush()
+    f.close()
+    seconds = time.perf_counter() - start
+    os.unlink(path)
+    return seconds
+
+
+def _write_length_prefixed(path: str, messages: int, size: int) -> None:
+    record = len(b"x" * size).to_bytes(4, "little") + b"x" * size
+    with open(path, "wb") as f:
+        f.write(record * messages)
+
+
+def _read_length_prefixed(path: str) -> tuple[int, float]:
+    """The replay peer: a plain Python loop over a file of length-prefixed records."""
+    n = 0
+    start = time.perf_counter()
+    with open(path, "rb") as f:
+        read = f.read
+        while True:
+            head = read(4)
+            if not head:
+                break
+            read(int.from_bytes(head, "little"))
+            n += 1
+    return n, time.perf_counter() - start
+
+
+def _read_lines(path: str, messages: int, size: int) -> tuple[int, float]:
+    """A looser peer, for information: iterate the lines of a file of the same payloads."""
+    with open(path, "wb") as f:
+        f.write((b"x" * (size - 1) + b"\n") * messages)
+    n = 0
+    start = time.perf_counter()
+    with open(path, "rb") as f:
+        for _line in f:
+            n += 1
+    seconds = time.perf_counter() - start
+    os.unlink(path)
+    return n, seconds
+
+
+def _local_replay(directory: str, name: str, passes: int = 1) -> list[tuple[int, float]]:
+    """``passes`` replays of ``name`` through one read-only ``Archive(directory)``, opened
+    on the clock (the first pass also finds the stop position; later ones reuse it)."""
+    from exon.archive import Archive
+
+    runs = []
+    start = time.perf_counter()
+    with Archive(directory) as archive:
+        for _ in range(passes):
+            n = 0
+            for _rec in archive.replay(name):
+                n += 1
+            runs.append((n, time.perf_counter() - start))
+            start = time.perf_counter()
+    return runs
+
+
+def _best(runs: list[tuple[int, float]], expect: int, what: str) -> float:
+    for n, _ in runs:
+        if n != expect:
+            raise RuntimeError(f"{what}: {n} records, want {expect}")
+    return min(s for _, s in runs)
+
+
+def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 500_000,
+                      replay: bool = True, transport: str = "ipc",
+                      directory: str | None = None) -> list[dict[str, object]]:
+    """Run the cases (see the module docstring) and return their JSON lines. ``directory``:
+    where the archive and the peers' files go (default: a new temporary directory, removed
+    afterwards)."""
+    from exon.archive import codec
+    from exon.transport.aeron import MediaDriver
+    from exon.transport.aeron.settings import fresh_driver_dir
+
+    if transport not in ("ipc", "udp"):
+        raise ValueError(f"transport must be 'ipc' or 'udp', not {transport!r}")
+    if messages < 1:
+        raise ValueError("messages must be >= 1")
+    udp = transport == "udp"
+    record_sizes = list(dict.fromkeys(sizes))
+    if replay and _REPLAY_SIZE not in record_sizes:
+        record_sizes.append(_REPLAY_SIZE)  # recorded for the replay cases, not reported
+    names = {f"bench{size}": _FIRST_TAG + i for i, size in enumerate(record_sizes)}
+    work = tempfile.mkdtemp(prefix="exon-bench-archive-", dir=directory)
+    archive_dir = os.path.join(work, "archive")
+    driver_dir = fresh_driver_dir("exon-bench-archive")
+    where = ("service in its own process, producer in another"
+             + ("; every node on one media driver (IPC)" if not udp
+                else "; each node with its own embedded driver (UDP over loopback)"))
+    common = {"transport": transport, "messages": messages}
+    lines = []
+    try:
+        with contextlib.ExitStack() as stack:
+            if udp:
+                driver = "-"
+            else:
+                stack.enter_context(MediaDriver.launch(dir=driver_dir, **_DRIVER))
+                driver = driver_dir
+            address = stack.enter_context(_service(driver, archive_dir, names))
+            for size in record_sizes:
+                name = f"bench{size}"
+                seconds = _push(driver, messages, size, f"{address}/{names[name]}")
+                if size not in sizes:
+                    continue
+                file_seconds = _file_write(os.path.join(work, f"peer-{size}.bin"), messages,
+                                           size)
+                pp_seconds = _push_pull(driver, messages, size)
+                rate = messages / seconds
+                mb = messages * size / 1e6
+                lines.append(emit(
+                    f"record_{size}", exon=rate, peer=messages / file_seconds,
+                    peer_name="python buffered f.write loop", unit="msgs/s",
+                    higher_is_better=True, goal=0.5, size=size, fsync="none",
+                    mb_s=round(mb / seconds, 3), peer_mb_s=round(mb / file_seconds, 3),
+                    note=f"{where}; clock: first send to the cookie of the last message "
+                         f"(cookies confirm in order: all durable); peer: one process "
+                         f"writes the same payloads to one file, then flush+close",
+                    **common))
+                lines.append(emit(
+                    f"record_vs_pushpull_{size}", exon=rate, peer=messages / pp_seconds,
+                    peer_name="exon push/pull", unit="msgs/s", higher_is_better=True,
+                    goal=0.8, size=size, mb_s=round(mb / seconds, 3),
+                    peer_mb_s=round(mb / pp_seconds, 3),
+                    note=f"{where}; peer: the same producer (last message with a cookie) "
+                         f"against a PULL process running a receive() loop, no archive",
+                    **common))
+            if replay:
+                name = f"bench{_REPLAY_SIZE}"
+                local = _best([_local_replay(archive_dir, name)[0]
+                               for _ in range(_LOCAL_REPEATS)], messages, "local replay")
+                reused = _best(_local_replay(archive_dir, name, _LOCAL_REPEATS + 1)[1:],
+                               messages, "local replay")
+                path = os.path.join(work, "peer-replay.bin")
+                _write_length_prefixed(path, messages, _REPLAY_SIZE)
+                peer = _best([_read_length_prefixed(path) for _ in range(_LOCAL_REPEATS)],
+                             messages, "length-prefixed file loop")
+                os.unlink(path)
+                lines_seconds = _best([_read_lines(os.path.join(work, "peer-lines.txt"),
+                                                   messages, _REPLAY_SIZE)
+                                       for _ in range(_LOCAL_REPEATS)], messages, "line loop")
+                local_rate = messages / local
+                lines.append(emit(
+                    f"replay_local_{_REPLAY_SIZE}", exon=local_rate, peer=messages / peer,
+                    peer_name="python loop: f.read(4) + f.read(n) per length-prefixed record",
+                    unit="records/s", higher_is_better=True, goal=2.0, goal_rate=1.5e6,
+                    size=_REPLAY_SIZE, records=messages,
+                    peer_lines=round(messages / lines_seconds, 3),
+                    exon_reused_archive=round(messages / reused, 3),
+                    native_decoder=codec.NATIVE,
+                    note=f"in the bench process, best of {_LOCAL_REPEATS}: for rec in "
+                         f"Archive(dir).replay(name): n += 1 over the record_{_REPLAY_SIZE} "
+                         f"recording (page cache warm), a new read-only Archive each pass "
+                         f"(it finds the stop position first); exon_reused_archive: later "
+                         f"passes through one Archive; peer: the same payloads as 4-byte "
+                         f"length-prefixed records in one file, read in a Python loop; "
+                         f"peer_lines: 'for line in f: n += 1' over {_REPLAY_SIZE}-byte "
+                         f"lines (for information: lines are no binary record format)",
+                    **common))
+                n, remote = _remote_replay(driver, address, name)
+                if n != messages:
+                    raise RuntimeError(f"remote replay: {n} records, want {messages}")
+                lines.append(emit(
+                    f"replay_remote_{_REPLAY_SIZE}", exon=messages / remote, peer=local_rate,
+                    peer_name="exon Archive.replay (local)", unit="records/s",
+                    higher_is_better=True, size=_REPLAY_SIZE, records=messages,
+                    note=f"{where.replace('producer', 'reader')}; for rec in "
+                         f"ArchiveClient(addr).replay(name): n += 1, clock from the call to "
+                         f"the last record; peer: the local replay figure (ratio = remote / "
+                         f"local)", **common))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(driver_dir, ignore_errors=True)
+    return lines
+
+
+# ---- the workers ----------------------------------------------------------------------------
+
+def _node(driver_dir: str) -> Node:
+    from exon.middleware.node import Node
+
+    return Node("127.0.0.1:0", driver_dir=None if driver_dir == "-" else driver_dir)
+
+
+def _serve(driver_dir: str, directory: str, specs: list[str]) -> None:
+    from exon.archive import ArchiveService
+
+    ingest = {}
+    for spec in specs:
+        name, _, tag = spec.partition("=")
+        ingest[name] = int(tag)
+    with _node(driver_dir) as node, \
+            ArchiveService(directory, ingest=ingest, fsync="none", node=node) as service:
+        print(service.address, flush=True)
+        sys.stdin.read()  # until the bench closes our stdin
+        for event in service.events:
+            print(f"archive event: {event}", file=sys.stderr, flush=True)
+
+
+def _pull(driver_dir: str, count: int) -> None:
+    with _node(driver_dir) as node:
+        sock = node.socket("pull", tag=1)
+        print(f"{node.address}/1", flush=True)
+        recv = sock.receive
+        for _ in range(count):
+            recv(timeout=60)
+
+
+def _push_worker(driver_dir: str, count: int, size: int, peer: str) -> None:
+    from exon.sockets.messages import Cookie
+
+    with _node(driver_dir) as node:
+        sock = node.socket("push")
+        sock.link(peer, timeout=10)
+        payload = b"x" * size
+        send = sock.send
+        start = time.perf_counter()
+        for _ in range(count - 1):
+            send(payload)
+        sock.send(payload, cookie="last", timeout=60)
+        item = sock.receive(timeout=120)
+        seconds = time.perf_counter() - start
+        if not isinstance(item, Cookie) or item.value != "last":
+            raise SystemExit(f"push: got {item!r} instead of the last cookie")
+        print(seconds, flush=True)
+        sock.close(timeout=10)
+
+
+def _replay_worker(driver_dir: str, address: str, name: str) -> None:
+    from exon.archive import ArchiveClient
+
+    with _node(driver_dir) as node, ArchiveClient(address, node=node) as client:
+        client.stop_position(name)  # links the control socket before the clock starts
+        n = 0
+        start = time.perf_counter()
+        for _rec in client.replay(name):
+            n += 1
+        print(n, time.perf_counter() - start, flush=True)
+
+
+def main(argv: list[str]) -> None:
+    role, driver_dir = argv[0], argv[1]
+    if role == "serve":
+        _serve(driver_dir, argv[2], argv[3:])
+    elif role == "pull":
+        _pull(driver_dir, int(argv[2]))
+    elif role == "push":
+        _push_worker(driver_dir, int(argv[2]), int(argv[3]), argv[4])
+    elif role == "replay":
+        _replay_worker(driver_dir, argv[2], argv[3])
+    else:
+        raise SystemExit(f"unknown role {role!r}")
+
+
+if __name__ == "__main__":
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1)  # a stuck run: `kill -USR1 PID` dumps the stacks
+    main(sys.argv[1:])

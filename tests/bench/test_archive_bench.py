@@ -1,0 +1,57 @@
+"""``exon bench archive`` runs end to end on both transports (tiny counts: a smoke test,
+not a measurement; the figures themselves are not what this is about)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.parametrize("transport", ["ipc", "udp"])
+def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "exon.cli", "bench", "archive", "--size", "64", "--size", "256",
+         "--messages", "2000", "--transport", transport, "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=180, check=True,
+    ).stdout
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [line["case"] for line in lines] == [
+        "record_64", "record_vs_pushpull_64", "record_256", "record_vs_pushpull_256",
+        "replay_local_64", "replay_remote_64"]
+    for line in lines:
+        assert {"case", "unit", "exon", "peer", "peer_name", "ratio", "note"} <= line.keys()
+        assert line["exon"] > 0
+        assert line["peer"] > 0
+        assert line["ratio"] == pytest.approx(line["exon"] / line["peer"], rel=1e-2)
+        assert line["transport"] == transport
+        assert line["messages"] == 2000
+    by_case = {line["case"]: line for line in lines}
+    for size in (64, 256):
+        record = by_case[f"record_{size}"]
+        assert record["unit"] == "msgs/s"
+        assert record["goal"] == 0.5
+        assert record["mb_s"] == pytest.approx(record["exon"] * size / 1e6, rel=1e-2)
+        assert by_case[f"record_vs_pushpull_{size}"]["goal"] == 0.8
+        assert by_case[f"record_vs_pushpull_{size}"]["exon"] == record["exon"]
+    local = by_case["replay_local_64"]
+    assert local["unit"] == "records/s"
+    assert local["records"] == 2000
+    assert local["peer_lines"] > 0
+    assert local["exon_reused_archive"] > 0
+    assert by_case["replay_remote_64"]["peer"] == local["exon"]  # ratio = remote / local
+    assert list(tmp_path.iterdir()) == []  # the bench removed its files
+
+
+def test_bench_archive_without_64_still_replays_a_64_byte_recording(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "exon.cli", "bench", "archive", "--size", "128",
+         "--messages", "500", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=180, check=True,
+    ).stdout
+    cases = [json.loads(line)["case"] for line in out.splitlines() if line.startswith("{")]
+    assert cases == ["record_128", "record_vs_pushpull_128", "replay_local_64",
+                     "replay_remote_64"]
