@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import signal
 import threading
 import time
@@ -24,28 +25,26 @@ from exon.errors import ExonError
 __all__ = [
     "ReplayFailed",
     "archive_error",
+    "close_all",
     "drop_client",
     "open_client",
+    "process_node",
     "replay_range",
     "shared_client",
-    "shared_node",
+    "sweep_stale_dirs",
 ]
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[tuple[int, str], Any] = {}
-_NODES: dict[int, Any] = {}
+_NODES: dict[tuple[int, str], tuple[Any, Any]] = {}  # (pid, endpoint) -> (node, driver)
 _CLEANUP_INSTALLED: set[int] = set()
+
+#: driver directories of this package's nodes: ``exon-spark-<pid>-<random>``
+DIR_PREFIX = "exon-spark"
 
 
 class ReplayFailed(ExonError):
     """``read()`` could not replay its range from the archive within ``replayTimeout``."""
-
-
-def open_client(address: str, timeout: float) -> Any:
-    """A new :class:`exon.archive.ArchiveClient` for ``address`` (the caller closes it)."""
-    from exon.archive import ArchiveClient
-
-    return ArchiveClient(address, timeout=timeout)
 
 
 def archive_error(address: str, exc: BaseException) -> ExonError:
@@ -54,15 +53,93 @@ def archive_error(address: str, exc: BaseException) -> ExonError:
                      f"{type(exc).__name__}: {exc}")
 
 
+def _endpoint_for(address: str) -> str:
+    from exon.archive.client import local_endpoint_for
+    from exon.sockets.messages import split_address
+
+    host, _ = split_address(address, what="address")
+    return local_endpoint_for(host)
+
+
+def process_node(address: str) -> Any:
+    """This process's exon node for talking to ``address`` (``HOST:PORT``).
+
+    One per process and local endpoint, on its own media driver in a directory named
+    ``exon-spark-<pid>-...``: Spark SIGKILLs idle Python workers, which leaves such a
+    directory behind, so each new node first removes those of processes that are gone."""
+    from exon.middleware.node import EMBEDDED_DRIVER_DEFAULTS, Node
+    from exon.transport.aeron import MediaDriver
+    from exon.transport.aeron.settings import fresh_driver_dir
+
+    endpoint = _endpoint_for(address)
+    key = (os.getpid(), endpoint)
+    with _LOCK:
+        entry = _NODES.get(key)
+        if entry is not None and not entry[0].closed:
+            return entry[0]
+        _install_cleanup()
+        sweep_stale_dirs()
+        directory = fresh_driver_dir(f"{DIR_PREFIX}-{os.getpid()}")
+        driver = MediaDriver.launch(dir=directory, **{**EMBEDDED_DRIVER_DEFAULTS,
+                                                      "dir_delete_on_shutdown": True})
+        try:
+            node = Node(endpoint, driver_dir=directory)
+        except BaseException:
+            driver.close()
+            raise
+        _NODES[key] = (node, driver)
+        return node
+
+
+def sweep_stale_dirs(base: str | None = None) -> list[str]:
+    """Remove ``exon-spark-<pid>-*`` driver directories whose process is gone."""
+    from exon.transport.aeron.settings import driver_dir_base
+
+    base = base or driver_dir_base()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(DIR_PREFIX + "-"):
+            continue
+        pid_text = name[len(DIR_PREFIX) + 1:].split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def open_client(address: str, timeout: float) -> Any:
+    """A new :class:`exon.archive.ArchiveClient` for ``address`` on this process's node
+    (the caller closes the client; the node stays for the process)."""
+    from exon.archive import ArchiveClient
+
+    return ArchiveClient(address, timeout=timeout, node=process_node(address))
+
+
 def shared_client(address: str, timeout: float) -> Any:
     """This process's client of the archive at ``address``."""
     key = (os.getpid(), address)
     with _LOCK:
         client = _CLIENTS.get(key)
-        if client is None:
-            _install_cleanup()
-            client = _CLIENTS[key] = open_client(address, timeout)
-        return client
+    if client is None:
+        client = open_client(address, timeout)
+        with _LOCK:
+            _CLIENTS[key] = client
+    return client
 
 
 def drop_client(address: str) -> None:
@@ -76,34 +153,16 @@ def drop_client(address: str) -> None:
             pass
 
 
-def shared_node() -> Any:
-    """This process's exon node (embedded driver) for sink sockets."""
-    from exon.middleware.node import Node
-
-    pid = os.getpid()
-    with _LOCK:
-        node = _NODES.get(pid)
-        if node is None or node.closed:
-            _install_cleanup()
-            node = _NODES[pid] = Node("127.0.0.1:0" if _loopback_only() else "0.0.0.0:0")
-        return node
-
-
-def _loopback_only() -> bool:
-    return os.environ.get("EXON_SPARK_BIND", "127.0.0.1") == "127.0.0.1"
-
-
 def close_all() -> None:
-    """Close this process's clients and node (at exit, or when Spark hangs up)."""
+    """Close this process's clients, nodes and drivers (at exit, or on Spark's hang-up)."""
     pid = os.getpid()
     with _LOCK:
-        clients = [c for (p, _), c in _CLIENTS.items() if p == pid]
-        for key in [k for k in _CLIENTS if k[0] == pid]:
-            del _CLIENTS[key]
-        node = _NODES.pop(pid, None)
-    for closeable in [*clients, node]:
-        if closeable is None:
-            continue
+        clients = [_CLIENTS.pop(k) for k in [k for k in _CLIENTS if k[0] == pid]]
+        nodes = [_NODES.pop(k) for k in [k for k in _NODES if k[0] == pid]]
+    closeables: list[Any] = [*clients]
+    for node, driver in nodes:
+        closeables += [node, driver]
+    for closeable in closeables:
         try:
             closeable.close()
         except Exception:  # noqa: BLE001 - best effort at exit
@@ -111,8 +170,8 @@ def close_all() -> None:
 
 
 def _install_cleanup() -> None:
-    """Close at exit; and when Spark's daemon hangs up a worker (SIGHUP, whose default
-    action would skip atexit and leave the embedded driver's directory behind)."""
+    """Close at exit; and when Spark's daemon hangs up its workers (SIGHUP, whose default
+    action would skip atexit and leave the driver directory behind)."""
     pid = os.getpid()
     if pid in _CLEANUP_INSTALLED:
         return

@@ -193,7 +193,8 @@ class ExonStreamWriter(_WriterBase):  # type: ignore[misc, valid-type]
 
             context = TaskContext.get()
             partition = context.partitionId() if context is not None else 0
-            count = push_rows(clients.shared_node(), opts.peer, rows, timeout=opts.timeout)
+            node = clients.process_node(opts.peer.rsplit("/", 1)[0])
+            count = push_rows(node, opts.peer, rows, timeout=opts.timeout)
             return ExonCommitMessage(partition, count)
         assert opts.archive is not None and opts.recording is not None
         query, batch, partition = _task_keys(opts)

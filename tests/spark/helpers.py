@@ -1,0 +1,192 @@
+"""Test helpers: an archive service subprocess, producers, and a Spark query in a
+subprocess that the test can kill hard."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from exon.spark.session import spark_env
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+class ArchiveService:
+    """``exon archive serve`` in a subprocess on 127.0.0.1 (``with``: started, then stopped
+    by SIGTERM; ``restart()`` comes back on the same port and directory)."""
+
+    def __init__(self, directory: pathlib.Path, ingest: dict[str, int], *,
+                 fsync: str = "none") -> None:
+        self.directory = directory
+        self.ingest = ingest
+        self.fsync = fsync
+        self.proc: subprocess.Popen[str] | None = None
+        self.address = ""
+
+    def start(self, endpoint: str = "127.0.0.1:0", timeout: float = 30.0) -> str:
+        args = [sys.executable, "-m", "exon.cli", "archive", "serve", "--dir",
+                str(self.directory), "--endpoint", endpoint, "--fsync", self.fsync]
+        for name, tag in self.ingest.items():
+            args += ["--ingest", f"{name}={tag}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=REPO)
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line or time.monotonic() > deadline:
+            self.stop()
+            raise RuntimeError(f"archive serve did not print its address: {line!r}")
+        self.address = line
+        return line
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def restart(self, down_for: float = 0.0) -> None:
+        """Stop (SIGKILL) and start again on the same address after ``down_for`` seconds."""
+        address = self.address
+        self.stop(signal.SIGKILL)
+        time.sleep(down_for)
+        self.start(endpoint=address)
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def __enter__(self) -> ArchiveService:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def push_events(address: str, recording: str, payloads: Iterable[bytes],
+                timeout: float = 30.0) -> int:
+    """PUSH ``payloads`` to the recording's ingest; return once all are durable."""
+    from exon.archive import ArchiveClient
+    from exon.spark.sink import push_rows
+
+    with ArchiveClient(address, timeout=timeout) as ac:
+        return push_rows(ac.node, ac.ingest_peer(recording), payloads, timeout=timeout)
+
+
+def events(count: int, *, start: int = 0, keys: int = 4) -> list[bytes]:
+    """JSON events ``{"key", "value", "seq"}``: seq is unique, value = seq."""
+    return [json.dumps({"key": f"k{i % keys}", "value": float(i), "seq": i}).encode()
+            for i in range(start, start + count)]
+
+
+def run_script(code: str, *args: str, timeout: float = 240.0,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with Spark's environment."""
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env={**os.environ, **spark_env(),
+                                                          **(env or {})}, check=False)
+
+
+def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class StandaloneCluster:
+    """A Spark standalone cluster on 127.0.0.1: one master and one worker JVM, started with
+    the ``spark-class`` script the pyspark package ships (``docs/spark.md``, Scale)."""
+
+    def __init__(self, directory: pathlib.Path, *, cores: int = 2, memory: str = "1g") -> None:
+        import pyspark
+
+        self.home = pathlib.Path(pyspark.__file__).resolve().parent
+        self.directory = directory
+        self.cores = cores
+        self.memory = memory
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.url = ""
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, **spark_env(), "SPARK_HOME": str(self.home),
+                "SPARK_LOG_DIR": str(self.directory / "logs"),
+                "SPARK_WORKER_DIR": str(self.directory / "work"),
+                "SPARK_LOCAL_DIRS": str(self.directory / "local"),
+                "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+                "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=false"}
+
+    def _start(self, name: str, *args: str, ready: str, timeout: float) -> str:
+        import re
+
+        log = self.directory / f"{name}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([str(self.home / "bin" / "spark-class"), *args],
+                                    stdout=out, stderr=subprocess.STDOUT, env=self._env(),
+                                    start_new_session=True)
+        self.procs.append(proc)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(ready, log.read_text(errors="replace"))
+            if match:
+                return match.group(0)
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"spark {name} did not start: {log.read_text(errors='replace')[-2000:]}")
+
+    def start(self, timeout: float = 90.0) -> str:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        found = self._start("master", "org.apache.spark.deploy.master.Master", "--host",
+                            "127.0.0.1", "--port", "0", "--webui-port", "0",
+                            ready=r"spark://127\.0\.0\.1:\d+", timeout=timeout)
+        self.url = found
+        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host",
+                    "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores",
+                    str(self.cores), "--memory", self.memory, "--work-dir",
+                    str(self.directory / "work"),
+                    ready=r"Successfully registered with master", timeout=timeout)
+        return self.url
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    continue
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(15)
+        self.procs = []
+
+    def __enter__(self) -> StandaloneCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
