@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from exon.archive import codec
 from exon.archive.catalog import Catalog, CatalogEntry, check_name
 from exon.archive.errors import (
     ArchiveCorrupt,
@@ -36,6 +37,7 @@ from exon.archive.format import (
 from exon.archive.recording import FSYNC_POLICIES, FsyncPolicy, RecordingWriter
 from exon.archive.segments import (
     BATCH_RECORDS,
+    MappedSegment,
     RecordingFiles,
     segment_bases,
     segment_path,
@@ -238,25 +240,33 @@ class Archive:
         while True:
             path = segment_path(self.directory, entry.id, base)
             try:
-                with open(path, "rb") as f:
-                    data = f.read()
+                seg = MappedSegment(path, base)
             except FileNotFoundError:
                 break
-            end, _ = scan_records(data, offset, len(data), base)
-            if end < len(data):
-                # a bad record: the tail being written (or torn), or damage in the middle
-                # of the data? Past damage the lengths still chain up to the file's end:
-                # then the data goes on and a replay must meet (and name) the bad record
-                walked, _ = walk_headers(data, end, len(data), 1 << 62)
-                first, _ = walk_headers(data, end, len(data), 1)
-                if walked == len(data) and walked > first > end:
-                    end = walked
+            try:
+                end = self._scan_segment(seg.map, offset, seg.size, base)
+            finally:
+                seg.close()
             offset = end
             if end < length or base + length not in bases:
                 break
             base, offset = base + length, 0
         self._tails[entry.id] = (base, offset)
         return base + offset
+
+    @staticmethod
+    def _scan_segment(data: Any, offset: int, size: int, base: int) -> int:
+        """Where the valid records of a segment end, from ``offset``."""
+        end, _ = codec.scan(data, offset, size, base)
+        if end < size:
+            # a bad record: the tail being written (or torn), or damage in the middle of
+            # the data? Past damage the lengths still chain up to the file's end: then the
+            # data goes on and a replay must meet (and name) the bad record
+            walked, _ = walk_headers(data, end, size, 1 << 62)
+            first, _ = walk_headers(data, end, size, 1)
+            if walked == size and walked > first > end:
+                end = walked
+        return end
 
     def _info(self, entry: CatalogEntry) -> RecordingInfo:
         writer = self._writers.get(entry.id)

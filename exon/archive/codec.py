@@ -2,8 +2,10 @@
 the pure-Python reference of :mod:`exon.archive.format` (a parity test runs both).
 
 ``decode(buf, offset, end, base, limit, verify, path, producers) -> (records, offset)``
-has the contract of :func:`exon.archive.format.decode_records`; ``encode_span`` frames as
-many records of a batch as fit in ``room`` bytes (the rest of a segment).
+has the contract of :func:`exon.archive.format.decode_records`, ``scan`` that of
+:func:`exon.archive.format.scan_records` (without keys); ``encode_span`` and
+``encode_messages`` frame as many records of a batch as fit in ``room`` bytes (the rest
+of a segment).
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from typing import Any
 from crc32c import crc32c
 
 from exon.archive.errors import ArchiveCorrupt
-from exon.archive.format import Record, decode_records, encode_record, record_length
+from exon.archive.format import (
+    Record,
+    decode_records,
+    encode_record,
+    record_length,
+    scan_records,
+)
 
 try:
     from exon.native import _archive as _native  # type: ignore[attr-defined]
@@ -62,5 +70,31 @@ def encode_span_native(out: bytearray, offset: int, position: int, payloads: Seq
                           None if keys is None else list(keys), first, room, crc32c)
 
 
+def encode_messages_py(out: bytearray, offset: int, position: int,
+                       messages: list[tuple[bytes, Any]], producer_of: Any, timestamp: int,
+                       first: int, room: int) -> tuple[int, int]:
+    payloads = [m[0] for m in messages]
+    producers = [producer_of(m[1]) for m in messages]
+    return encode_span_py(out, offset, position, payloads, producers, timestamp, None, first,
+                          room)
+
+
+def encode_messages_native(out: bytearray, offset: int, position: int,
+                           messages: list[tuple[bytes, Any]], producer_of: Any,
+                           timestamp: int, first: int, room: int) -> tuple[int, int]:
+    return _native.encode_messages(out, offset, position, messages, producer_of,  # type: ignore[no-any-return]
+                                   timestamp, first, room, crc32c)
+
+
+def scan_py(buf: Any, offset: int, end: int, base: int) -> tuple[int, int]:
+    return scan_records(buf, offset, end, base)
+
+
+def scan_native(buf: Any, offset: int, end: int, base: int) -> tuple[int, int]:
+    return _native.scan(buf, offset, end, base, crc32c)  # type: ignore[no-any-return]
+
+
 decode = decode_native if NATIVE else decode_py
+scan = scan_native if NATIVE else scan_py
 encode_span = encode_span_native if NATIVE else encode_span_py
+encode_messages = encode_messages_native if NATIVE else encode_messages_py

@@ -17,17 +17,18 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from exon.archive import codec
 from exon.archive.catalog import CatalogEntry, fsync_dir
 from exon.archive.errors import ArchiveFull
-from exon.archive.format import HEADER_LENGTH, decode_key, encode_pad, record_length
+from exon.archive.format import decode_key, encode_pad
 from exon.archive.segments import recover_segments, segment_path
 
 FsyncPolicy = Literal["none", "data", "full"]
 FSYNC_POLICIES: tuple[str, ...] = ("none", "data", "full")
+WRITE_BUFFER = 4 * 1024 * 1024
 
 
 class RecordingWriter:
@@ -54,7 +55,8 @@ class RecordingWriter:
         self.duplicates_dropped = 0
         self._fd = -1
         self._base = -1
-        self._buffer = bytearray()
+        #: spans are framed here: a segment, at most WRITE_BUFFER (a record always fits)
+        self._buffer = bytearray(min(entry.segment_length, WRITE_BUFFER))
         self._open_for(stop)
 
     # ---- files ---------------------------------------------------------------------------
@@ -91,55 +93,79 @@ class RecordingWriter:
         """Write the records and make them durable per the policy; returns the new stop
         position. Keyed records already recorded are dropped (counted). Raises
         :class:`ArchiveFull` when the disk refuses: the partial write is cut back, the
-        stop position stays at the last whole batch, and the recording stops."""
-        if self.failed is not None:
-            raise ArchiveFull(f"recording {self.entry.name!r} stopped: {self.failed}")
+        stop position stays at the last whole batch, and the recording stops. Raises
+        ValueError for a message too large for a segment (nothing is written)."""
+        self._check_running()
+        pending: list[tuple[tuple[str, int], tuple[int, int]]] = []
         if keys is not None:
             payloads, producers, keys = self._drop_duplicates(payloads, producers, keys)
             if not payloads:
                 return self.stop_position
+            for key in keys:
+                query, partition, batch, seq = decode_key(key)
+                pending.append(((query, partition), (batch, seq)))
+        payloads, producers = list(payloads), list(producers)
+        klist = None if keys is None else list(keys)
+
+        def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:
+            return codec.encode_span(out, 0, position, payloads, producers, timestamp, klist,
+                                     done, room)
+
+        position = self._append(len(payloads), encode)
+        for k, v in pending:
+            self.dedup[k] = v
+        return position
+
+    def append_messages(self, messages: list[tuple[bytes, Any]],
+                        producer_of: Callable[[Any], bytes], timestamp: int) -> int:
+        """:meth:`append` for ``(payload, peer)`` messages as a PULL socket hands them out;
+        ``producer_of(peer)`` gives the producer bytes recorded (asked once per run of
+        messages from one peer)."""
+        self._check_running()
+
+        def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:
+            return codec.encode_messages(out, 0, position, messages, producer_of, timestamp,
+                                         done, room)
+
+        return self._append(len(messages), encode)
+
+    def _check_running(self) -> None:
+        if self.failed is not None:
+            raise ArchiveFull(f"recording {self.entry.name!r} stopped: {self.failed}")
+
+    def _append(self, count: int,
+                encode: Callable[[bytearray, int, int, int], tuple[int, int]]) -> int:
+        """Frame ``count`` records span by span (a span: what fits the rest of a segment
+        and the buffer), write each, sync once; the common part of the appends."""
         length = self.entry.segment_length
-        position = self.stop_position
-        start = position
-        producers = list(producers)
-        payloads = list(payloads)
-        meta = max(map(len, producers), default=0) + (max(map(len, keys), default=0)
-                                                      if keys is not None else 0)
-        for p in payloads:
-            if record_length(len(p), meta) > length:
-                raise ValueError(f"a {len(p)}-byte message does not fit a {length}-byte "
-                                 f"segment")
-        # one span (at most a segment) is framed at a time, into a buffer kept between calls
-        need = min(length, sum(map(len, payloads)) + len(payloads) * (HEADER_LENGTH + meta + 32))
-        if len(self._buffer) < need:
-            self._buffer = bytearray(need)
+        position = start = self.stop_position
         out = self._buffer
         try:
             done = 0
-            while done < len(payloads):
+            while done < count:
                 room = length - position % length
-                n, used = codec.encode_span(out, 0, position, payloads, producers, timestamp,
-                                            keys, done, room)
-                if n == 0:  # the next record does not fit: PAD the rest of the segment
-                    pad = bytearray(room)
-                    encode_pad(pad, 0, position, room)
-                    self._write(position, pad)
-                    position += room
-                    continue
+                n, used = encode(out, position, done, min(room, len(out)))
+                if n == 0:
+                    if room == length:
+                        raise ValueError(f"a message does not fit a {length}-byte segment")
+                    if room <= len(out):  # the next record does not fit: PAD the segment
+                        pad = bytearray(room)
+                        encode_pad(pad, 0, position, room)
+                        self._write(position, pad)
+                        position += room
+                        continue
+                    raise ValueError("a message is larger than the write buffer")
                 self._write(position, memoryview(out)[:used])
                 position += used
                 done += n
             self._sync()
         except OSError as exc:
             self._fail(start, exc)
-        pending_keys = []
-        if keys is not None:
-            for key in keys:
-                query, partition, batch, seq = decode_key(key)
-                pending_keys.append(((query, partition), (batch, seq)))
-        for k, v in pending_keys:
-            self.dedup[k] = v
-        self.records_written += len(payloads)
+        except ValueError:
+            if position != start:  # cut back what this call wrote: none of it is confirmed
+                self._cut_back(start)
+            raise
+        self.records_written += count
         with self.changed:
             self.stop_position = position
             self.changed.notify_all()
@@ -178,22 +204,25 @@ class RecordingWriter:
         elif self.fsync == "full":
             os.fsync(self._fd)
 
+    def _cut_back(self, start: int) -> None:
+        """Truncate the files back to ``start`` (dropping later segments)."""
+        length = self.entry.segment_length
+        base = start - start % length
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._base = -1
+        os.truncate(segment_path(self.directory, self.entry.id, base), start - base)
+        later = base + length
+        while os.path.exists(segment_path(self.directory, self.entry.id, later)):
+            os.unlink(segment_path(self.directory, self.entry.id, later))
+            later += length
+
     def _fail(self, start: int, exc: OSError) -> None:
         """Cut the files back to ``start`` (the last acknowledged position) and stop."""
         self.failed = f"{exc.strerror or exc} (errno {exc.errno})"
-        length = self.entry.segment_length
-        base = start - start % length
         try:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-            self._base = -1
-            path = segment_path(self.directory, self.entry.id, base)
-            os.truncate(path, start - base)
-            later = base + length
-            while os.path.exists(segment_path(self.directory, self.entry.id, later)):
-                os.unlink(segment_path(self.directory, self.entry.id, later))
-                later += length
+            self._cut_back(start)
         except OSError:
             pass  # recovery cuts a torn tail at the next start
         with self.changed:

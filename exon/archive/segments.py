@@ -54,7 +54,7 @@ class MappedSegment:
 
     def refresh(self) -> int:
         size = os.fstat(self._fd).st_size
-        if size != self.size:
+        if size != self.size or self.map is None:
             if self.map is not None:
                 self.map.close()
             self.map = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else b""
@@ -200,8 +200,10 @@ def recover_segments(directory: str, entry: CatalogEntry,
                 continue
             data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
             try:
-                end, count = scan_records(data, 0, size, base,
-                                          on_key=on_key if entry.keyed else None)
+                if entry.keyed and on_key is not None:
+                    end, count = scan_records(data, 0, size, base, on_key=on_key)
+                else:
+                    end, count = codec.scan(data, 0, size, base)
             finally:
                 if not isinstance(data, bytes):
                     data.close()

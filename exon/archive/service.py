@@ -151,7 +151,17 @@ class ArchiveService:
 
     def _record_loop(self, name: str, sock: Any) -> None:
         writer = self.archive.writer(name)
-        producers: dict[Any, bytes] = {}
+        producers: dict[int, tuple[Any, bytes]] = {}
+
+        def producer_of(peer: Any) -> bytes:
+            # keyed by identity (a link's Peer object is reused), holding the peer so that
+            # its id is not reused while cached
+            hit = producers.get(id(peer))
+            if hit is None:
+                if len(producers) > 4096:
+                    producers.clear()
+                hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
+            return hit[1]
         while not self._stop.is_set():
             try:
                 batch = sock.receive_held(BATCH, timeout=POLL)
@@ -161,17 +171,8 @@ class ArchiveService:
                 if self._stop.is_set() or sock.closed:
                     return
                 continue  # a broken producer link: the others go on
-            payloads = []
-            origins = []
-            for msg in batch.messages:
-                payloads.append(msg[0])
-                peer = msg[1]
-                origin = producers.get(peer)
-                if origin is None:
-                    origin = producers[peer] = str(peer).encode()[:MAX_PRODUCER]
-                origins.append(origin)
             try:
-                writer.append(payloads, origins, time.time_ns())
+                writer.append_messages(batch.messages, producer_of, time.time_ns())
             except (ArchiveFull, ValueError) as exc:
                 self._event(f"recording {name!r} stopped: {exc}")
                 sock.close(timeout=0)  # unconfirmed: the producers get CookieLost

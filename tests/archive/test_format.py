@@ -119,3 +119,29 @@ def test_key_round_trip() -> None:
     scan_records(data, 0, len(data), 0, on_key=lambda k, p: seen.append((decode_key(k), p)))
     assert seen == [(("q-1", 3, 17, 99), 0)]
     assert decode_records(data, 0, len(data), 0)[0][0].producer == PRODUCER.decode()
+
+
+def test_native_encoders_match_the_reference() -> None:
+    payloads = [bytes([i % 7]) * (i * 13 % 700) for i in range(120)]
+    producers = [b"h:%d/1" % (i % 3) for i in range(120)]
+    keys = [encode_key("q", i, 1, i) for i in range(120)]
+    for k in (None, keys):
+        native, ref = bytearray(1 << 17), bytearray(1 << 17)
+        got = codec.encode_span_native(native, 0, 640, payloads, producers, 3, k, 5, 40000)
+        want = codec.encode_span_py(ref, 0, 640, payloads, producers, 3, k, 5, 40000)
+        assert got == want and native[:got[1]] == ref[:want[1]]
+    messages = [(p, i % 3) for i, p in enumerate(payloads)]
+    native, ref = bytearray(1 << 17), bytearray(1 << 17)
+    got = codec.encode_messages_native(native, 0, 0, messages, lambda peer: b"p%d" % peer, 9, 0,
+                                       1 << 17)
+    want = codec.encode_messages_py(ref, 0, 0, messages, lambda peer: b"p%d" % peer, 9, 0,
+                                    1 << 17)
+    assert got == want and native[:got[1]] == ref[:want[1]]
+
+
+def test_native_scan_matches_the_reference() -> None:
+    data = bytearray(encode_batch(0, [b"x" * n for n in range(0, 900, 37)], [PRODUCER] * 25, 1))
+    for cut in (len(data), len(data) - 1, 700, 100, 0):
+        assert codec.scan_native(bytes(data[:cut]), 0, cut, 0) == scan_records(bytes(data[:cut]), 0, cut, 0)
+    data[500] ^= 1
+    assert codec.scan_native(bytes(data), 0, len(data), 0) == scan_records(bytes(data), 0, len(data), 0)

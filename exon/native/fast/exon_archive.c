@@ -10,6 +10,9 @@
  *       -> (records list, next offset, problem str or None)
  *   encode(out, offset, position, payloads, producers, timestamp, keys or None, first,
  *          room, checksum) -> (records encoded, next offset)
+ *   encode_messages(out, offset, position, messages, producer_of, timestamp, first, room,
+ *          checksum) -> the same, for (payload, peer) tuples
+ *   scan(buf, offset, end, base, checksum or None) -> (end of the valid records, records)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -244,6 +247,120 @@ done:
     return result;
 }
 
+/* Frame one record at out[*offset] if it fits in `room` (counting `*used`): 1 done,
+ * 0 does not fit, -1 with an exception. */
+static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_ssize_t room,
+                      long long position, long long timestamp, PyObject *p, PyObject *r,
+                      PyObject *k, PyObject *checksum)
+{
+    if (!PyBytes_Check(p) || !PyBytes_Check(r) || (k != NULL && !PyBytes_Check(k)))
+    {
+        PyErr_SetString(PyExc_TypeError, "payloads, producers and keys are bytes");
+        return -1;
+    }
+    Py_ssize_t klen = k == NULL ? 0 : PyBytes_GET_SIZE(k);
+    Py_ssize_t rlen = PyBytes_GET_SIZE(r);
+    Py_ssize_t plen = PyBytes_GET_SIZE(p);
+    if (klen + rlen > 0xFFFF)
+    {
+        PyErr_SetString(PyExc_ValueError, "record metadata over 65535 bytes");
+        return -1;
+    }
+    int64_t frame_length = HEADER_LENGTH + klen + rlen + plen;
+    int64_t aligned = align_up(frame_length);
+    if (*used + aligned > room)
+    {
+        return 0; /* the rest goes to the next segment */
+    }
+    if (*offset + aligned > out->len)
+    {
+        PyErr_SetString(PyExc_ValueError, "encode: output buffer too small");
+        return -1;
+    }
+    uint8_t *rec = (uint8_t *)out->buf + *offset;
+    record_header_t h = {0, (uint32_t)frame_length, position + *used, timestamp,
+                         (uint16_t)(klen + rlen), TYPE_DATA, RECORD_VERSION, (uint16_t)klen, 0};
+    memcpy(rec, &h, HEADER_LENGTH);
+    uint8_t *at = rec + HEADER_LENGTH;
+    if (klen)
+    {
+        memcpy(at, PyBytes_AS_STRING(k), klen);
+        at += klen;
+    }
+    memcpy(at, PyBytes_AS_STRING(r), rlen);
+    at += rlen;
+    memcpy(at, PyBytes_AS_STRING(p), plen);
+    memset(rec + frame_length, 0, aligned - frame_length);
+    int64_t crc = call_checksum(checksum, rec + 4, frame_length - 4);
+    if (crc < 0)
+    {
+        return -1;
+    }
+    uint32_t c = (uint32_t)crc;
+    memcpy(rec, &c, 4);
+    *offset += aligned;
+    *used += aligned;
+    return 1;
+}
+
+/* encode_messages(out, offset, position, messages, producer_of, timestamp, first, room,
+ * checksum) -> (n, offset): as encode, for (payload, peer) tuples; the producer bytes of a
+ * peer come from producer_of(peer), asked once per run of messages with the same peer. */
+static PyObject *archive_encode_messages(PyObject *module, PyObject *args)
+{
+    Py_buffer out;
+    Py_ssize_t offset, first, room;
+    long long position, timestamp;
+    PyObject *messages, *producer_of, *checksum;
+    if (!PyArg_ParseTuple(args, "w*nLO!OLnnO:encode_messages", &out, &offset, &position,
+                          &PyList_Type, &messages, &producer_of, &timestamp, &first, &room,
+                          &checksum))
+    {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(messages);
+    Py_ssize_t i = first;
+    Py_ssize_t used = 0;
+    PyObject *last_peer = NULL, *last_producer = NULL; /* last_producer: a new reference */
+    PyObject *result = NULL;
+    for (; i < n; i++)
+    {
+        PyObject *m = PyList_GET_ITEM(messages, i);
+        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) < 2)
+        {
+            PyErr_SetString(PyExc_TypeError, "messages are (payload, peer) tuples");
+            goto done;
+        }
+        PyObject *peer = PyTuple_GET_ITEM(m, 1);
+        if (peer != last_peer)
+        {
+            PyObject *producer = PyObject_CallOneArg(producer_of, peer);
+            if (producer == NULL)
+            {
+                goto done;
+            }
+            Py_XDECREF(last_producer);
+            last_producer = producer;
+            last_peer = peer;
+        }
+        int rc = encode_one(&out, &offset, &used, room, position, timestamp,
+                            PyTuple_GET_ITEM(m, 0), last_producer, NULL, checksum);
+        if (rc < 0)
+        {
+            goto done;
+        }
+        if (rc == 0)
+        {
+            break;
+        }
+    }
+    result = Py_BuildValue("(nn)", i - first, offset);
+done:
+    Py_XDECREF(last_producer);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyObject *archive_encode(PyObject *module, PyObject *args)
 {
     Py_buffer out;
@@ -262,7 +379,6 @@ static PyObject *archive_encode(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "keys is a list or None");
         return NULL;
     }
-    uint8_t *buf = (uint8_t *)out.buf;
     Py_ssize_t n = PyList_GET_SIZE(payloads);
     if (PyList_GET_SIZE(producers) != n || (keys != Py_None && PyList_GET_SIZE(keys) != n))
     {
@@ -277,60 +393,73 @@ static PyObject *archive_encode(PyObject *module, PyObject *args)
         PyObject *p = PyList_GET_ITEM(payloads, i);
         PyObject *r = PyList_GET_ITEM(producers, i);
         PyObject *k = keys == Py_None ? NULL : PyList_GET_ITEM(keys, i);
-        if (!PyBytes_Check(p) || !PyBytes_Check(r) || (k != NULL && !PyBytes_Check(k)))
-        {
-            PyBuffer_Release(&out);
-            PyErr_SetString(PyExc_TypeError, "payloads, producers and keys are bytes");
-            return NULL;
-        }
-        Py_ssize_t klen = k == NULL ? 0 : PyBytes_GET_SIZE(k);
-        Py_ssize_t rlen = PyBytes_GET_SIZE(r);
-        Py_ssize_t plen = PyBytes_GET_SIZE(p);
-        if (klen + rlen > 0xFFFF)
-        {
-            PyBuffer_Release(&out);
-            PyErr_SetString(PyExc_ValueError, "record metadata over 65535 bytes");
-            return NULL;
-        }
-        int64_t frame_length = HEADER_LENGTH + klen + rlen + plen;
-        int64_t aligned = align_up(frame_length);
-        if (used + aligned > room)
-        {
-            break; /* the rest goes to the next segment */
-        }
-        if (offset + aligned > out.len)
-        {
-            PyBuffer_Release(&out);
-            PyErr_SetString(PyExc_ValueError, "encode: output buffer too small");
-            return NULL;
-        }
-        uint8_t *rec = buf + offset;
-        record_header_t h = {0, (uint32_t)frame_length, position + used, timestamp,
-                             (uint16_t)(klen + rlen), TYPE_DATA, RECORD_VERSION, (uint16_t)klen, 0};
-        memcpy(rec, &h, HEADER_LENGTH);
-        uint8_t *at = rec + HEADER_LENGTH;
-        if (klen)
-        {
-            memcpy(at, PyBytes_AS_STRING(k), klen);
-            at += klen;
-        }
-        memcpy(at, PyBytes_AS_STRING(r), rlen);
-        at += rlen;
-        memcpy(at, PyBytes_AS_STRING(p), plen);
-        memset(rec + frame_length, 0, aligned - frame_length);
-        int64_t crc = call_checksum(checksum, rec + 4, frame_length - 4);
-        if (crc < 0)
+        int rc = encode_one(&out, &offset, &used, room, position, timestamp, p, r, k, checksum);
+        if (rc < 0)
         {
             PyBuffer_Release(&out);
             return NULL;
         }
-        h.checksum = (uint32_t)crc;
-        memcpy(rec, &h.checksum, 4);
-        offset += aligned;
-        used += aligned;
+        if (rc == 0)
+        {
+            break;
+        }
     }
     PyBuffer_Release(&out);
     return Py_BuildValue("(nn)", i - first, offset);
+}
+
+/* scan(buf, offset, end, base, checksum or None) -> (offset, DATA records): walk the
+ * valid records from `offset`, stopping without an error at the end of the data or at the
+ * first record that fails a check (a torn tail); the twin of format.scan_records. */
+static PyObject *archive_scan(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset, end;
+    long long base;
+    PyObject *checksum;
+    if (!PyArg_ParseTuple(args, "y*nnLO:scan", &view, &offset, &end, &base, &checksum))
+    {
+        return NULL;
+    }
+    if (end > view.len)
+    {
+        end = view.len;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t count = 0;
+    while (end - offset >= HEADER_LENGTH)
+    {
+        record_header_t h;
+        memcpy(&h, buf + offset, HEADER_LENGTH);
+        int64_t aligned = align_up(h.frame_length);
+        if (h.frame_length < HEADER_LENGTH || offset + aligned > end ||
+            h.position != base + offset || h.version != RECORD_VERSION ||
+            (h.type != TYPE_DATA && h.type != TYPE_PAD) || h.key_length > h.meta_length ||
+            HEADER_LENGTH + (int64_t)h.meta_length > h.frame_length)
+        {
+            break;
+        }
+        if (checksum != Py_None)
+        {
+            int64_t crc = call_checksum(checksum, buf + offset + 4, h.frame_length - 4);
+            if (crc < 0)
+            {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            if ((uint32_t)crc != h.checksum)
+            {
+                break;
+            }
+        }
+        if (h.type == TYPE_DATA)
+        {
+            count++;
+        }
+        offset += aligned;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nn)", offset, count);
 }
 
 static PyMethodDef archive_methods[] = {
@@ -338,6 +467,10 @@ static PyMethodDef archive_methods[] = {
      "decode(buf, offset, end, base, limit, checksum|None, producers, Record) -> (records, offset, problem|None)"},
     {"encode", archive_encode, METH_VARARGS,
      "encode(out, offset, position, payloads, producers, timestamp, keys|None, first, room, checksum) -> (n, offset)"},
+    {"scan", archive_scan, METH_VARARGS,
+     "scan(buf, offset, end, base, checksum|None) -> (offset, records)"},
+    {"encode_messages", archive_encode_messages, METH_VARARGS,
+     "encode_messages(out, offset, position, messages, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
     {NULL, NULL, 0, NULL},
 };
 
