@@ -34,7 +34,12 @@ from exon.archive.format import (
     scan_records,
     walk_headers,
 )
-from exon.archive.recording import FSYNC_POLICIES, FsyncPolicy, RecordingWriter
+from exon.archive.recording import (
+    FSYNC_POLICIES,
+    WRITE_BUFFER,
+    FsyncPolicy,
+    RecordingWriter,
+)
 from exon.archive.segments import (
     BATCH_RECORDS,
     MappedSegment,
@@ -256,7 +261,11 @@ class Archive:
 
     @staticmethod
     def _scan_segment(data: Any, offset: int, size: int, base: int) -> int:
-        """Where the valid records of a segment end, from ``offset``."""
+        """Where the valid records of a segment end, from ``offset``. Only the tail can be
+        in the middle of a write (a write is at most ``WRITE_BUFFER`` bytes), so the
+        headers are walked first and the checksums verified over the last stretch."""
+        if size - offset > 2 * WRITE_BUFFER:
+            offset, _ = codec.scan(data, offset, size - WRITE_BUFFER, base, checksum=False)
         end, _ = codec.scan(data, offset, size, base)
         if end < size:
             # a bad record: the tail being written (or torn), or damage in the middle of

@@ -86,12 +86,18 @@ def encode_messages_native(out: bytearray, offset: int, position: int,
                                    timestamp, first, room, crc32c)
 
 
-def scan_py(buf: Any, offset: int, end: int, base: int) -> tuple[int, int]:
+def scan_py(buf: Any, offset: int, end: int, base: int, *,
+            checksum: bool = True) -> tuple[int, int]:
+    if not checksum:
+        from exon.archive.format import walk_headers
+
+        return walk_headers(buf, offset, end, 1 << 62)
     return scan_records(buf, offset, end, base)
 
 
-def scan_native(buf: Any, offset: int, end: int, base: int) -> tuple[int, int]:
-    return _native.scan(buf, offset, end, base, crc32c)  # type: ignore[no-any-return]
+def scan_native(buf: Any, offset: int, end: int, base: int, *,
+                checksum: bool = True) -> tuple[int, int]:
+    return _native.scan(buf, offset, end, base, crc32c if checksum else None)  # type: ignore[no-any-return]
 
 
 decode = decode_native if NATIVE else decode_py
