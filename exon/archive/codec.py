@@ -32,6 +32,40 @@ except ImportError:  # pragma: no cover - a build without the C extension
 NATIVE = _native is not None
 
 
+def _bind_crc_routine() -> bool:
+    """Let the native codec call the crc32c package's own hardware routine directly (no
+    Python call per record). The routine is looked up by name in the package's extension
+    and used only after it agrees with ``crc32c.crc32c`` on test vectors; otherwise (another
+    package version, no hardware support) every checksum goes through ``crc32c.crc32c``."""
+    if _native is None:
+        return False
+    try:
+        import ctypes
+        import random
+
+        import crc32c as package
+
+        if not getattr(package, "hardware_based", False):
+            return False
+        library = ctypes.CDLL(package._crc32c.__file__)
+        routine = library._crc32c_hw_adler
+        address = ctypes.cast(routine, ctypes.c_void_p).value or 0
+        _native.bind_checksum(crc32c, address)
+        rng = random.Random(7)
+        for n in (0, 1, 3, 8, 31, 64, 100, 1000, 4097):
+            data = rng.randbytes(n)
+            if _native.checksum(crc32c, data) != crc32c(data):
+                raise ValueError("the routine disagrees with crc32c.crc32c")
+        return True
+    except (AttributeError, OSError, ValueError, TypeError):
+        _native.bind_checksum(crc32c, 0)
+        return False
+
+
+#: whether checksums are computed by a direct native call (else one Python call each)
+DIRECT_CRC = _bind_crc_routine()
+
+
 def decode_py(buf: Any, offset: int, end: int, base: int, limit: int, verify: bool,
               path: str, producers: dict[bytes, str]) -> tuple[list[Record], int]:
     return decode_records(buf, offset, end, base, limit=limit, verify=verify, path=path,

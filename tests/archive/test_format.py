@@ -145,3 +145,13 @@ def test_native_scan_matches_the_reference() -> None:
         assert codec.scan_native(bytes(data[:cut]), 0, cut, 0) == scan_records(bytes(data[:cut]), 0, cut, 0)
     data[500] ^= 1
     assert codec.scan_native(bytes(data), 0, len(data), 0) == scan_records(bytes(data), 0, len(data), 0)
+
+
+@given(st.binary(max_size=3000))
+def test_the_native_checksum_is_the_crc32c_packages(data: bytes) -> None:
+    from crc32c import crc32c
+
+    if not codec.NATIVE:
+        pytest.skip("the native codec is not built")
+    # direct routine (DIRECT_CRC) or one Python call: either way crc32c's own result
+    assert codec._native.checksum(crc32c, data) == crc32c(data)
