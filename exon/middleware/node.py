@@ -543,6 +543,12 @@ class Node:
         if due is not None and due <= now:
             self._core.handle_timer(now=now)
             self._pump_locked()
+        if self._backlog:
+            # frames refused by back pressure (a FLOW, say) go out without waiting for
+            # inbound traffic: the peer may be waiting for exactly these frames
+            self._retry_backlog()
+            if self._lost:
+                self._pump_locked()
         return 0
 
     def _sleep_locked(self, timeout: float, spin: float = 0.0) -> None:

@@ -129,3 +129,33 @@ def test_one_doorbell_wakes_a_node_for_ipc_and_udp_images() -> None:
         assert pull.receive(timeout=5).payload == b"over udp"
         assert node._transport.udp_enabled
         assert lib.exon_doorbell_read(node._transport._doorbell) != before
+
+
+def test_a_back_pressured_frame_goes_out_without_inbound_traffic(make_node) -> None:
+    """A FLOW refused once by back pressure waits in the node's backlog; it must go out on
+    the node's own polling, since its peer (waiting for that FLOW) sends nothing more."""
+    from exon.transport.aeron import BACK_PRESSURED
+
+    sender, receiver = make_node(), make_node()
+    pull = receiver.socket("pull", tag=7)
+    push = sender.socket("push")
+    push.link(f"{receiver.address}/7", timeout=5)
+    transport = receiver._transport
+    real_offer = transport.offer
+    refused: list[bytes] = []
+
+    def offer_refusing_once(pub, data):  # type: ignore[no-untyped-def]
+        if not refused:
+            refused.append(bytes(data))
+            return BACK_PRESSURED
+        return real_offer(pub, data)
+
+    transport.offer = offer_refusing_once
+    for i in range(3):
+        push.send(b"m%d" % i, cookie=i, timeout=5)
+    assert [pull.receive(timeout=5).payload for _ in range(3)] == [b"m0", b"m1", b"m2"]
+    # the batched FLOW (3 < batch) is sent by the core's timer, refused once, retried
+    got = [push.receive(timeout=5) for _ in range(3)]
+    assert refused, "the FLOW was never refused: the test did not exercise the backlog"
+    assert got == [exon.Cookie(0), exon.Cookie(1), exon.Cookie(2)]
+    assert not receiver._backlog
