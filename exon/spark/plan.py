@@ -46,7 +46,8 @@ class RangeSlice:
     end: int
 
 
-def check_offset(offset: Mapping[str, Any], recordings: Sequence[str], *, what: str) -> dict[str, int]:
+def check_offset(offset: Mapping[str, Any], recordings: Sequence[str], *,
+                 what: str) -> dict[str, int]:
     """An offset from Spark (a checkpoint) as ``{name: position}`` for exactly ``recordings``.
 
     A checkpoint written for other recordings is refused: the query's ``recording`` option
