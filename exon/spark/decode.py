@@ -51,13 +51,16 @@ META: dict[str, str] = {
 CORRUPT = "_corrupt"
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-_EPOCH_DATE = dt.date(1970, 1, 1)
+_MIN_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
 _INT_RANGES = {
     "ByteType": (-(1 << 7), (1 << 7) - 1),
     "ShortType": (-(1 << 15), (1 << 15) - 1),
     "IntegerType": (-(1 << 31), (1 << 31) - 1),
     "LongType": (-(1 << 63), (1 << 63) - 1),
 }
+_FAST_JSON_TYPES = frozenset({"ByteType", "ShortType", "IntegerType", "LongType", "DoubleType",
+                              "StringType", "BooleanType", "TimestampType"})
 _CORRUPT_IN_DDL = re.compile(r"(^|,)\s*`?_corrupt`?\s", re.IGNORECASE)
 
 
@@ -201,6 +204,13 @@ def _converter(data_type: Any, fmt: str) -> Callable[[Any], Any]:
 
 
 def _to_micros(v: Any) -> int:
+    micros = _micros_of(v)
+    if not _MIN_MICROS <= micros <= _MAX_MICROS:
+        raise _Bad  # outside Spark's timestamps (years 1..9999)
+    return micros
+
+
+def _micros_of(v: Any) -> int:
     if type(v) is str:
         text = v.strip()
         if text.endswith(("Z", "z")):
@@ -220,7 +230,7 @@ def _to_micros(v: Any) -> int:
     if isinstance(v, msgpack.Timestamp):
         return v.seconds * 1_000_000 + v.nanoseconds // 1000
     if isinstance(v, dt.datetime):
-        return _to_micros(v.isoformat())
+        return _micros_of(v.isoformat())
     raise _Bad
 
 
@@ -255,7 +265,7 @@ class BatchBuilder:
         import pyarrow as pa
 
         self._pa = pa
-        self.schema = schema
+        self.schema: Any = schema
         self.arrow_schema = arrow_schema
         self.fmt = fmt
         decoded = payload_columns(schema)
@@ -267,6 +277,17 @@ class BatchBuilder:
         self._decoded = [(f.name, _converter(f.dataType, fmt))
                          for f in schema.fields if f.name in decoded]
         self._load = _load_json if fmt == "json" else _load_msgpack
+        # JSON of flat columns of these types goes through pyarrow's C++ JSON reader when a
+        # whole batch decodes cleanly; its conversions agree with the ones above for them
+        # (anything it refuses -- a corrupt row, a number for a timestamp, a non-string for
+        # a string -- sends that batch through the Python decoder)
+        self._fast = fmt == "json" and bool(self._decoded) and all(
+            type(f.dataType).__name__ in _FAST_JSON_TYPES
+            for f in schema.fields if f.name in decoded)
+        self._fast_misses = 0
+        if self._fast:
+            self._fast_schema = pa.schema([arrow_schema.field(name)
+                                           for name, _ in self._decoded])
         for f in schema.fields:
             if f.name in META and f.dataType.simpleString() != META[f.name]:
                 raise ValueError(f"exon: column {f.name} holds the record's {f.name} and must "
@@ -307,17 +328,51 @@ class BatchBuilder:
             corrupt.append(None)
         return columns, corrupt
 
+    def _decode_arrow(self, payloads: list[bytes]) -> list[Any] | None:
+        """The decoded columns as Arrow arrays, or None when the batch is not clean
+        line-delimited JSON of the schema (then the Python decoder takes it)."""
+        import io
+
+        import pyarrow.json as pj
+
+        data = b"\n".join(payloads)
+        if data.count(b"\n") != len(payloads) - 1 or b"\r" in data:
+            return None  # a payload spans lines: the reader would split it
+        try:
+            data.decode()  # the reader keeps invalid UTF-8 in strings; json.loads refuses it
+        except UnicodeDecodeError:
+            return None
+        try:
+            table = pj.read_json(
+                io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False),
+                parse_options=pj.ParseOptions(explicit_schema=self._fast_schema,
+                                              unexpected_field_behavior="ignore"))
+        except Exception:  # noqa: BLE001 - anything it refuses: the Python decoder decides
+            return None
+        if table.num_rows != len(payloads):  # blank payloads are skipped by the reader
+            return None
+        return [table.column(name).combine_chunks() for name, _ in self._decoded]
+
     def build(self, recording: str, records: Sequence[Any]) -> Any:
         """One ``pyarrow.RecordBatch`` of ``records`` (``Record`` tuples)."""
         pa = self._pa
         n = len(records)
-        decoded: list[list[Any]] = []
+        decoded: list[Any] = []
         corrupt: list[Any] = []
         if self._decoded or self._want_corrupt:
             if self.fmt == "raw":
                 corrupt = [None] * n
             else:
-                decoded, corrupt = self._decode([r[1] for r in records])
+                payloads = [r[1] for r in records]
+                fast = self._decode_arrow(payloads) if self._fast else None
+                if fast is not None:
+                    decoded, corrupt = fast, [None] * n
+                    self._fast_misses = 0
+                else:
+                    if self._fast:
+                        self._fast_misses += 1
+                        self._fast = self._fast_misses < 3  # keeps missing: stop trying
+                    decoded, corrupt = self._decode(payloads)
         arrays = []
         index = 0
         for field in self.arrow_schema:
@@ -337,5 +392,8 @@ class BatchBuilder:
             else:
                 values = decoded[index]
                 index += 1
+                if isinstance(values, pa.Array):
+                    arrays.append(values)
+                    continue
             arrays.append(pa.array(values, type=field.type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)

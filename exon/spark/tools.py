@@ -175,17 +175,20 @@ def committed_files(path: str | os.PathLike[str]) -> list[str]:
 
 
 def committed_batches(path: str | os.PathLike[str]) -> Iterator[tuple[int, float, list[str]]]:
-    """``(batch id, commit time, files)`` of each batch a file sink committed."""
+    """``(batch id, commit time, files)`` of each batch a file sink committed (a compacted
+    log entry repeats earlier batches' files: only its own new ones are given)."""
     log = pathlib.Path(path) / "_spark_metadata"
     if not log.is_dir():
         return
-    for entry in sorted(log.iterdir(), key=lambda p: p.name):
-        name = entry.name.removesuffix(".compact")
-        if not name.isdigit():
-            continue
+    seen: set[str] = set()
+    entries = [(int(p.name.removesuffix(".compact")), p) for p in log.iterdir()
+               if p.name.removesuffix(".compact").isdigit()]
+    for batch, entry in sorted(entries):
         lines = entry.read_text().splitlines()[1:]
         paths = [json.loads(x)["path"].removeprefix("file://") for x in lines if x.strip()]
-        yield int(name), entry.stat().st_mtime, paths
+        new = [p for p in paths if p not in seen]
+        seen.update(new)
+        yield batch, entry.stat().st_mtime, new
 
 
 def _main(argv: list[str]) -> int:

@@ -8,9 +8,12 @@ import json
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     DateType,
     DecimalType,
     DoubleType,
@@ -160,3 +163,71 @@ def test_corrupt_must_be_text_or_bytes() -> None:
     schema = StructType([StructField("k", StringType()), StructField("_corrupt", LongType())])
     with pytest.raises(ValueError, match="_corrupt"):
         _builder(schema, "json")
+
+
+# ---- the Arrow JSON fast path agrees with the Python decoder -----------------------------
+
+FLAT = StructType([
+    StructField("i", IntegerType()), StructField("l", LongType()),
+    StructField("d", DoubleType()), StructField("s", StringType()),
+    StructField("b", BooleanType()), StructField("t", TimestampType()),
+    StructField("_corrupt", StringType()),
+])
+
+
+def _both(payloads: list[bytes]) -> tuple[list[dict[str, object]], list[dict[str, object]], bool]:
+    fast = _builder(FLAT, "json")
+    assert fast._fast
+    slow = _builder(FLAT, "json")
+    slow._fast = False
+    took_fast = fast._decode_arrow(payloads) is not None
+    records = _records(*payloads)
+    return (fast.build("r", records).to_pylist(), slow.build("r", records).to_pylist(),
+            took_fast)
+
+
+def test_clean_json_batches_take_the_arrow_path_with_the_same_rows() -> None:
+    payloads = [json.dumps({"i": n - 50, "l": n << 40, "d": n / 7, "s": f"é{n}",
+                            "b": n % 2 == 0, "t": f"2024-05-01T10:00:{n % 60:02d}.25Z",
+                            "extra": [n]}).encode() for n in range(100)]
+    payloads[3] = b'{"i": null, "t": "2024-05-01 10:00:00+02:00"}'
+    fast, slow, took_fast = _both(payloads)
+    assert took_fast
+    assert fast == slow
+
+
+@pytest.mark.parametrize("odd", [
+    b'{"i": "12"}', b'{"s": 5}', b'{"t": 1700000000}', b'{"i": 1e2}', b'not json',
+    b'{"i": 1}\n{"i": 2}', b"", b'{"i": 1, "i": 2}', b'[1]', b'{"s": "\xff"}',
+    b'{"i": 3000000000}', b'{"t": "2024-05-01T10:00:00.1234567Z"}',
+])
+def test_a_batch_the_arrow_reader_refuses_is_decoded_in_python(odd: bytes) -> None:
+    payloads = [b'{"i": 1, "s": "a"}', odd, b'{"i": 2, "s": "b"}']
+    fast, slow, took_fast = _both(payloads)
+    assert not took_fast
+    assert fast == slow
+    assert fast[0]["i"] == 1 and fast[2]["s"] == "b"
+
+
+def test_types_outside_the_fast_set_always_use_python() -> None:
+    for data_type in (DateType(), BinaryType(), DecimalType(5, 1), ArrayType(LongType())):
+        schema = StructType([StructField("x", data_type)])
+        assert not _builder(schema, "json")._fast
+    assert not _builder(StructType([StructField("x", LongType())]), "msgpack")._fast
+
+
+json_value = st.one_of(
+    st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+    st.datetimes(min_value=dt.datetime(1900, 1, 1), max_value=dt.datetime(2200, 1, 1),
+                 timezones=st.just(dt.timezone.utc)).map(lambda d: d.isoformat()),
+)
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["i", "l", "d", "s", "b", "t", "z"]),
+                                json_value, max_size=7), min_size=1, max_size=20))
+@settings(max_examples=200, deadline=None)
+def test_fast_and_python_decoders_agree_on_any_batch(objects: list[dict[str, object]]) -> None:
+    payloads = [json.dumps(o).encode() for o in objects]
+    fast, slow, _ = _both(payloads)
+    assert fast == slow
