@@ -1,0 +1,385 @@
+"""``exon bench spark``: format("exon") beside Spark's built-in sources and sinks, one run.
+
+Workload: 64-byte JSON events ``{"key", "value", "sent_ns"}``, Spark ``local[2]``, a 1 s
+processing-time trigger, the events decoded into columns and written to Parquet.
+
+* **source** -- rows/s a query processes (the sum of its batches' input rows over the sum
+  of their execution times, the first batch left out: Spark's own ``processedRowsPerSecond``
+  over the run; the idle part of a trigger interval is not counted):
+  exon (a recording of ``events`` events, ``maxRecordsPerTrigger``) against Spark's
+  ``socket`` source (a Python TCP producer writing the events at its maximum rate; the
+  socket source is driver-only and not fault-tolerant) and its file source (the same
+  events as JSON-lines files in a directory, ``maxFilesPerTrigger`` for the same batch
+  size; the fault-tolerant built-in).
+* **latency** -- send -> the commit of the Parquet batch holding the row, p50/p99 (s), with
+  producers at ``rate`` events/s for ``seconds``: exon (a producer process PUSHing into the
+  archive) against the socket source (the TCP producer at the same rate) and the file
+  source (a file of the events of each 100 ms, renamed into the directory).
+* **sink** -- rows/s into the exon sink, ``peer`` mode (PUSH to a PULL in this process,
+  every row confirmed) and ``archive`` mode (exactly-once into a recording), against
+  ``foreachBatch`` writing the same rows to text files; the input is the file source of the
+  same events.
+
+One JSON line per case (:func:`exon.bench.report.emit`): ratio > 1 means exon is better.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from exon.bench.report import emit
+
+__all__ = ["run_spark_bench"]
+
+SCHEMA = "key string, value long, sent_ns long"
+SIZE = 64
+LINES_PER_FILE = 10_000
+
+
+def _line(seq: int, now_ns: int) -> bytes:
+    """One event as a 64-byte line (63 bytes of JSON padded with spaces, then a newline)."""
+    body = f'{{"key":"k{seq % 8}","value":{seq % 1000},"sent_ns":{now_ns}}}'
+    return body.encode().ljust(SIZE - 1) + b"\n"
+
+
+# ---- the peers' producers ---------------------------------------------------------------
+
+
+def socket_producer(count: int, rate: float, port_out: Callable[[int], None]) -> int:
+    """Serve one TCP client (Spark's socket source): write ``count`` lines at ``rate``/s (0:
+    as fast as the socket takes them), then hold the connection open until the client
+    leaves. Returns the lines written."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port_out(server.getsockname()[1])
+        conn, _ = server.accept()
+        with conn:
+            sent = 0
+            start = time.monotonic()
+            chunk = 4096 if not rate else max(1, int(rate / 100))
+            while sent < count:
+                n = min(chunk, count - sent)
+                now = time.time_ns()
+                conn.sendall(b"".join(_line(sent + i, now) for i in range(n)))
+                sent += n
+                if rate:
+                    ahead = sent / rate - (time.monotonic() - start)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            conn.shutdown(socket.SHUT_WR)
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+        return sent
+
+
+def write_event_files(directory: pathlib.Path, count: int, staging: pathlib.Path) -> int:
+    """``count`` events as JSON-lines files of LINES_PER_FILE, renamed into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    staging.mkdir(parents=True, exist_ok=True)
+    files = 0
+    for start in range(0, count, LINES_PER_FILE):
+        n = min(LINES_PER_FILE, count - start)
+        now = time.time_ns()
+        tmp = staging / f"events-{files:06d}.json"
+        tmp.write_bytes(b"".join(_line(start + i, now) for i in range(n)))
+        os.replace(tmp, directory / tmp.name)
+        files += 1
+    return files
+
+
+def file_producer(directory: pathlib.Path, staging: pathlib.Path, rate: float,
+                  seconds: float) -> int:
+    """Every 100 ms, the events of those 100 ms as one file (stamped when written)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    staging.mkdir(parents=True, exist_ok=True)
+    per_file = max(1, int(rate / 10))
+    start = time.monotonic()
+    written = files = 0
+    while time.monotonic() - start < seconds:
+        now = time.time_ns()
+        tmp = staging / f"live-{files:06d}.json"
+        tmp.write_bytes(b"".join(_line(written + i, now) for i in range(per_file)))
+        os.replace(tmp, directory / tmp.name)
+        written += per_file
+        files += 1
+        time.sleep(max(0.0, files * 0.1 - (time.monotonic() - start)))
+    return written
+
+
+# ---- running queries -------------------------------------------------------------------
+
+
+def _progress_until(query: Any, rows: int, timeout: float) -> list[dict[str, Any]]:
+    """Every batch's progress until ``rows`` input rows went through (or ``timeout``)."""
+    seen: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and query.isActive:
+        for p in query.recentProgress:
+            seen[p["batchId"]] = p
+        if sum(p["numInputRows"] for p in seen.values()) >= rows:
+            break
+        time.sleep(0.2)
+    for p in query.recentProgress:
+        seen[p["batchId"]] = p
+    error = query.exception()
+    query.stop()
+    if error is not None:
+        raise RuntimeError(f"query failed: {error}")
+    return [seen[k] for k in sorted(seen)]
+
+
+def _capacity(progress: list[dict[str, Any]]) -> float:
+    """Rows per second of batch execution, the first batch with rows (warm-up) left out."""
+    busy = [p for p in progress if p["numInputRows"]]
+    if len(busy) > 1:
+        busy = busy[1:]
+    rows = sum(p["numInputRows"] for p in busy)
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in busy) / 1000
+    return rows / seconds if seconds else 0.0
+
+
+def _latencies(out: pathlib.Path) -> list[float]:
+    import pyarrow.parquet as pq
+
+    from exon.spark.tools import committed_batches
+
+    latencies: list[float] = []
+    for _, committed_at, paths in committed_batches(out):
+        for path in paths:
+            sent = pq.read_table(path, columns=["sent_ns"]).column(0).to_pylist()
+            latencies.extend(committed_at - s / 1e9 for s in sent if s is not None)
+    return latencies
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q / 100))]
+
+
+def _to_parquet(df: Any, work: pathlib.Path, name: str) -> Any:
+    return (df.select("key", "value", "sent_ns").writeStream.format("parquet")
+            .option("path", str(work / name / "out"))
+            .option("checkpointLocation", str(work / name / "ck"))
+            .trigger(processingTime="1 second").start())
+
+
+class _Bench:
+    def __init__(self, spark: Any, work: pathlib.Path, archive: Any) -> None:
+        self.spark = spark
+        self.work = work
+        self.archive = archive
+
+    def exon_df(self, recording: str, per_trigger: int | None) -> Any:
+        reader = (self.spark.readStream.format("exon").option("archive", self.archive.address)
+                  .option("recording", recording).option("format", "json")
+                  .option("schema", SCHEMA).option("maxRecordsPerPartition", "100000"))
+        if per_trigger:
+            reader = reader.option("maxRecordsPerTrigger", str(per_trigger))
+        return reader.load()
+
+    def file_df(self, directory: pathlib.Path, files_per_trigger: int | None) -> Any:
+        reader = self.spark.readStream.schema(SCHEMA)
+        if files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", str(files_per_trigger))
+        return reader.json(str(directory))
+
+    def socket_df(self, port: int) -> Any:
+        from pyspark.sql import functions as F
+
+        lines = (self.spark.readStream.format("socket").option("host", "127.0.0.1")
+                 .option("port", str(port)).load())
+        return lines.select(F.from_json("value", SCHEMA).alias("e")).select("e.*")
+
+    def produce(self, recording: str, *, count: int | None, rate: float,
+                seconds: float, producers: int) -> int:
+        procs = []
+        for i in range(producers):
+            args = [sys.executable, "-m", "exon.spark.tools", "produce",
+                    self.archive.peer(recording), "--rate", str(rate / producers),
+                    "--seconds", str(seconds), "--size", str(SIZE), "--name", f"p{i}"]
+            if count is not None:
+                share = count // producers + (1 if i < count % producers else 0)
+                args += ["--count", str(share)]
+            procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, text=True))
+        total = 0
+        for proc in procs:
+            out, _ = proc.communicate(timeout=seconds + 600)
+            summary = json.loads(out)
+            if summary["confirmed"] != summary["sent"] or summary["lost"]:
+                raise RuntimeError(f"a producer lost events: {summary}")
+            total += summary["sent"]
+        return total
+
+    def socket_query(self, name: str, count: int, rate: float, timeout: float) -> tuple[Any, Any]:
+        ports: list[int] = []
+        ready = threading.Event()
+
+        def port_out(port: int) -> None:
+            ports.append(port)
+            ready.set()
+
+        result: list[int] = []
+        thread = threading.Thread(target=lambda: result.append(
+            socket_producer(count, rate, port_out)), daemon=True)
+        thread.start()
+        ready.wait(10)
+        query = _to_parquet(self.socket_df(ports[0]), self.work, name)
+        progress = _progress_until(query, count, timeout)
+        thread.join(10)
+        return progress, result
+
+
+def run_spark_bench(*, events: int = 1_000_000, per_trigger: int = 200_000,
+                    rate: float = 20_000.0, seconds: float = 20.0,
+                    cases: tuple[str, ...] = ("source", "latency", "sink"),
+                    workdir: str | None = None, timeout: float = 600.0) -> list[dict[str, Any]]:
+    """Run the cases; print and return one JSON line each."""
+    from exon.spark.clients import sweep_stale_dirs
+    from exon.spark.session import local_session
+    from exon.spark.tools import ArchiveProcess
+
+    work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="exon-bench-spark-"))
+    lines: list[dict[str, Any]] = []
+    archive = ArchiveProcess(work / "archive", {"events": 10, "live": 11, "sink": 12})
+    archive.start()
+    from pyspark.sql import SparkSession
+
+    own_session = SparkSession.getActiveSession() is None
+    spark = local_session("exon-bench-spark", cores=2,
+                          conf={"spark.local.dir": str(work / "spark-local")})
+    bench = _Bench(spark, work, archive)
+    common = {"events": events, "size": SIZE, "trigger_s": 1.0, "master": "local[2]"}
+    try:
+        files = work / "files"
+        if "source" in cases or "sink" in cases:
+            write_event_files(files, events, work / "staging")
+        if "source" in cases:
+            ingest_start = time.monotonic()
+            bench.produce("events", count=events, rate=0, seconds=3600, producers=2)
+            ingest = events / (time.monotonic() - ingest_start)
+            exon_progress = _progress_until(
+                _to_parquet(bench.exon_df("events", per_trigger), work, "exon"),
+                events, timeout)
+            exon = _capacity(exon_progress)
+            file_progress = _progress_until(
+                _to_parquet(bench.file_df(files, max(1, per_trigger // LINES_PER_FILE)),
+                            work, "file"), events, timeout)
+            socket_progress, _ = bench.socket_query("socket", events, 0, timeout)
+            extra = {**common, "archive_ingest_rows_per_s": round(ingest)}
+            lines.append(emit("source_rows_per_s_vs_socket", exon=exon,
+                              peer=_capacity(socket_progress), peer_name="spark socket source",
+                              unit="rows/s", higher_is_better=True, **extra))
+            lines.append(emit("source_rows_per_s_vs_file", exon=exon,
+                              peer=_capacity(file_progress), peer_name="spark file source (json)",
+                              unit="rows/s", higher_is_better=True, **extra))
+        if "latency" in cases:
+            live = int(rate * seconds)
+            exon_query = _to_parquet(bench.exon_df("live", None), work, "exon-live")
+            time.sleep(3)  # the query's first (empty) trigger is behind us
+            sent = bench.produce("live", count=live, rate=rate, seconds=seconds + 60,
+                                 producers=1)
+            _progress_until(exon_query, sent, timeout)
+            exon_lat = _latencies(work / "exon-live" / "out")
+            bench.socket_query("socket-live", live, rate, timeout)
+            socket_lat = _latencies(work / "socket-live" / "out")
+            live_dir = work / "live-files"
+            live_dir.mkdir()
+            file_query = _to_parquet(bench.file_df(live_dir, None), work, "file-live")
+            written = file_producer(live_dir, work / "staging-live", rate, seconds)
+            _progress_until(file_query, written, timeout)
+            file_lat = _latencies(work / "file-live" / "out")
+            extra = {**common, "rate": rate, "seconds": seconds}
+            for q in (50, 99):
+                for peer_name, peer in (("spark socket source", socket_lat),
+                                        ("spark file source (json)", file_lat)):
+                    kind = "socket" if "socket" in peer_name else "file"
+                    lines.append(emit(f"latency_p{q}_s_vs_{kind}", exon=_pct(exon_lat, q),
+                                      peer=_pct(peer, q), peer_name=peer_name, unit="s",
+                                      higher_is_better=False, **extra))
+        if "sink" in cases:
+            lines.extend(_sink_cases(bench, files, events, per_trigger, timeout, common))
+        return lines
+    finally:
+        if own_session:
+            spark.stop()
+        archive.stop()
+        sweep_stale_dirs()
+        if workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _sink_cases(bench: _Bench, files: pathlib.Path, events: int, per_trigger: int,
+                timeout: float, common: dict[str, Any]) -> list[dict[str, Any]]:
+    import exon
+
+    spark, work, archive = bench.spark, bench.work, bench.archive
+    per_files = max(1, per_trigger // LINES_PER_FILE)
+
+    def rows() -> Any:
+        return (spark.readStream.option("maxFilesPerTrigger", str(per_files))
+                .text(str(files)).withColumnRenamed("value", "payload"))
+
+    def start(writer: Any, name: str) -> Any:
+        return (writer.option("checkpointLocation", str(work / name / "ck"))
+                .trigger(processingTime="1 second").start())
+
+    # foreachBatch to a file: the built-in way to put a stream anywhere
+    target = str(work / "foreach" / "out")
+
+    def to_file(df: Any, batch_id: int) -> None:
+        df.write.mode("append").text(target)
+
+    peer = _capacity(_progress_until(start(rows().writeStream.foreachBatch(to_file),
+                                           "foreach"), events, timeout))
+    # peer mode: PUSH to a PULL here, every row's cookie back before a task returns
+    received = [0]
+    with exon.Node("127.0.0.1:0") as node:
+        pull = node.socket("pull", tag=5)
+        stop = threading.Event()
+
+        def drain() -> None:
+            while not stop.is_set():
+                try:
+                    pull.receive(timeout=0.2)
+                    received[0] += 1
+                except exon.Timeout:
+                    continue
+
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+        try:
+            push_mode = _capacity(_progress_until(
+                start(rows().writeStream.format("exon").option("peer", f"{node.address}/5"),
+                      "exon-peer"), events, timeout))
+        finally:
+            stop.set()
+            thread.join(5)
+    archive_mode = _capacity(_progress_until(
+        start(rows().writeStream.format("exon").option("archive", archive.address)
+              .option("recording", "sink"), "exon-archive"), events, timeout))
+    extra = {**common, "received_by_pull": received[0]}
+    return [
+        emit("sink_rows_per_s_peer_mode", exon=push_mode, peer=peer,
+             peer_name="foreachBatch to text files", unit="rows/s", higher_is_better=True,
+             **extra),
+        emit("sink_rows_per_s_archive_mode", exon=archive_mode, peer=peer,
+             peer_name="foreachBatch to text files", unit="rows/s", higher_is_better=True,
+             **extra),
+    ]
