@@ -346,8 +346,7 @@ class Archive:
             position = start
             while True:
                 if position < end:
-                    for records in files.batches(position, end, verify=verify, batch=batch):
-                        yield records
+                    yield from files.batches(position, end, verify=verify, batch=batch)
                     position = end
                 if not follow:
                     return
@@ -400,12 +399,12 @@ class Archive:
             out = [start]
             position = start
             while position < end:
-                position, n = files.skip(position, end, max_records)
+                position, _ = files.skip(position, end, max_records)
                 if position <= out[-1]:
+                    base = position - position % entry.segment_length
                     raise ArchiveCorrupt(f"no record at position {position}",
-                                         path=segment_path(self.directory, entry.id,
-                                                           position - position % entry.segment_length),
-                                         offset=position % entry.segment_length)
+                                         path=segment_path(self.directory, entry.id, base),
+                                         offset=position - base)
                 out.append(position)
             return out
         finally:

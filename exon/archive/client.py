@@ -57,7 +57,7 @@ class ArchiveClient:
         self._closed = False
         self._info: dict[str, Any] | None = None
 
-    # ---- plumbing ------------------------------------------------------------------------------
+    # ---- plumbing -----------------------------------------------------------------------------
 
     @property
     def node(self) -> exon.Node:
@@ -122,7 +122,7 @@ class ArchiveClient:
         raise TypeError("an ArchiveClient holds sockets and does not pickle: create one where "
                         "it is used")
 
-    # ---- control ---------------------------------------------------------------------------------
+    # ---- control ----------------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
         """The service's version, fsync policy, ingest tags, keyed tag and error events."""
@@ -165,7 +165,7 @@ class ArchiveClient:
             raise ArchiveError(f"recording {recording!r} has no ingest socket")
         return f"{self.address}/{tag}"
 
-    # ---- replay ----------------------------------------------------------------------------------
+    # ---- replay -----------------------------------------------------------------------------
 
     def replay_batches(self, recording: str | int, start: int = 0, end: int | None = None, *,
                        follow: bool = False, verify: bool = True) -> Iterator[list[Record]]:
@@ -223,7 +223,7 @@ class ArchiveClient:
                                            verify=verify):
             yield from records
 
-    # ---- exactly-once ingest -----------------------------------------------------------------------
+    # ---- exactly-once ingest ----------------------------------------------------------------
 
     def keyed_writer(self, recording: str | int, query: str) -> KeyedWriter:
         """A writer whose rows the archive records once: a row whose ``(query, partition)``

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from exon.archive import codec
 from exon.archive.catalog import CatalogEntry, fsync_dir
 from exon.archive.errors import ArchiveFull
-from exon.archive.format import decode_key, encode_pad
+from exon.archive.format import HEADER_LENGTH, decode_key, encode_pad
 from exon.archive.segments import recover_segments, segment_path
 
 FsyncPolicy = Literal["none", "data", "full"]
@@ -175,7 +175,7 @@ class RecordingWriter:
                          keys: Sequence[bytes]) -> tuple[list[bytes], list[bytes], list[bytes]]:
         out_p, out_r, out_k = [], [], []
         seen = dict(self.dedup)
-        for payload, producer, key in zip(payloads, producers, keys):
+        for payload, producer, key in zip(payloads, producers, keys, strict=True):
             query, partition, batch, seq = decode_key(key)
             last = seen.get((query, partition))
             if last is not None and (batch, seq) <= last:

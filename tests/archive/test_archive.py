@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -42,9 +43,11 @@ def test_boundaries_and_advance(owned: Archive) -> None:
     payloads = random_payloads(333, seed=2, max_size=3000)
     fill(owned, "orders", payloads)
     cuts = owned.boundaries("orders", 0, None, 40)
-    assert cuts[0] == 0 and cuts[-1] == owned.stop_position("orders")
-    sizes = [len(list(owned.replay("orders", a, b))) for a, b in zip(cuts, cuts[1:])]
-    assert all(0 < s <= 40 for s in sizes) and sum(sizes) == 333
+    assert cuts[0] == 0
+    assert cuts[-1] == owned.stop_position("orders")
+    sizes = [len(list(owned.replay("orders", a, b))) for a, b in itertools.pairwise(cuts)]
+    assert all(0 < s <= 40 for s in sizes)
+    assert sum(sizes) == 333
     records = list(owned.replay("orders"))
     assert owned.advance("orders", 0, 7) in (records[7].position, )
     assert owned.advance("orders", records[330].position, 100) == owned.stop_position("orders")
@@ -99,16 +102,19 @@ def test_verify_finds_a_flipped_byte(owned: Archive) -> None:
         f.write(bytes([b[0] ^ 0x10]))
     with Archive(owned.directory) as ro:
         [report] = ro.verify()
-        assert not report["ok"] and report["records"] == 150
+        assert not report["ok"]
+        assert report["records"] == 150
         assert report["bad"]["path"] == path
         assert report["bad"]["offset"] == victim.position - base
         with pytest.raises(ArchiveCorrupt) as info:
             list(ro.replay("orders"))
-        assert info.value.path == path and info.value.offset == victim.position - base
+        assert info.value.path == path
+        assert info.value.offset == victim.position - base
     cli = subprocess.run([sys.executable, "-m", "exon.cli", "archive", "verify", "--dir",
                           owned.directory], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 1
-    assert "BAD after 150 good records" in cli.stdout and path in cli.stdout
+    assert "BAD after 150 good records" in cli.stdout
+    assert path in cli.stdout
 
 
 def test_truncate_drops_whole_segments(owned: Archive) -> None:
@@ -120,7 +126,7 @@ def test_truncate_drops_whole_segments(owned: Archive) -> None:
     assert start == cut - cut % SEGMENT
     assert min(segment_bases(owned.directory, 1)) == start
     kept = list(owned.replay("orders", start=start))
-    assert kept[-1] == records[-1] and kept[0].position == start or kept[0].position > start
+    assert (kept[-1] == records[-1] and kept[0].position == start) or kept[0].position > start
     assert records.index(kept[0]) <= 200
     with pytest.raises(ReplayRangeError):
         list(owned.replay("orders", start=0))
@@ -137,7 +143,8 @@ def test_bad_ranges_and_names(owned: Archive) -> None:
     stop = owned.stop_position("orders")
     with pytest.raises(RecordingNotFound) as info:
         owned.replay("nope").__next__()
-    assert info.value.recording == "nope" and "nope" in str(info.value)
+    assert info.value.recording == "nope"
+    assert "nope" in str(info.value)
     for start, end in ((0, stop + 32), (stop + 32, None), (8, None), (32, None)):
         with pytest.raises(ReplayRangeError):
             next(owned.replay("orders", start, end), None)

@@ -28,19 +28,21 @@ def directory(tmp_path) -> Iterator[str]:
         ar.create_recording("orders", segment_length=SEGMENT, ingest_tag=10)
         ar.create_recording("clicks", segment_length=SEGMENT, ingest_tag=11)
         fill(ar, "orders", [b"order-%d" % i for i in range(5000)])
-    yield d
+    return d
 
 
 def test_list(directory: str) -> None:
     out = run("list", "--dir", directory)
     assert out.returncode == 0, out.stderr
-    assert "orders" in out.stdout and "clicks" in out.stdout
+    assert "orders" in out.stdout
+    assert "clicks" in out.stdout
     rows = [json.loads(line) for line in run("list", "--dir", directory, "--json").stdout.split("\n")
             if line]
     by_name = {r["name"]: r for r in rows}
     with Archive(directory) as ar:
         assert by_name["orders"]["stop_position"] == ar.stop_position("orders")
-    assert by_name["clicks"]["stop_position"] == 0 and by_name["clicks"]["ingest_tag"] == 11
+    assert by_name["clicks"]["stop_position"] == 0
+    assert by_name["clicks"]["ingest_tag"] == 11
 
 
 def test_replay_prints_a_range(directory: str) -> None:
@@ -56,11 +58,14 @@ def test_replay_prints_a_range(directory: str) -> None:
 
 def test_replay_errors_are_clear(directory: str) -> None:
     out = run("replay", "--dir", directory, "nope", "--from", "0")
-    assert out.returncode == 1 and "no recording 'nope'" in out.stderr
+    assert out.returncode == 1
+    assert "no recording 'nope'" in out.stderr
     out = run("replay", "--dir", directory, "orders", "--from", "8")
-    assert out.returncode == 1 and "not a record boundary" in out.stderr
+    assert out.returncode == 1
+    assert "not a record boundary" in out.stderr
     out = run("list", "--dir", directory + "-missing")
-    assert out.returncode == 1 and "no such archive directory" in out.stderr
+    assert out.returncode == 1
+    assert "no such archive directory" in out.stderr
 
 
 def test_truncate(directory: str) -> None:
@@ -75,7 +80,8 @@ def test_truncate(directory: str) -> None:
         assert ar.recording("orders").start_position == start
         assert list(ar.replay("orders", start))[-1] == records[-1]
     out = run("truncate", "--dir", directory, "orders", "--before", str(records[-1].position + 10**9))
-    assert out.returncode == 1 and "outside" in out.stderr
+    assert out.returncode == 1
+    assert "outside" in out.stderr
 
 
 @pytest.mark.net
@@ -87,17 +93,20 @@ def test_serve_prints_its_address_and_refuses_a_held_directory(directory: str) -
         assert proc.stdout is not None
         address = proc.stdout.readline().strip()
         host, port = address.rsplit(":", 1)
-        assert host == "127.0.0.1" and int(port) > 0
+        assert host == "127.0.0.1"
+        assert int(port) > 0
         second = run("serve", "--dir", directory, "--ingest", "orders=10", timeout=30)
         assert second.returncode == 1
-        assert "held by another archive service" in second.stderr and str(proc.pid) in second.stderr
+        assert "held by another archive service" in second.stderr
+        assert str(proc.pid) in second.stderr
         with exon.Node() as node:  # it serves: a durable push
             push = node.socket("push")
             push.link(f"{address}/10", timeout=5)
             push.send(b"via cli", cookie=1, timeout=5)
             assert push.receive(timeout=5) == exon.Cookie(1)
         out = run("truncate", "--archive", address, "orders", "--before", "0")
-        assert out.returncode == 0 and out.stdout.strip() == "0"
+        assert out.returncode == 0
+        assert out.stdout.strip() == "0"
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
@@ -107,4 +116,5 @@ def test_serve_prints_its_address_and_refuses_a_held_directory(directory: str) -
 
 def test_bad_ingest_option() -> None:
     out = run("serve", "--dir", "/tmp/x", "--ingest", "orders")
-    assert out.returncode == 2 and "NAME=TAG" in out.stderr
+    assert out.returncode == 2
+    assert "NAME=TAG" in out.stderr

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exon.archive import ArchiveCorrupt, Record
-from exon.archive import codec
+from exon.archive import ArchiveCorrupt, Record, codec
 from exon.archive.format import (
     ALIGNMENT,
     HEADER,
@@ -40,7 +39,8 @@ def test_round_trip(payloads: list[bytes], base_records: int) -> None:
     assert [r.payload for r in records] == payloads
     assert all(r.producer == PRODUCER.decode() and r.timestamp == 123 for r in records)
     positions = [r.position for r in records]
-    assert positions == sorted(positions) and all(p % ALIGNMENT == 0 for p in positions)
+    assert positions == sorted(positions)
+    assert all(p % ALIGNMENT == 0 for p in positions)
     assert scan_records(data, 0, len(data), base) == (len(data), len(payloads))
 
 
@@ -49,9 +49,11 @@ def test_native_and_reference_decoders_agree() -> None:
     data = bytes(encode_batch(4096, payloads, [PRODUCER] * 300, 5))
     got, end = codec.decode(data, 0, len(data), 4096, 1 << 62, True, "x", {})
     want, want_end = decode_records(data, 0, len(data), 4096)
-    assert got == want and end == want_end
+    assert got == want
+    assert end == want_end
     part, mid = codec.decode(data, 0, len(data), 4096, 10, True, "x", {})
-    assert part == want[:10] and mid == want[10].position - 4096
+    assert part == want[:10]
+    assert mid == want[10].position - 4096
 
 
 def test_record_is_a_tuple_with_names() -> None:
@@ -70,7 +72,8 @@ def test_pad_records_are_skipped() -> None:
     encode_pad(data, first, first, 96)
     data.extend(encode_batch(first + 96, [b"b"], [PRODUCER], 1))
     records, end = decode_records(data, 0, len(data), 0)
-    assert [r.payload for r in records] == [b"a", b"b"] and end == len(data)
+    assert [r.payload for r in records] == [b"a", b"b"]
+    assert end == len(data)
     assert walk_headers(data, 0, len(data), 1) == (first + 96, 1)  # PAD skipped too
     assert walk_headers(data, 0, len(data), 5) == (len(data), 2)
 
@@ -89,7 +92,8 @@ def test_a_damaged_record_is_refused_naming_the_offset(field: str) -> None:
         struct.pack_into("<I", data, second + 4, 1 << 20)
     with pytest.raises(ArchiveCorrupt) as info:
         decode_records(data, 0, len(data), 0, path="seg.rec")
-    assert info.value.offset == second and info.value.path == "seg.rec"
+    assert info.value.offset == second
+    assert info.value.path == "seg.rec"
     # the scan (recovery) stops before it instead of raising
     assert scan_records(data, 0, len(data), 0) == (second, 1)
 
@@ -98,7 +102,8 @@ def test_torn_tail_stops_the_scan() -> None:
     data = encode_batch(0, [b"x" * 100] * 3, [PRODUCER] * 3, 1)
     for cut in range(1, len(data)):
         end, count = scan_records(bytes(data[:cut]), 0, cut, 0)
-        assert end <= cut and end % ALIGNMENT == 0
+        assert end <= cut
+        assert end % ALIGNMENT == 0
         assert decode_records(bytes(data[:end]), 0, end, 0)[0][:count] is not None
 
 
@@ -129,14 +134,16 @@ def test_native_encoders_match_the_reference() -> None:
         native, ref = bytearray(1 << 17), bytearray(1 << 17)
         got = codec.encode_span_native(native, 0, 640, payloads, producers, 3, k, 5, 40000)
         want = codec.encode_span_py(ref, 0, 640, payloads, producers, 3, k, 5, 40000)
-        assert got == want and native[:got[1]] == ref[:want[1]]
+        assert got == want
+        assert native[:got[1]] == ref[:want[1]]
     messages = [(p, i % 3) for i, p in enumerate(payloads)]
     native, ref = bytearray(1 << 17), bytearray(1 << 17)
     got = codec.encode_messages_native(native, 0, 0, messages, lambda peer: b"p%d" % peer, 9, 0,
                                        1 << 17)
     want = codec.encode_messages_py(ref, 0, 0, messages, lambda peer: b"p%d" % peer, 9, 0,
                                     1 << 17)
-    assert got == want and native[:got[1]] == ref[:want[1]]
+    assert got == want
+    assert native[:got[1]] == ref[:want[1]]
 
 
 def test_native_scan_matches_the_reference() -> None:

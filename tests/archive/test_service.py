@@ -15,14 +15,13 @@ import pytest
 import exon
 from exon.archive import (
     ArchiveClient,
-    ArchiveError,
     ArchiveLocked,
     ArchiveService,
     ControlError,
     RecordingNotFound,
     ReplayRangeError,
+    control,
 )
-from exon.archive import control
 from exon.archive.service import INGEST_CREDITS
 from tests.archive.conftest import SEGMENT
 
@@ -164,7 +163,7 @@ def test_concurrent_recording_and_replays(service: ArchiveService) -> None:
         try:
             with exon.Node() as node:
                 push_all(node, f"{service.address}/10", payloads)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     results: list[list[bytes]] = [[] for _ in range(3)]
@@ -176,7 +175,7 @@ def test_concurrent_recording_and_replays(service: ArchiveService) -> None:
                     results[i].append(rec.payload)
                     if len(results[i]) == n:
                         return
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=follow, args=(i,)) for i in range(3)]
@@ -235,7 +234,8 @@ def test_truncate_and_commit_through_the_service(service: ArchiveService,
         assert ac.commit("orders", "spark-q", cut) == 0
         assert ac.recording("orders").consumers == {"spark-q": cut}
         start = ac.commit("orders", "spark-q", cut, truncate=True)
-        assert start == cut - cut % SEGMENT and start > 0
+        assert start == cut - cut % SEGMENT
+        assert start > 0
         assert [r.payload for r in ac.replay("orders", start)][-1] == records[-1].payload
         with pytest.raises(ReplayRangeError):
             ac.truncate("orders", before=ac.stop_position("orders") + 4096)
