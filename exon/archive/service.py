@@ -16,6 +16,7 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -149,6 +150,18 @@ class ArchiveService:
 
     # ---- recording -----------------------------------------------------------------------
 
+    def _taking(self, sock: Any, take: Any) -> Iterator[Any]:
+        """What ``take()`` returns, again and again, until the service stops or ``sock``
+        closes; a timeout (nothing came) or a broken producer link waits again."""
+        while not self._stop.is_set():
+            try:
+                yield take()
+            except errors.Timeout:
+                continue
+            except errors.ExonError:
+                if self._stop.is_set() or sock.closed:
+                    return
+
     def _record_loop(self, name: str, sock: Any) -> None:
         writer = self.archive.writer(name)
         producers: dict[int, tuple[Any, bytes]] = {}
@@ -162,15 +175,7 @@ class ArchiveService:
                     producers.clear()
                 hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
             return hit[1]
-        while not self._stop.is_set():
-            try:
-                batch = sock.receive_held(BATCH, timeout=POLL)
-            except errors.Timeout:
-                continue
-            except errors.ExonError:
-                if self._stop.is_set() or sock.closed:
-                    return
-                continue  # a broken producer link: the others go on
+        for batch in self._taking(sock, lambda: sock.receive_held(BATCH, timeout=POLL)):
             try:
                 writer.append_messages(batch.messages, producer_of, time.time_ns())
             except (ArchiveFull, ValueError) as exc:
@@ -181,15 +186,7 @@ class ArchiveService:
 
     def _keyed_loop(self) -> None:
         sock = self.keyed
-        while not self._stop.is_set():
-            try:
-                batch = sock.receive_held(BATCH, timeout=POLL)
-            except errors.Timeout:
-                continue
-            except errors.ExonError:
-                if self._stop.is_set() or sock.closed:
-                    return
-                continue
+        for batch in self._taking(sock, lambda: sock.receive_held(BATCH, timeout=POLL)):
             groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
             for msg in batch.messages:
                 try:
@@ -226,15 +223,7 @@ class ArchiveService:
 
     def _control_loop(self) -> None:
         sock = self.control
-        while not self._stop.is_set():
-            try:
-                msg = sock.receive(timeout=POLL)
-            except errors.Timeout:
-                continue
-            except errors.ExonError:
-                if self._stop.is_set() or sock.closed:
-                    return
-                continue
+        for msg in self._taking(sock, lambda: sock.receive(timeout=POLL)):
             try:
                 req = control.decode_request(msg.payload)
                 reply = self.handle(req)
