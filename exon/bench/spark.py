@@ -6,7 +6,8 @@ processing-time trigger, the events decoded into columns and written to Parquet.
 * **source** -- rows/s a query processes (the sum of its batches' input rows over the sum
   of their execution times, the first batch left out: Spark's own ``processedRowsPerSecond``
   over the run; the idle part of a trigger interval is not counted):
-  exon (a recording of ``events`` events, ``maxRecordsPerTrigger``) against Spark's
+  exon (a recording of ``events`` events, ``maxRecordsPerTrigger``, ``minPartitions`` 2
+  for the two cores) against Spark's
   ``socket`` source (a Python TCP producer writing the events at its maximum rate; the
   socket source is driver-only and not fault-tolerant) and its file source (the same
   events as JSON-lines files in a directory, ``maxFilesPerTrigger`` for the same batch
@@ -189,7 +190,8 @@ class _Bench:
     def exon_df(self, recording: str, per_trigger: int | None) -> Any:
         reader = (self.spark.readStream.format("exon").option("archive", self.archive.address)
                   .option("recording", recording).option("format", "json")
-                  .option("schema", SCHEMA).option("maxRecordsPerPartition", "100000"))
+                  .option("schema", SCHEMA).option("maxRecordsPerPartition", "100000")
+                  .option("minPartitions", "2"))
         if per_trigger:
             reader = reader.option("maxRecordsPerTrigger", str(per_trigger))
         return reader.load()

@@ -65,7 +65,7 @@ def build_query(spark: Any, archive: str, out: str, checkpoint: str, *,
 
     reader = (spark.readStream.format("exon").option("archive", archive)
               .option("recording", RECORDING).option("format", "json")
-              .option("schema", EVENT_DDL))
+              .option("schema", EVENT_DDL).option("minPartitions", "2"))
     if max_per_trigger:
         reader = reader.option("maxRecordsPerTrigger", str(max_per_trigger))
     events = reader.load().where(F.col("_corrupt").isNull())

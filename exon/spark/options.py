@@ -69,6 +69,8 @@ class ReadOptions:
     max_records_per_trigger: int | None = None
     #: at most this many records per input partition (Spark task)
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    #: a batch is cut into at least about this many partitions when it has the records
+    min_partitions: int = 1
     #: the name under which ``commit`` reports this query's progress to the archive
     consumer: str = DEFAULT_CONSUMER
     #: ``commit`` also lets the archive drop segments every consumer is done with
@@ -247,6 +249,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         ending=_position(options, "endingPosition", recordings, "latest", ("latest",)),
         max_records_per_trigger=_positive_int(options, "maxRecordsPerTrigger", None),
         max_records_per_partition=max_per_partition,
+        min_partitions=_positive_int(options, "minPartitions", 1) or 1,
         consumer=consumer,
         truncate=truncate,
         replay_timeout=_seconds(options, "replayTimeout", DEFAULT_REPLAY_TIMEOUT),

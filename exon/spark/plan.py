@@ -120,22 +120,52 @@ def admit(archive: ArchiveView, start: Mapping[str, int], stop: Mapping[str, int
     return end
 
 
+def _cut(archive: ArchiveView, name: str, begin: int, stop: int,
+         max_records: int) -> list[RangeSlice]:
+    cuts = [int(p) for p in archive.boundaries(name, begin, stop, max_records)]
+    if not cuts or cuts[0] != begin or cuts[-1] != stop or any(
+            b <= a for a, b in zip(cuts, cuts[1:])):
+        raise ValueError(f"exon: the archive cut [{begin}, {stop}) of {name!r} into "
+                         f"{cuts!r}, not an increasing list from start to end")
+    return [RangeSlice(name, a, b) for a, b in zip(cuts, cuts[1:])]
+
+
 def plan_slices(archive: ArchiveView, start: Mapping[str, int], end: Mapping[str, int],
-                max_records: int) -> list[RangeSlice]:
+                max_records: int, min_partitions: int = 1) -> list[RangeSlice]:
     """Cut ``[start, end)`` of every recording into slices of at most ``max_records``
-    records each, using the archive's record index (``boundaries``)."""
-    slices: list[RangeSlice] = []
+    records each, using the archive's record index (``boundaries``).
+
+    With fewer slices than ``min_partitions`` (a small batch on many cores), the ranges are
+    cut again into smaller pieces (a few requests, each cutting finer) until there are more
+    pieces than ``min_partitions``, and the pieces are grouped into about
+    ``min_partitions`` slices of about equal size (each range gets a share of the slices
+    by its size; a slice never spans two recordings)."""
+    ranges = []
     for name in end:
         begin, stop = int(start.get(name, 0)), int(end[name])
         if stop < begin:
             raise ValueError(f"exon: the range of {name!r} ends at {stop}, before its start "
                              f"{begin}")
-        if stop == begin:
+        if stop > begin:
+            ranges.append((name, begin, stop))
+    pieces = [_cut(archive, *r, max_records) for r in ranges]
+    piece, total = max_records, sum(len(p) for p in pieces)
+    if total >= min_partitions or not total:
+        return [s for p in pieces for s in p]
+    while total < min_partitions and piece > 1:
+        piece = max(1, piece // (4 * -(-min_partitions // total)))
+        pieces = [_cut(archive, *r, piece) for r in ranges]
+        total = sum(len(p) for p in pieces)
+    if total <= min_partitions:
+        return [s for p in pieces for s in p]
+    planned: list[RangeSlice] = []
+    for mine in pieces:
+        if not mine:
             continue
-        cuts = [int(p) for p in archive.boundaries(name, begin, stop, max_records)]
-        if not cuts or cuts[0] != begin or cuts[-1] != stop or any(
-                b <= a for a, b in zip(cuts, cuts[1:])):
-            raise ValueError(f"exon: the archive cut [{begin}, {stop}) of {name!r} into "
-                             f"{cuts!r}, not an increasing list from start to end")
-        slices.extend(RangeSlice(name, a, b) for a, b in zip(cuts, cuts[1:]))
-    return slices
+        groups = max(1, round(min_partitions * len(mine) / total),
+                     -(-len(mine) * piece // max_records))
+        groups = min(groups, len(mine))
+        for g in range(groups):
+            lo, hi = g * len(mine) // groups, (g + 1) * len(mine) // groups
+            planned.append(RangeSlice(mine[lo].recording, mine[lo].start, mine[hi - 1].end))
+    return planned

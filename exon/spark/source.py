@@ -197,7 +197,8 @@ class ExonBatchReader(_Reader, DataSourceReader):
                 if end[name] < start[name]:
                     raise ValueError(f"exon: endingPosition {end[name]} of {name!r} is before "
                                      f"its startingPosition {start[name]}")
-            slices = plan_slices(view, start, end, self.opts.max_records_per_partition)
+            slices = plan_slices(view, start, end, self.opts.max_records_per_partition,
+                                 self.opts.min_partitions)
         finally:
             self._close_client()
         return [ExonPartition(s.recording, s.start, s.end) for s in slices]
@@ -258,7 +259,8 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
         begin = check_offset(start, self.opts.recordings, what="start")
         stop = check_offset(end, self.opts.recordings, what="end")
         self._last_end = stop
-        slices = plan_slices(_ClientView(self), begin, stop, self.opts.max_records_per_partition)
+        slices = plan_slices(_ClientView(self), begin, stop,
+                             self.opts.max_records_per_partition, self.opts.min_partitions)
         return [ExonPartition(s.recording, s.start, s.end) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -50,8 +50,10 @@ POOL = [f"r{i}" for i in range(40)]
 
 @pytest.fixture(scope="session")
 def archive_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArchiveService]:
+    # small segments: replays and plans cross segment files, and truncation has some to drop
     service = ArchiveService(tmp_path_factory.mktemp("archive") / "dir",
-                             ingest={name: 100 + i for i, name in enumerate(POOL)})
+                             ingest={name: 100 + i for i, name in enumerate(POOL)},
+                             segment_length=64 * 1024)
     with service:
         yield service
 

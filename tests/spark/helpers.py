@@ -23,10 +23,11 @@ class ArchiveService:
     by SIGTERM; ``restart()`` comes back on the same port and directory)."""
 
     def __init__(self, directory: pathlib.Path, ingest: dict[str, int], *,
-                 fsync: str = "none") -> None:
+                 fsync: str = "none", segment_length: int | None = None) -> None:
         self.directory = directory
         self.ingest = ingest
         self.fsync = fsync
+        self.segment_length = segment_length
         self.proc: subprocess.Popen[str] | None = None
         self.address = ""
 
@@ -35,6 +36,8 @@ class ArchiveService:
                 str(self.directory), "--endpoint", endpoint, "--fsync", self.fsync]
         for name, tag in self.ingest.items():
             args += ["--ingest", f"{name}={tag}"]
+        if self.segment_length:
+            args += ["--segment-length", str(self.segment_length)]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, cwd=REPO)
         deadline = time.monotonic() + timeout

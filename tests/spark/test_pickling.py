@@ -67,3 +67,4 @@ def test_writer_pickles(options: dict[str, str]) -> None:
     assert copy.opts == writer.opts
     assert copy.columns == ["position", "payload"]
     assert not [k for k, v in vars(copy).items() if hasattr(v, "close")]
+

@@ -95,3 +95,28 @@ def test_check_offset_refuses_another_set_of_recordings() -> None:
         check_offset({"a": 0}, ("a", "b"), what="start")
     with pytest.raises(ValueError, match="not a position"):
         check_offset({"a": "0"}, ("a",), what="start")
+
+
+@pytest.mark.parametrize(("count", "max_records", "min_partitions", "slices"),
+                         [(100, 1000, 4, 4), (3, 1000, 4, 3), (100, 30, 2, 4), (100, 1000, 1, 1),
+                          (1000, 1000, 7, 7), (3, 1, 5, 3)])
+def test_min_partitions_cuts_small_batches_into_balanced_slices(
+        count: int, max_records: int, min_partitions: int, slices: int) -> None:
+    archive = FakeArchive(orders=[10] * count)
+    end = {"orders": archive.stops["orders"]}
+    planned = plan_slices(archive, {"orders": 0}, end, max_records, min_partitions)
+    assert len(planned) == slices
+    counts = [archive.count("orders", s.start, s.end) for s in planned]
+    assert sum(counts) == count
+    assert planned[0].start == 0 and planned[-1].end == end["orders"]
+    assert all(a.end == b.start for a, b in zip(planned, planned[1:]))
+    assert max(counts) <= max_records
+    assert max(counts) <= 2 * -(-count // slices)  # about equal
+
+
+def test_min_partitions_shares_slices_between_recordings_by_size() -> None:
+    archive = FakeArchive(orders=[10] * 300, clicks=[10] * 100)
+    planned = plan_slices(archive, {"orders": 0, "clicks": 0}, archive.stops, 10_000, 4)
+    assert [s.recording for s in planned] == ["orders"] * 3 + ["clicks"]
+    assert all(60 <= archive.count(s.recording, s.start, s.end) <= 150 for s in planned)
+    assert sum(archive.count(s.recording, s.start, s.end) for s in planned) == 400
