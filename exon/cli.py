@@ -166,13 +166,45 @@ def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transp
                       transport=transport, directory=directory)
 
 
+@bench.command("spark")
+@click.option("--events", default=1_000_000, show_default=True,
+              help="64 B JSON events for the source and sink cases")
+@click.option("--per-trigger", default=200_000, show_default=True,
+              help="maxRecordsPerTrigger of the exon source")
+@click.option("--rate", default=20_000.0, show_default=True,
+              help="events/s offered in the latency case")
+@click.option("--seconds", default=20.0, show_default=True, help="length of the latency case")
+@click.option("--case", "cases", multiple=True,
+              type=click.Choice(["source", "latency", "sink"]),
+              help="cases to run (default: all)")
+@click.option("--workdir", default=None, help="work directory (default: a temporary one)")
+def bench_spark(events: int, per_trigger: int, rate: float, seconds: float,
+                cases: tuple[str, ...], workdir: str | None) -> None:
+    """format("exon") on Spark (local[2]) beside Spark's socket and file sources, and the
+    exon sink beside foreachBatch (needs exon[spark] and java)."""
+    try:
+        from exon.bench.spark import run_spark_bench
+    except ImportError as exc:
+        raise click.ClickException(f"exon bench spark needs the spark extra "
+                                   f"(pip install 'exon[spark]'): {exc}") from None
+    run_spark_bench(events=events, per_trigger=per_trigger, rate=rate, seconds=seconds,
+                    cases=cases or ("source", "latency", "sink"), workdir=workdir)
+
+
 def _archive_group() -> click.Group:
     from exon.archive.cli import archive_group
 
     return archive_group
 
 
+def _pipeline_group() -> click.Group:
+    from exon.spark.cli import pipeline_group
+
+    return pipeline_group
+
+
 main.add_command(_archive_group())
+main.add_command(_pipeline_group())
 
 
 if __name__ == "__main__":  # pragma: no cover
