@@ -13,9 +13,12 @@ processing-time trigger, the events decoded into columns and written to Parquet.
   events as JSON-lines files in a directory, ``maxFilesPerTrigger`` for the same batch
   size; the fault-tolerant built-in).
 * **latency** -- send -> the commit of the Parquet batch holding the row, p50/p99 (s), with
-  producers at ``rate`` events/s for ``seconds``: exon (a producer process PUSHing into the
+  producers at ``rate`` events/s for ``seconds`` (default 5000/s: what the socket source
+  sustains here; beyond its capacity its backlog, not its latency, is measured): exon (a producer process PUSHing into the
   archive) against the socket source (the TCP producer at the same rate) and the file
-  source (a file of the events of each 100 ms, renamed into the directory).
+  source (a file of the events of each 100 ms, renamed into the directory). Each query
+  first takes 1000 warm-up events, then runs 5 s at ``rate`` unmeasured; the figures are
+  over the events sent after that.
 * **sink** -- rows/s into the exon sink, ``peer`` mode (PUSH to a PULL in this process,
   every row confirmed) and ``archive`` mode (exactly-once into a recording), against
   ``foreachBatch`` writing the same rows to text files; the input is the file source of the
@@ -46,6 +49,8 @@ __all__ = ["run_spark_bench"]
 SCHEMA = "key string, value long, sent_ns long"
 SIZE = 64
 LINES_PER_FILE = 10_000
+WARMUP = 1000  # events through each latency query before the measured ones
+WARMUP_SECONDS = 5.0  # then this long at the measured rate, not measured
 
 
 def _line(seq: int, now_ns: int) -> bytes:
@@ -57,16 +62,23 @@ def _line(seq: int, now_ns: int) -> bytes:
 # ---- the peers' producers ---------------------------------------------------------------
 
 
-def socket_producer(count: int, rate: float, port_out: Callable[[int], None]) -> int:
-    """Serve one TCP client (Spark's socket source): write ``count`` lines at ``rate``/s (0:
-    as fast as the socket takes them), then hold the connection open until the client
-    leaves. Returns the lines written."""
+def socket_producer(count: int, rate: float, port_out: Callable[[int], None], *,
+                    warmup: int = 0, go: threading.Event | None = None) -> int:
+    """Serve one TCP client (Spark's socket source): write ``warmup`` lines at once, wait
+    for ``go``, then write ``count`` lines at ``rate``/s (0: as fast as the socket takes
+    them), then hold the connection open until the client leaves. Returns the lines
+    written after ``go``."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         port_out(server.getsockname()[1])
         conn, _ = server.accept()
         with conn:
+            if warmup:
+                now = time.time_ns()
+                conn.sendall(b"".join(_line(i, now) for i in range(warmup)))
+            if go is not None:
+                go.wait(600)
             sent = 0
             start = time.monotonic()
             chunk = 4096 if not rate else max(1, int(rate / 100))
@@ -125,16 +137,24 @@ def file_producer(directory: pathlib.Path, staging: pathlib.Path, rate: float,
 # ---- running queries -------------------------------------------------------------------
 
 
-def _progress_until(query: Any, rows: int, timeout: float) -> list[dict[str, Any]]:
-    """Every batch's progress until ``rows`` input rows went through (or ``timeout``)."""
-    seen: dict[int, dict[str, Any]] = {}
+def _wait_rows(query: Any, rows: int, timeout: float,
+               seen: dict[int, dict[str, Any]] | None = None) -> dict[int, dict[str, Any]]:
+    """Wait until ``rows`` input rows went through ``query`` (or ``timeout``); its
+    progress by batch id."""
+    seen = {} if seen is None else seen
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and query.isActive:
         for p in query.recentProgress:
             seen[p["batchId"]] = p
         if sum(p["numInputRows"] for p in seen.values()) >= rows:
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
+    return seen
+
+
+def _progress_until(query: Any, rows: int, timeout: float) -> list[dict[str, Any]]:
+    """Every batch's progress until ``rows`` input rows went through (or ``timeout``)."""
+    seen = _wait_rows(query, rows, timeout)
     for p in query.recentProgress:
         seen[p["batchId"]] = p
     error = query.exception()
@@ -154,7 +174,9 @@ def _capacity(progress: list[dict[str, Any]]) -> float:
     return rows / seconds if seconds else 0.0
 
 
-def _latencies(out: pathlib.Path) -> list[float]:
+def _latencies(out: pathlib.Path, after_ns: int = 0) -> list[float]:
+    """Send -> commit of the Parquet batch, for the rows sent after ``after_ns`` (the
+    warm-up rows before it are left out)."""
     import pyarrow.parquet as pq
 
     from exon.spark.tools import committed_batches
@@ -163,7 +185,8 @@ def _latencies(out: pathlib.Path) -> list[float]:
     for _, committed_at, paths in committed_batches(out):
         for path in paths:
             sent = pq.read_table(path, columns=["sent_ns"]).column(0).to_pylist()
-            latencies.extend(committed_at - s / 1e9 for s in sent if s is not None)
+            latencies.extend(committed_at - s / 1e9 for s in sent
+                             if s is not None and s >= after_ns)
     return latencies
 
 
@@ -229,27 +252,32 @@ class _Bench:
             total += summary["sent"]
         return total
 
-    def socket_query(self, name: str, count: int, rate: float, timeout: float) -> tuple[Any, Any]:
+    def socket_query(self, name: str, count: int, rate: float, timeout: float, *,
+                     warmup: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The socket source fed ``count`` lines at ``rate``: (progress, live start ns)."""
         ports: list[int] = []
-        ready = threading.Event()
+        ready, go = threading.Event(), threading.Event()
 
         def port_out(port: int) -> None:
             ports.append(port)
             ready.set()
 
-        result: list[int] = []
-        thread = threading.Thread(target=lambda: result.append(
-            socket_producer(count, rate, port_out)), daemon=True)
+        thread = threading.Thread(target=socket_producer, args=(count, rate, port_out),
+                                  kwargs={"warmup": warmup, "go": go}, daemon=True)
         thread.start()
         ready.wait(10)
         query = _to_parquet(self.socket_df(ports[0]), self.work, name)
-        progress = _progress_until(query, count, timeout)
+        if warmup:
+            _wait_rows(query, warmup, timeout)
+        start_ns = time.time_ns()
+        go.set()
+        progress = _progress_until(query, warmup + count, timeout)
         thread.join(10)
-        return progress, result
+        return progress, start_ns
 
 
 def run_spark_bench(*, events: int = 1_000_000, per_trigger: int = 200_000,
-                    rate: float = 20_000.0, seconds: float = 20.0,
+                    rate: float = 5_000.0, seconds: float = 20.0,
                     cases: tuple[str, ...] = ("source", "latency", "sink"),
                     workdir: str | None = None, timeout: float = 600.0) -> list[dict[str, Any]]:
     """Run the cases; print and return one JSON line each."""
@@ -292,21 +320,31 @@ def run_spark_bench(*, events: int = 1_000_000, per_trigger: int = 200_000,
                               peer=_capacity(file_progress), peer_name="spark file source (json)",
                               unit="rows/s", higher_is_better=True, **extra))
         if "latency" in cases:
-            live = int(rate * seconds)
+            # each query first takes WARMUP events (its first batches start Python workers)
+            # and then runs at `rate` for WARMUP_SECONDS more (the JVM compiles its code)
+            # before the measured `seconds`; the figures are over the events sent after that
+            span = seconds + WARMUP_SECONDS
+            live = int(rate * span)
+            skip = int(WARMUP_SECONDS * 1e9)
             exon_query = _to_parquet(bench.exon_df("live", None), work, "exon-live")
-            time.sleep(3)  # the query's first (empty) trigger is behind us
-            sent = bench.produce("live", count=live, rate=rate, seconds=seconds + 60,
+            bench.produce("live", count=WARMUP, rate=0, seconds=600, producers=1)
+            _wait_rows(exon_query, WARMUP, timeout)
+            start_ns = time.time_ns()
+            sent = bench.produce("live", count=live, rate=rate, seconds=span + 60,
                                  producers=1)
-            _progress_until(exon_query, sent, timeout)
-            exon_lat = _latencies(work / "exon-live" / "out")
-            bench.socket_query("socket-live", live, rate, timeout)
-            socket_lat = _latencies(work / "socket-live" / "out")
+            _progress_until(exon_query, WARMUP + sent, timeout)
+            exon_lat = _latencies(work / "exon-live" / "out", start_ns + skip)
+            _, start_ns = bench.socket_query("socket-live", live, rate, timeout, warmup=WARMUP)
+            socket_lat = _latencies(work / "socket-live" / "out", start_ns + skip)
             live_dir = work / "live-files"
             live_dir.mkdir()
             file_query = _to_parquet(bench.file_df(live_dir, None), work, "file-live")
-            written = file_producer(live_dir, work / "staging-live", rate, seconds)
-            _progress_until(file_query, written, timeout)
-            file_lat = _latencies(work / "file-live" / "out")
+            write_event_files(live_dir, WARMUP, work / "staging-warmup")
+            _wait_rows(file_query, WARMUP, timeout)
+            start_ns = time.time_ns()
+            written = file_producer(live_dir, work / "staging-live", rate, span)
+            _progress_until(file_query, WARMUP + written, timeout)
+            file_lat = _latencies(work / "file-live" / "out", start_ns + skip)
             extra = {**common, "rate": rate, "seconds": seconds}
             for q in (50, 99):
                 for peer_name, peer in (("spark socket source", socket_lat),

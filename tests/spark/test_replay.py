@@ -108,6 +108,6 @@ def test_replay_fails_clearly_when_the_archive_stays_down(archive: ArchiveServic
     archive.stop()
     try:
         with pytest.raises(ReplayFailed, match=address):
-            list(replay_range(address, name, 0, 1 << 20, timeout=0.5, replay_timeout=2))
+            list(replay_range(address, name, 0, 1 << 20, timeout=0.5, replay_timeout=1))
     finally:
         archive.start(endpoint=address)
