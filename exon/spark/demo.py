@@ -22,8 +22,8 @@ It prints one JSON line per step and a summary: events, the rate Spark processed
 (rows/s, its own ``processedRowsPerSecond``: the median over batches, and the largest --
 the batch that caught up after the restart shows the capacity), and the window latency:
 the send time of a window's last event -> the commit of the Parquet file holding that
-window, p50/p99, over all windows (the outage included) and over the windows sent after
-the restarted query committed its first batch (steady). The window (2 s),
+window, p50/p99, over all windows (the outage included) and over the steady ones (written
+before the kill, or sent after the restarted query committed its first batch). The window (2 s),
 the watermark (1 s) and the trigger (1 s) are part of that latency by design: a window is
 written once the watermark has passed its end.
 """
@@ -142,6 +142,16 @@ def _batches(directory: pathlib.Path) -> set[int]:
     return {int(p.name) for p in directory.iterdir() if p.name.isdigit()}
 
 
+def _has_data(offsets: pathlib.Path, batch: int) -> bool:
+    """Batch ``batch`` of the offset log reads records (not a watermark-only batch)."""
+    try:
+        end = (offsets / str(batch)).read_text().splitlines()[-1]
+        start = (offsets / str(batch - 1)).read_text().splitlines()[-1] if batch else "{}"
+    except (OSError, IndexError):
+        return False
+    return end != start
+
+
 def _sink_rows(out: pathlib.Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
@@ -220,14 +230,14 @@ def run_demo(*, producers: int = 3, rate: float = 2000.0, seconds: float = 60.0,
         _say("producers", count=producers, rate_each=rate, seconds=seconds)
 
         # midway: SIGKILL the driver while a batch is between its offset and commit logs
-        killed_in = None
+        killed_in, killed_at = None, 0.0
         midway = time.monotonic() + seconds / 4
         deadline = midway + 120
         while time.monotonic() < deadline and killed_in is None:
             pending = sorted(_batches(offsets) - _batches(commits))
-            if time.monotonic() >= midway and pending:
+            if time.monotonic() >= midway and pending and _has_data(offsets, pending[0]):
                 kill_group(query)
-                killed_in = pending[0]
+                killed_in, killed_at = pending[0], time.time()
             elif query.poll() is not None:
                 raise RuntimeError(f"the query died; see {work / 'query.log'}")
             time.sleep(0.01)
@@ -287,8 +297,13 @@ def run_demo(*, producers: int = 3, rate: float = 2000.0, seconds: float = 60.0,
             got[key] = (r["count"], r["sum"])
         counted = sum(c for c, _ in got.values())
         ok = got == expected and duplicates == 0
-        latencies = _window_latencies(work / "out", after_ns=0)
-        steady = _window_latencies(work / "out", after_ns=recovered_ns or time.time_ns())
+        windows = _window_times(work / "out")
+        latencies = [done - sent for done, sent in windows]
+        # steady: the windows written before the kill, and those sent after the restarted
+        # query committed its first batch (the outage between is no steady latency)
+        recovered_at = (recovered_ns or time.time_ns()) / 1e9
+        steady = [done - sent for done, sent in windows
+                  if done < killed_at or sent > recovered_at]
         progress = [json.loads(x) for x in (work / "progress.jsonl").read_text().splitlines()]
         busy = [p["processedRowsPerSecond"] for p in progress if p["numInputRows"] > 1]
         _say("check", exactly_once=ok, events=sent, counted=counted, windows=len(got),
@@ -316,19 +331,17 @@ def run_demo(*, producers: int = 3, rate: float = 2000.0, seconds: float = 60.0,
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _window_latencies(out: pathlib.Path, *, after_ns: int) -> list[float]:
-    """Seconds from the send of a window's last event to the commit of its Parquet file,
-    for the windows whose last event was sent after ``after_ns`` (the steady figure: once
-    the restarted query committed its first batch; the outage is not steady latency)."""
+def _window_times(out: pathlib.Path) -> list[tuple[float, float]]:
+    """(commit time of its Parquet file, send time of its last event) of every window, s."""
     import pyarrow.parquet as pq
 
-    latencies = []
+    times = []
     for _, committed_at, paths in committed_batches(out):
         for path in paths:
             for row in pq.read_table(path, columns=["key", "last_sent_ns"]).to_pylist():
-                if not row["key"].startswith("__") and row["last_sent_ns"] > after_ns:
-                    latencies.append(committed_at - row["last_sent_ns"] / 1e9)
-    return latencies
+                if not row["key"].startswith("__"):
+                    times.append((committed_at, row["last_sent_ns"] / 1e9))
+    return times
 
 
 def _pct(values: list[float], q: float) -> float | None:
