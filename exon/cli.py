@@ -171,8 +171,9 @@ def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transp
               help="64 B JSON events for the source and sink cases")
 @click.option("--per-trigger", default=200_000, show_default=True,
               help="maxRecordsPerTrigger of the exon source")
-@click.option("--rate", default=20_000.0, show_default=True,
-              help="events/s offered in the latency case")
+@click.option("--rate", default=5_000.0, show_default=True,
+              help="events/s offered in the latency case (what Spark's socket source "
+                   "sustains here; above it that peer only measures its backlog)")
 @click.option("--seconds", default=20.0, show_default=True, help="length of the latency case")
 @click.option("--case", "cases", multiple=True,
               type=click.Choice(["source", "latency", "sink"]),
