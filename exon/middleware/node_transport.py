@@ -79,7 +79,8 @@ def registry_path(driver_dir: str, address: str) -> str:
     return os.path.join(registry_dir(driver_dir), f"{host}_{port}")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0; another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -172,7 +173,7 @@ class NodeTransport:
         try:
             with open(path) as f:
                 _stream, pid = f.read().split()
-            return not _pid_alive(int(pid))
+            return not pid_alive(int(pid))
         except (OSError, ValueError):
             return False  # being written right now: treat as taken
 
@@ -183,7 +184,7 @@ class NodeTransport:
                 stream, pid = f.read().split()
         except (OSError, ValueError):
             return None
-        if not _pid_alive(int(pid)):
+        if not pid_alive(int(pid)):
             return None
         return int(stream)
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from exon.errors import ExonError
+from exon.middleware.node_transport import pid_alive
 
 __all__ = [
     "ReplayFailed",
@@ -105,21 +106,11 @@ def sweep_stale_dirs(base: str | None = None) -> list[str]:
         if not name.startswith(DIR_PREFIX + "-"):
             continue
         pid_text = name[len(DIR_PREFIX) + 1:].split("-", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)
         removed.append(name)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def open_client(address: str, timeout: float) -> Any:
@@ -149,7 +140,7 @@ def drop_client(address: str) -> None:
     if client is not None:
         try:
             client.close()
-        except Exception:  # noqa: BLE001 - it already failed; a new one replaces it
+        except Exception:
             pass
 
 
@@ -165,7 +156,7 @@ def close_all() -> None:
     for closeable in closeables:
         try:
             closeable.close()
-        except Exception:  # noqa: BLE001 - best effort at exit
+        except Exception:
             pass
 
 
