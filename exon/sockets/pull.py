@@ -25,7 +25,7 @@ from typing import Any, cast
 from exon import errors
 from exon.core import PeerId
 from exon.sockets.messages import HeldBatch, Message
-from exon.sockets.socket import Socket, _deadline
+from exon.sockets.socket import Socket
 
 __all__ = ["PullSocket"]
 
@@ -145,30 +145,14 @@ class PullSocket(Socket):
         got = self._grab_locked(max_messages, hold)
         if got is not None:
             return got
-        deadline = _deadline(timeout)
-        epoch = self._broken_epoch
         nq = self._nq
-        failure: list[errors.ExonError] = []
 
-        def ready() -> bool:
-            if (self._closed or self._queued or (nq is not None and len(nq))
-                    or (self._held and not hold) or (self._closing and hold)):
-                return True
-            err = self._every_link_broke(epoch)
-            if err is not None:
-                failure.append(err)
-                return True
-            return False
+        def can_take() -> bool:
+            return bool(self._queued or (nq is not None and len(nq))
+                        or (self._held and not hold) or (self._closing and hold))
 
-        while True:
-            if not self.node._await(self._cond, ready, deadline):
-                raise errors.Timeout(f"nothing received in {timeout}s")
-            self._check_batch_locked(op, hold)
-            got = self._grab_locked(max_messages, hold)
-            if got is not None:
-                return got
-            if failure:
-                raise failure[0]
+        return self._wait_and_take(lambda: self._grab_locked(max_messages, hold), can_take,
+                                   lambda: self._check_batch_locked(op, hold), timeout)
 
     def _check_batch_locked(self, op: str, hold: bool) -> None:
         self._check_open()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
@@ -482,12 +483,21 @@ class Socket:
         if item is not None:
             return item
         self._check_receive_locked()
+        return self._wait_and_take(self._take_locked, self._can_take_locked, self._check_open,
+                                   timeout, self._wait_spin)
+
+    def _wait_and_take(self, take: Callable[[], Any], can_take: Callable[[], bool],
+                       check: Callable[[], None], timeout: float | None,
+                       spin: float = 0.0) -> Any:
+        """The one blocking wait of the receive calls (lock held): until ``take()`` gives
+        something, waking when ``can_take()``, the socket closes or every link broke;
+        ``check()`` after each wake-up. Raises Timeout, or the error that ended the wait."""
         deadline = _deadline(timeout)
         epoch = self._broken_epoch
         failure: list[errors.ExonError] = []
 
         def ready() -> bool:
-            if self._closed or self._can_take_locked():
+            if self._closed or can_take():
                 return True
             err = self._receive_blocked_error(epoch)
             if err is not None:
@@ -496,11 +506,11 @@ class Socket:
             return False
 
         while True:
-            if not self.node._await(self._cond, ready, deadline, self._wait_spin):
+            if not self.node._await(self._cond, ready, deadline, spin):
                 self._on_receive_timeout()
                 raise errors.Timeout(f"nothing received in {timeout}s")
-            self._check_open()
-            item = self._take_locked()
+            check()
+            item = take()
             if item is not None:
                 return item
             if failure:
