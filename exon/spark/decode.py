@@ -315,7 +315,7 @@ class BatchBuilder:
                 for name, convert in fields:
                     v = obj.get(name)
                     values.append(None if v is None else convert(v))
-            except Exception:  # noqa: BLE001 - any undecodable payload is a corrupt row
+            except Exception:  # any undecodable payload is a corrupt row
                 for column in columns:
                     column.append(None)
                 if self._corrupt_as_text:
@@ -347,7 +347,7 @@ class BatchBuilder:
                 io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False),
                 parse_options=pj.ParseOptions(explicit_schema=self._fast_schema,
                                               unexpected_field_behavior="ignore"))
-        except Exception:  # noqa: BLE001 - anything it refuses: the Python decoder decides
+        except Exception:  # anything it refuses: the Python decoder decides
             return None
         if table.num_rows != len(payloads):  # blank payloads are skipped by the reader
             return None

@@ -29,7 +29,6 @@ from exon.spark import clients
 from exon.spark.decode import BatchBuilder, default_ddl
 from exon.spark.options import ReadOptions, parse_read_options, parse_write_options
 from exon.spark.plan import (
-    RangeSlice,
     admit,
     check_offset,
     ending_offset,
@@ -162,7 +161,7 @@ class _Reader:
         if client is not None:
             try:
                 client.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
 
 

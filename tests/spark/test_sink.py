@@ -126,5 +126,5 @@ def test_peer_mode_fails_the_task_when_nobody_confirms(
         query = (df.writeStream.format("exon").option("peer", f"{node.address}/9")
                  .option("timeout", "1").option("checkpointLocation", str(tmp_path / "ck"))
                  .trigger(availableNow=True).start())
-        with pytest.raises(Exception, match="option 'peer'"):  # noqa: PT011 - Spark wraps it
+        with pytest.raises(Exception, match="option 'peer'"):
             query.awaitTermination(120)

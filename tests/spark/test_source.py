@@ -132,7 +132,7 @@ def _load_error(spark: Any, **options: str) -> str:
     reader = spark.readStream.format("exon")
     for key, value in options.items():
         reader = reader.option(key, value)
-    with pytest.raises(Exception) as info:  # noqa: PT011 - Spark wraps it; the text matters
+    with pytest.raises(Exception) as info:  # Spark wraps it; the text matters
         reader.load()
     return str(info.value)
 
