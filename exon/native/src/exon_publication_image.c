@@ -6,6 +6,7 @@
 #include "exon_common.h"
 #include "exon_term_rebuilder.h"
 #include "exon_publication_image.h"
+#include "exon_doorbell.h"
 
 #define EXON_NAK_DELAY_NS (10LL * 1000)
 #define EXON_NAK_RETRY_NS (1LL * 1000 * 1000)
