@@ -608,6 +608,10 @@ class SocketCore:
             link.ledger.detach()
         if self.accelerator is not None:
             self.accelerator.detach(token)
+        ledger = link.ledger
+        if ledger is not None and ledger.flow_pending and link.flow_deadline is None:
+            # the accelerator may have held this FLOW's timer: the core takes it over
+            self._arm(link, "flow", self._last_now + self.settings.flow_delay)
 
     def _forget(self, sock: _Socket, link: _Link) -> None:
         if link.fast is not None:

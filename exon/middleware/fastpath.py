@@ -195,7 +195,10 @@ class FastLinks:
         rec.max_out = min(peer_max_size, _MAX_PAYLOAD)
         rec.max_in = min(max_size, _MAX_PAYLOAD)
         rec.peer_key = self.key_of(peer.address)
-        rec.pub = pub._pub  # last: the entry is live from here on
+        if lib.exon_lt_activate(self._table, index, pub._pub) < 0:  # indexed, then live
+            ledger.detach()
+            lib.exon_lt_detach(self._table, index)
+            return None  # a duplicate of a live link: this one stays on the core's path
         token = FastLink(index, tag, peer, incarnation)
         queue = self.queues[slot]
         if queue is not None:
@@ -219,6 +222,25 @@ class FastLinks:
             del self.tokens[token.index]
         if self.by_link.get((token.tag, token.peer)) is token:
             del self.by_link[(token.tag, token.peer)]
+
+    # ---- FLOW timers ------------------------------------------------------------------------
+
+    def set_flow_delay(self, seconds: float) -> None:
+        """Keep the FLOW timers of attached links here (natively) with this delay; 0 leaves
+        every FLOW timer to the core (see ``exon_link_table_t.flow_delay_ns``)."""
+        lib.exon_lt_set_flow_delay(self._table, int(seconds * 1e9))
+
+    def flush_flows(self) -> int:
+        """Send the FLOWs whose timers expired (lock held); the number sent."""
+        if self._table.flow_count == 0:
+            return 0
+        return int(lib.exon_lt_flush_flows(self._table, lib.exon_nano_clock_ns()))
+
+    def next_flow_in(self) -> float | None:
+        """Seconds until the next native FLOW timer expires (0 if overdue), or None."""
+        if self._table.flow_count == 0:
+            return None
+        return max(0.0, (lib.exon_lt_next_flow_ns(self._table) - lib.exon_nano_clock_ns()) / 1e9)
 
     def record(self, token: FastLink) -> Any:
         """The table entry of an attached link (tests, diagnostics)."""

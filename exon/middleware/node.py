@@ -146,6 +146,7 @@ class Node:
         self._poller = self._fast.poller(_POLL_LIMIT)
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
                                 settings=settings, rng=self._rng, accelerator=self._fast)
+        self._fast.set_flow_delay(self._core.settings.flow_delay)  # FLOW timers stay native
         self._lock = node_lock()  # shared with the sockets' native doors (exon_fast.c)
         self._dispatch_cond = threading.Condition(self._lock)
         self._sockets: dict[int, Socket] = {}
@@ -536,6 +537,7 @@ class Node:
                 self._lock.acquire()
         # one native call, lock and GIL held: poll, classify, queue the fast DATA
         n, left, slots = self._poller.batch(self._fast.queues)
+        self._fast.flush_flows()
         if n or gone:
             return self._process_native(n, left, slots, gone)
         now = _monotonic()
@@ -560,6 +562,9 @@ class Node:
         due = self._core.next_timer()
         if due is not None:
             timeout = min(timeout, max(0.0, due - _monotonic()))
+        flow_in = self._fast.next_flow_in()
+        if flow_in is not None:
+            timeout = min(timeout, flow_in)
         if self._backlog or self._to_connect:
             timeout = min(timeout, 0.001)
         self._lock.release()

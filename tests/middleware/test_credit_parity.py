@@ -53,9 +53,10 @@ class NativeLink:
         rec.socket_slot = 0
         rec.max_out = MAX_SIZE
         rec.max_in = MAX_SIZE
-        rec.pub = self.pub._pub
+        assert lib.exon_lt_activate(self.table, index, self.pub._pub) == 0
         self.record = rec
         self.keys = ffi.new("int32_t[1]", [PEER_KEY])
+        self.timer_armed = False  # the model: a native FLOW timer is queued
 
     def close(self) -> None:
         lib.exon_lt_detach(self.table, 0)
@@ -92,6 +93,7 @@ OPS = st.one_of(
     st.tuples(st.just("deliver"), st.integers(0, 40)),
     st.tuples(st.just("hold"), st.booleans()),
     st.tuples(st.just("timer"), st.booleans()),
+    st.tuples(st.just("expire"), st.just(0)),
 )
 
 
@@ -102,12 +104,16 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(limit=st.integers(0, 40), capacity=st.integers(1, 64), batch=st.integers(1, 16),
-       ops=st.lists(OPS, max_size=120))
+       native_timers=st.booleans(), ops=st.lists(OPS, max_size=120))
 def test_ledger_and_link_table_agree(workdir: Path, limit: int, capacity: int, batch: int,
-                                     ops: list[tuple[Any, ...]]) -> None:
+                                     native_timers: bool, ops: list[tuple[Any, ...]]) -> None:
+    """``native_timers``: the table keeps the FLOW timers (a Node's default), else the core
+    arms them (the table answers DELIVER_FIRST)."""
     directory = workdir / f"run-{len(list(workdir.iterdir()))}"
     directory.mkdir()
     native = NativeLink(directory, limit=limit, capacity=capacity, batch=batch)
+    if native_timers:
+        lib.exon_lt_set_flow_delay(native.table, 5_000_000)
     ledger = CreditLedger(limit=limit, capacity=capacity, batch=batch)
     try:
         for op in ops:
@@ -177,10 +183,29 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
             assert F.decode_frame(F.encode_flow(OUR_TAG, PEER_TAG, OUR_INC, delivered, limit)) \
                 == frame
         else:
-            expected = lib.EXON_LT_DELIVER_FIRST if not ledger.flow_timer else \
-                lib.EXON_LT_DELIVER_NONE
-            assert rc == expected
+            timers = native.table.flow_delay_ns > 0
+            if ledger.flow_timer:
+                assert rc == lib.EXON_LT_DELIVER_NONE  # the core's timer is armed
+            elif timers:
+                assert rc == lib.EXON_LT_DELIVER_NONE  # the table armed its own
+                native.timer_armed = True
+            else:
+                assert rc == lib.EXON_LT_DELIVER_FIRST
             assert native.sent_frames() == []
+        return
+    if kind == "expire":  # every native FLOW timer expires: a FLOW iff one is pending
+        sent = lib.exon_lt_flush_flows(native.table, 1 << 62)
+        armed, native.timer_armed = native.timer_armed, False
+        if armed and ledger.flow_pending:
+            assert sent == 1
+            delivered, limit = ledger.make_flow()
+            [frame] = native.sent_frames()
+            assert (frame.type, frame.delivered, frame.limit) == (F.FrameType.FLOW, delivered,
+                                                                  limit)
+        else:
+            assert sent == 0
+            assert native.sent_frames() == []
+        assert lib.exon_lt_next_flow_ns(native.table) == -1
         return
     if kind == "hold":
         value = int(op[1])

@@ -38,23 +38,67 @@ static inline uint32_t lt_get_u32(const uint8_t *p)
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
+static uint32_t lt_hash(int32_t key, uint32_t source_tag, uint32_t destination_tag)
+{
+    uint32_t h = (uint32_t)key * 0x9E3779B1u;
+    h ^= source_tag * 0x85EBCA77u;
+    h = (h << 13) | (h >> 19);
+    h ^= destination_tag * 0xC2B2AE3Du;
+    h ^= h >> 16;
+    h *= 0x7FEB352Du;
+    h ^= h >> 15;
+    return h;
+}
+
+static inline bool lt_matches(const exon_lt_link_t *l, int32_t key, uint32_t source_tag,
+                              uint32_t destination_tag)
+{
+    return l->pub != NULL && l->peer_key == key && l->source_tag == source_tag &&
+        l->destination_tag == destination_tag;
+}
+
 int exon_lt_init(exon_link_table_t *t, int32_t capacity, int32_t socket_capacity)
 {
-    if (capacity < 1 || socket_capacity < 1)
+    if (capacity < 1 || socket_capacity < 1 || capacity > (1 << 28))
     {
         return exon_set_error(EXON_E_ARGUMENT, "link table: capacities must be >= 1");
     }
     memset(t, 0, sizeof(*t));
-    t->links = calloc((size_t)capacity, sizeof(exon_lt_link_t));
-    t->cursors = calloc((size_t)socket_capacity, sizeof(int32_t));
-    if (t->links == NULL || t->cursors == NULL)
+    uint32_t slots = 2;
+    while (slots < 2u * (uint32_t)capacity)
     {
-        free(t->links);
-        free(t->cursors);
-        t->links = NULL;
-        t->cursors = NULL;
+        slots <<= 1;
+    }
+    t->links = calloc((size_t)capacity, sizeof(exon_lt_link_t));
+    t->cursors = malloc(sizeof(int32_t) * (size_t)socket_capacity);
+    t->socket_first = malloc(sizeof(int32_t) * (size_t)socket_capacity);
+    t->ring_next = malloc(sizeof(int32_t) * (size_t)capacity);
+    t->ring_prev = malloc(sizeof(int32_t) * (size_t)capacity);
+    t->index = malloc(sizeof(int32_t) * (size_t)slots);
+    t->flow_deadline = calloc((size_t)capacity, sizeof(int64_t));
+    t->flow_queue = malloc(sizeof(int32_t) * (size_t)capacity);
+    if (t->links == NULL || t->cursors == NULL || t->socket_first == NULL ||
+        t->ring_next == NULL || t->ring_prev == NULL || t->index == NULL ||
+        t->flow_deadline == NULL || t->flow_queue == NULL)
+    {
+        exon_lt_close(t);
         return -ENOMEM;
     }
+    for (int32_t s = 0; s < socket_capacity; s++)
+    {
+        t->cursors[s] = -1;
+        t->socket_first[s] = -1;
+    }
+    for (int32_t i = 0; i < capacity; i++)
+    {
+        t->ring_next[i] = -1;
+        t->ring_prev[i] = -1;
+    }
+    for (uint32_t k = 0; k < slots; k++)
+    {
+        t->index[k] = -1;
+    }
+    t->index_mask = slots - 1;
     t->capacity = capacity;
     t->socket_capacity = socket_capacity;
     return 0;
@@ -64,16 +108,34 @@ void exon_lt_close(exon_link_table_t *t)
 {
     free(t->links);
     free(t->cursors);
+    free(t->socket_first);
+    free(t->ring_next);
+    free(t->ring_prev);
+    free(t->index);
+    free(t->flow_deadline);
+    free(t->flow_queue);
+    t->flow_deadline = NULL;
+    t->flow_queue = NULL;
+    t->flow_count = 0;
     t->links = NULL;
     t->cursors = NULL;
+    t->socket_first = NULL;
+    t->ring_next = NULL;
+    t->ring_prev = NULL;
+    t->index = NULL;
     t->capacity = 0;
     t->high = 0;
 }
 
 int32_t exon_lt_reserve(exon_link_table_t *t)
 {
-    for (int32_t i = 0; i < t->capacity; i++)
+    for (int32_t k = 0; k < t->capacity; k++)
     {
+        int32_t i = t->free_hint + k;
+        if (i >= t->capacity)
+        {
+            i -= t->capacity;
+        }
         exon_lt_link_t *l = &t->links[i];
         if (l->pub == NULL && l->peer_key == -1)
         {
@@ -87,10 +149,141 @@ int32_t exon_lt_reserve(exon_link_table_t *t)
             {
                 t->high = i + 1;
             }
+            t->free_hint = i + 1 < t->capacity ? i + 1 : 0;
             return i;
         }
     }
     return exon_set_error(EXON_E_NO_SPACE, "link table: all %d fast links are in use", t->capacity);
+}
+
+/* The active link with these keys, or -1: one probe sequence of the hash. */
+static int32_t lt_find(exon_link_table_t *t, int32_t key, uint32_t source_tag, uint32_t destination_tag)
+{
+    uint32_t k = lt_hash(key, source_tag, destination_tag) & t->index_mask;
+    for (;;)
+    {
+        int32_t i = t->index[k];
+        if (i < 0)
+        {
+            return -1;
+        }
+        if (lt_matches(&t->links[i], key, source_tag, destination_tag))
+        {
+            return i;
+        }
+        k = (k + 1) & t->index_mask;
+    }
+}
+
+int exon_lt_activate(exon_link_table_t *t, int32_t link, exon_publication_t *pub)
+{
+    if (link < 0 || link >= t->capacity || pub == NULL)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "link table: cannot activate link %d", link);
+    }
+    exon_lt_link_t *l = &t->links[link];
+    int32_t slot = l->socket_slot;
+    if (slot < 0 || slot >= t->socket_capacity || l->peer_key < 0)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "link table: link %d has no socket or peer", link);
+    }
+    if (l->pub != NULL || lt_find(t, l->peer_key, l->source_tag, l->destination_tag) >= 0)
+    {
+        return exon_set_error(EXON_E_STATE, "link table: link %d is live or a duplicate", link);
+    }
+    uint32_t k = lt_hash(l->peer_key, l->source_tag, l->destination_tag) & t->index_mask;
+    while (t->index[k] >= 0)
+    {
+        k = (k + 1) & t->index_mask;
+    }
+    t->index[k] = link;
+    int32_t first = t->socket_first[slot];
+    if (first < 0)
+    {
+        t->ring_next[link] = link;
+        t->ring_prev[link] = link;
+        t->socket_first[slot] = link;
+    }
+    else
+    {
+        int32_t last = t->ring_prev[first]; /* insert before first: the ring's tail */
+        t->ring_next[last] = link;
+        t->ring_prev[link] = last;
+        t->ring_next[link] = first;
+        t->ring_prev[first] = link;
+    }
+    l->pub = pub; /* last: the entry is live from here on */
+    return 0;
+}
+
+/* Take an active link out of the hash (backward-shift deletion keeps every probe sequence
+ * unbroken) and out of its socket's ring. */
+static void lt_unindex(exon_link_table_t *t, int32_t link)
+{
+    exon_lt_link_t *l = &t->links[link];
+    uint32_t mask = t->index_mask;
+    uint32_t hole = lt_hash(l->peer_key, l->source_tag, l->destination_tag) & mask;
+    while (t->index[hole] != link)
+    {
+        if (t->index[hole] < 0)
+        {
+            return; /* not indexed: never activated */
+        }
+        hole = (hole + 1) & mask;
+    }
+    t->index[hole] = -1;
+    for (uint32_t j = (hole + 1) & mask; t->index[j] >= 0; j = (j + 1) & mask)
+    {
+        const exon_lt_link_t *m = &t->links[t->index[j]];
+        uint32_t home = lt_hash(m->peer_key, m->source_tag, m->destination_tag) & mask;
+        /* the entry at j may move into the hole unless its home lies cyclically in (hole, j] */
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!stays)
+        {
+            t->index[hole] = t->index[j];
+            t->index[j] = -1;
+            hole = j;
+        }
+    }
+    int32_t slot = l->socket_slot;
+    int32_t next = t->ring_next[link];
+    int32_t prev = t->ring_prev[link];
+    if (next == link)
+    {
+        t->socket_first[slot] = -1;
+    }
+    else
+    {
+        t->ring_next[prev] = next;
+        t->ring_prev[next] = prev;
+        if (t->socket_first[slot] == link)
+        {
+            t->socket_first[slot] = next;
+        }
+    }
+    if (t->cursors[slot] == link)
+    {
+        t->cursors[slot] = next == link ? -1 : next;
+    }
+    t->ring_next[link] = -1;
+    t->ring_prev[link] = -1;
+}
+
+/* Take `link` out of the FLOW queue (detach: rare), keeping the others in order. */
+static void lt_unqueue_flow(exon_link_table_t *t, int32_t link)
+{
+    int32_t kept = 0;
+    for (int32_t k = 0; k < t->flow_count; k++)
+    {
+        int32_t i = t->flow_queue[(t->flow_head + k) % t->capacity];
+        if (i != link)
+        {
+            t->flow_queue[(t->flow_head + kept) % t->capacity] = i;
+            kept++;
+        }
+    }
+    t->flow_count = kept;
+    t->flow_deadline[link] = 0;
 }
 
 void exon_lt_detach(exon_link_table_t *t, int32_t link)
@@ -100,6 +293,14 @@ void exon_lt_detach(exon_link_table_t *t, int32_t link)
         return;
     }
     exon_lt_link_t *l = &t->links[link];
+    if (l->pub != NULL)
+    {
+        lt_unindex(t, link);
+    }
+    if (t->flow_deadline[link] != 0)
+    {
+        lt_unqueue_flow(t, link);
+    }
     memset(l, 0, sizeof(*l));
     while (t->high > 0 && t->links[t->high - 1].pub == NULL && t->links[t->high - 1].peer_key != -1)
     {
@@ -119,6 +320,26 @@ static int64_t lt_offer_frame(exon_lt_link_t *l, uint8_t type, const char *paylo
     lt_put_u32(header + 16, l->incarnation);
     return exon_publication_offer2(
         l->pub, (const char *)header, EXON_LT_HEADER_LENGTH, payload, length, 0);
+}
+
+/* The FLOW (delivered, delivered + capacity), as the core's CreditLedger.make_flow: on
+ * success flowed_delivered and advertised move. */
+static int64_t lt_offer_flow(exon_lt_link_t *l)
+{
+    uint64_t limit = l->delivered + l->capacity;
+    uint8_t body[16];
+    for (int k = 0; k < 8; k++)
+    {
+        body[k] = (uint8_t)(l->delivered >> (8 * k));
+        body[8 + k] = (uint8_t)(limit >> (8 * k));
+    }
+    int64_t rc = lt_offer_frame(l, EXON_MSG_FLOW, (const char *)body, 16);
+    if (rc >= 0)
+    {
+        l->flowed_delivered = l->delivered;
+        l->advertised = limit;
+    }
+    return rc;
 }
 
 static int64_t lt_offer(exon_lt_link_t *l, const char *payload, int32_t length)
@@ -160,55 +381,39 @@ int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
     {
         return EXON_LT_NO_LINK;
     }
-    int32_t high = t->high;
-    if (high == 0)
-    {
-        return EXON_LT_NO_CREDIT;
-    }
     int32_t start = t->cursors[socket_slot];
-    if (start >= high)
+    if (start < 0 || t->links[start].pub == NULL || t->links[start].socket_slot != socket_slot)
     {
-        start = 0;
-    }
-    for (int32_t k = 0; k < high; k++)
-    {
-        int32_t i = start + k;
-        if (i >= high)
+        start = t->socket_first[socket_slot];
+        if (start < 0)
         {
-            i -= high;
+            return EXON_LT_NO_CREDIT;
         }
+    }
+    int32_t i = start;
+    do /* round-robin over the socket's own ring */
+    {
         exon_lt_link_t *l = &t->links[i];
-        if (l->pub == NULL || l->socket_slot != socket_slot || l->sent >= l->limit)
+        if (l->sent < l->limit)
         {
-            continue;
+            if (length > l->max_out)
+            {
+                return EXON_LT_TOO_LARGE;
+            }
+            int64_t rc = lt_offer(l, payload, length);
+            if (rc < 0)
+            {
+                return rc;
+            }
+            t->cursors[socket_slot] = t->ring_next[i];
+            return i;
         }
-        if (length > l->max_out)
-        {
-            return EXON_LT_TOO_LARGE;
-        }
-        int64_t rc = lt_offer(l, payload, length);
-        if (rc < 0)
-        {
-            return rc;
-        }
-        t->cursors[socket_slot] = i + 1;
-        return i;
+        i = t->ring_next[i];
     }
+    while (i != start);
     return EXON_LT_NO_CREDIT;
 }
 
-static int32_t lt_find(exon_link_table_t *t, int32_t key, uint32_t dst, uint32_t src)
-{
-    for (int32_t i = 0; i < t->high; i++)
-    {
-        exon_lt_link_t *l = &t->links[i];
-        if (l->pub != NULL && l->peer_key == key && l->source_tag == dst && l->destination_tag == src)
-        {
-            return i;
-        }
-    }
-    return -1;
-}
 
 /* A FLOW of an attached link without pending cookies, applied like the core's
  * CreditLedger.apply_flow: EXON_LT_FLOW_DONE / EXON_LT_FLOW_CREDIT - index, or -1 (the core
@@ -386,23 +591,73 @@ int64_t exon_lt_deliver_many(exon_link_table_t *t, int32_t link, int64_t count)
     {
         if (l->capacity > 0)
         {
-            uint64_t limit = l->delivered + l->capacity;
-            uint8_t body[16];
-            for (int k = 0; k < 8; k++)
+            if (lt_offer_flow(l) >= 0)
             {
-                body[k] = (uint8_t)(l->delivered >> (8 * k));
-                body[8 + k] = (uint8_t)(limit >> (8 * k));
-            }
-            if (lt_offer_frame(l, EXON_MSG_FLOW, (const char *)body, 16) >= 0)
-            {
-                l->flowed_delivered = l->delivered;
-                l->advertised = limit;
                 return EXON_LT_DELIVER_NONE;
             }
         }
         return EXON_LT_DELIVER_DUE;
     }
-    return l->flow_timer == 0 ? EXON_LT_DELIVER_FIRST : EXON_LT_DELIVER_NONE;
+    if (l->flow_timer != 0)
+    {
+        return EXON_LT_DELIVER_NONE; /* the core's FLOW timer is armed */
+    }
+    if (t->flow_delay_ns > 0 && l->capacity > 0)
+    {
+        if (t->flow_deadline[link] == 0)
+        {
+            int64_t deadline = exon_nano_clock_ns() + t->flow_delay_ns;
+            t->flow_deadline[link] = deadline > 0 ? deadline : 1;
+            t->flow_queue[(t->flow_head + t->flow_count) % t->capacity] = link;
+            t->flow_count++;
+        }
+        return EXON_LT_DELIVER_NONE;
+    }
+    return EXON_LT_DELIVER_FIRST;
+}
+
+void exon_lt_set_flow_delay(exon_link_table_t *t, int64_t delay_ns)
+{
+    t->flow_delay_ns = delay_ns > 0 ? delay_ns : 0;
+}
+
+int64_t exon_lt_next_flow_ns(const exon_link_table_t *t)
+{
+    return t->flow_count > 0 ? t->flow_deadline[t->flow_queue[t->flow_head]] : -1;
+}
+
+int32_t exon_lt_flush_flows(exon_link_table_t *t, int64_t now_ns)
+{
+    int32_t sent = 0;
+    int32_t budget = t->flow_count; /* a refused FLOW goes back to the tail: once per call */
+    while (budget-- > 0 && t->flow_count > 0)
+    {
+        int32_t link = t->flow_queue[t->flow_head];
+        if (t->flow_deadline[link] > now_ns)
+        {
+            break;
+        }
+        t->flow_head = (t->flow_head + 1) % t->capacity;
+        t->flow_count--;
+        t->flow_deadline[link] = 0;
+        exon_lt_link_t *l = &t->links[link];
+        if (l->pub == NULL || l->capacity == 0 || l->delivered == l->flowed_delivered)
+        {
+            continue; /* detached since, or a FLOW already went out */
+        }
+        if (lt_offer_flow(l) >= 0)
+        {
+            sent++;
+        }
+        else
+        {
+            int64_t deadline = now_ns + t->flow_delay_ns;
+            t->flow_deadline[link] = deadline > 0 ? deadline : 1;
+            t->flow_queue[(t->flow_head + t->flow_count) % t->capacity] = link;
+            t->flow_count++;
+        }
+    }
+    return sent;
 }
 
 static bool lt_any_available(exon_image_t **images, int32_t count)

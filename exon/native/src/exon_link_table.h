@@ -87,16 +87,39 @@ typedef struct exon_link_table_stct
     exon_lt_link_t *links;
     int32_t capacity;
     int32_t high;                  /* links[0, high) may be attached */
-    int32_t *cursors;              /* per socket slot: next link index to try */
+    int32_t *cursors;              /* per socket slot: the link to try first (checked) */
     int32_t socket_capacity;
+    /* Per socket slot, a ring of its active links (round-robin sends walk only the
+     * socket's own links), and a hash of the active links by (peer key, source tag,
+     * destination tag) (a received frame finds its link without walking the table): the
+     * cost of a message does not grow with the number of links. */
+    int32_t *socket_first;         /* per socket slot: one of its active links, or -1 */
+    int32_t *ring_next;            /* per link: the next active link of its socket */
+    int32_t *ring_prev;
+    int32_t *index;                /* open addressing (linear probing); -1: empty */
+    uint32_t index_mask;
+    int32_t free_hint;             /* reserve starts looking here */
+    /* The FLOW timers of attached links, kept here rather than in the core when
+     * flow_delay_ns > 0: a delivery that leaves a FLOW pending queues its link once, with
+     * the deadline now + flow_delay_ns; exon_lt_flush_flows sends the FLOWs whose deadline
+     * passed. The delay is constant, so the queue is in deadline order. */
+    int64_t flow_delay_ns;         /* 0: the core arms every FLOW timer (DELIVER_FIRST) */
+    int64_t *flow_deadline;        /* per link: its deadline while queued, else 0 */
+    int32_t *flow_queue;           /* ring of queued links, each at most once */
+    int32_t flow_head;
+    int32_t flow_count;
 }
 exon_link_table_t;
 
 int exon_lt_init(exon_link_table_t *t, int32_t capacity, int32_t socket_capacity);
 void exon_lt_close(exon_link_table_t *t);
 /* A free link index (its record zeroed), or EXON_E_NO_SPACE. The caller fills it in and
- * sets `pub` last; exon_lt_detach frees it. */
+ * then makes it live with exon_lt_activate; exon_lt_detach frees it. */
 int32_t exon_lt_reserve(exon_link_table_t *t);
+/* Make a reserved link live: index it (its socket's ring, the hash) and set `pub`, last.
+ * EXON_E_STATE (nothing changed) when an active link already has the same peer key and
+ * tags, or the link is not reserved; EXON_E_ARGUMENT for a bad index, slot or pub. */
+int exon_lt_activate(exon_link_table_t *t, int32_t link, exon_publication_t *pub);
 void exon_lt_detach(exon_link_table_t *t, int32_t link);
 
 /* link >= 0: that link; link < 0: round-robin over the socket's attached links with
@@ -135,6 +158,14 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
  * NONE is returned; DUE only when that offer failed (the core sends it). FIRST: deliveries
  * wait for a FLOW and no core FLOW timer is armed (flow_timer == 0): arm one. */
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
+/* Native FLOW timers (see exon_link_table_t.flow_delay_ns): delay_ns > 0 turns them on. */
+void exon_lt_set_flow_delay(exon_link_table_t *t, int64_t delay_ns);
+/* Send the FLOW of every queued link whose deadline is <= now_ns and whose deliveries
+ * still wait for one (a FLOW refused by back pressure is queued again). Returns the FLOWs
+ * sent. */
+int32_t exon_lt_flush_flows(exon_link_table_t *t, int64_t now_ns);
+/* The earliest queued FLOW deadline (exon_nano_clock_ns), or -1 when none is queued. */
+int64_t exon_lt_next_flow_ns(const exon_link_table_t *t);
 /* `count` (>= 0) messages of `link` handed to the application at once (a batch receive, or
  * the confirmation of held messages): like exon_lt_deliver, with one due-check for the
  * whole count, so at most one FLOW, reporting the new `delivered`. 0 changes nothing. */
