@@ -140,9 +140,17 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--transport", type=click.Choice(["ipc", "udp"]), default="ipc", show_default=True,
               help="ipc: both nodes on one driver, pyzmq over ipc://; udp: a driver per node, "
                    "UDP over loopback, pyzmq over tcp://")
+@click.option("--links", "links", multiple=True, type=click.IntRange(1, 1000),
+              help="instead: one PULL fed by K PUSH sockets (repeat for several K), each "
+                   "beside the 1-link figure of the same run")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
-                  no_zmq: bool, transport: str) -> None:
+                  no_zmq: bool, transport: str, links: tuple[int, ...]) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if links:
+        from exon.bench.links import run_links_bench
+
+        run_links_bench(links=links, messages=messages, size=(sizes or (64,))[0])
+        return
     from exon.bench.sockets import run_sockets_bench
 
     run_sockets_bench(sizes=sizes or (64, 1024), messages=messages, round_trips=round_trips,
