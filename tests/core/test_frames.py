@@ -102,16 +102,6 @@ def test_malformed_frames_name_the_problem(data: bytes, match: str) -> None:
         F.decode_frame(data)
 
 
-def test_header_matches_the_shared_layout() -> None:
-    from exon.transport.aeron import layout as L
-
-    assert L.EXON_SOCKET_HEADER.format == F.HEADER.format
-    assert L.EXON_SOCKET_HEADER_LENGTH == F.HEADER_LENGTH == 20
-    assert L.EXON_FIXED_HEADER_LENGTH == F.FIXED_HEADER_LENGTH
-    assert L.EXON_PROTOCOL_VERSION == F.EXON_VERSION
-    assert L.EXON_PROTO_SOCKETS == F.PROTOCOL_SOCKETS
-
-
 def test_decision_permanence_comes_from_bit_7() -> None:
     assert F.Decision.INCOMPATIBLE.permanent
     assert not F.Decision.LINK_LIMIT.permanent

@@ -41,3 +41,19 @@ def test_the_checker_would_catch_one() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as tmp:
         tmp.write("import time\nfrom threading import Lock\n")
     assert imported_modules(Path(tmp.name)) == ["time", "threading"]
+
+
+def test_transport_and_native_stay_below_the_core_and_the_middleware() -> None:
+    """exon.transport (the Aeron driver and client) and exon.native are the bottom layers:
+    they never import exon.core, exon.middleware, exon.sockets or the layers built on them."""
+    import exon.native
+    import exon.transport
+
+    above = ("exon.core", "exon.middleware", "exon.sockets", "exon.archive", "exon.spark",
+             "exon.cli")
+    files = [f for pkg in (exon.transport, exon.native)
+             for f in sorted(Path(pkg.__file__).parent.rglob("*.py"))]
+    assert len(files) >= 15
+    bad = [(f.name, name) for f in files for name in imported_modules(f)
+           if any(name == x or name.startswith(x + ".") for x in above)]
+    assert bad == []

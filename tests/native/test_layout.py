@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
-from exon.native import ffi
+from exon.native import ffi, lib
 from exon.transport.aeron import layout as L
 
 FRAME_STRUCTS = [
@@ -88,11 +90,25 @@ def test_log_metadata_size_matches_aeron() -> None:
 
 
 def test_exon_socket_header_agrees() -> None:
-    assert ffi.sizeof("exon_socket_frame_header_t") == L.EXON_SOCKET_HEADER.size == 20
+    """The exon frame header is declared once per language: exon.core.frames (Python) and
+    exon_layout.h (C). The constants and the packed struct must agree."""
+    from exon.core import frames as F
+
+    assert ffi.sizeof("exon_socket_frame_header_t") == F.HEADER.size == 20
+    assert lib.EXON_SOCKET_HEADER_LENGTH == F.HEADER_LENGTH
+    assert lib.EXON_FIXED_HEADER_LENGTH == F.FIXED_HEADER_LENGTH
+    assert lib.EXON_PROTOCOL_VERSION == F.EXON_VERSION
+    assert (lib.EXON_PROTO_SOCKETS, lib.EXON_PROTO_NODES) == (F.PROTOCOL_SOCKETS,
+                                                              F.PROTOCOL_NODES)
+    assert {t.name: int(t) for t in F.FrameType} == {
+        name: getattr(lib, "EXON_MSG_" + name) for name in F.FrameType.__members__}
     names = ["version", "protocol", "type", "remaining_length", "source_tag",
              "destination_tag", "incarnation"]
-    expected = [0, 2, 3, 4, 8, 12, 16]
-    assert [ffi.offsetof("exon_socket_frame_header_t", n) for n in names] == expected
+    offsets, at = [], 0
+    for code in F.HEADER.format.lstrip("<"):  # the Python struct's own field offsets
+        offsets.append(at)
+        at += struct.calcsize("<" + code)
+    assert [ffi.offsetof("exon_socket_frame_header_t", n) for n in names] == offsets
 
 
 def test_log_length_places_metadata_after_three_terms() -> None:

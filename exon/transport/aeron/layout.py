@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from exon.core import frames as _exon_frames
 
 # ---- frame types, flags, sizes ------------------------------------------------------
 
@@ -181,21 +180,6 @@ LOG_TETHER_OFFSET: Final = 495
 LOG_IS_PUBLICATION_REVOKED_OFFSET: Final = 496
 LOG_TYPE_OFFSET: Final = 497
 LOG_UNTETHERED_LINGER_TIMEOUT_NS_OFFSET: Final = 500
-
-# ---- the exon middleware frame header (docs/protocol.md, "The exon layer") ------------
-# Declared once for Python, in the sans-IO core that encodes and decodes it; named here
-# beside the other layouts so that tests/native/test_layout.py checks it against the C
-# struct exon_socket_frame_header_t.
-# version u16, protocol u8, type u8, remaining length u32,
-# source tag u32, destination tag u32, incarnation u32
-
-EXON_PROTOCOL_VERSION: Final = _exon_frames.EXON_VERSION
-EXON_PROTO_SOCKETS: Final = _exon_frames.PROTOCOL_SOCKETS
-EXON_PROTO_NODES: Final = _exon_frames.PROTOCOL_NODES
-EXON_FIXED_HEADER_LENGTH: Final = _exon_frames.FIXED_HEADER_LENGTH
-EXON_SOCKET_HEADER_LENGTH: Final = _exon_frames.HEADER_LENGTH
-EXON_SOCKET_HEADER: Final = _exon_frames.HEADER
-
 
 def align(value: int, alignment: int) -> int:
     """Round ``value`` up to a multiple of ``alignment`` (a power of two)."""
