@@ -28,26 +28,41 @@ def main() -> None:
 @click.option("--delete-dir/--keep-dir", default=True, help="remove the directory on shutdown")
 def driver(driver_dir: str | None, threading_mode: str | None, delete_dir: bool) -> None:
     """Run an external media driver until SIGINT/SIGTERM."""
+    from exon.errors import ExonError
     from exon.transport.aeron.driver_main import run_driver
 
     overrides: dict[str, object] = {"dir_delete_on_shutdown": delete_dir}
     if threading_mode:
         overrides["threading_mode"] = threading_mode.upper()
-    sys.exit(run_driver(driver_dir, overrides))
+    try:
+        status = run_driver(driver_dir, overrides)
+    except ExonError as exc:  # e.g. another driver is active there: one line, exit 1
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    sys.exit(status)
 
 
 @main.command()
 @click.option("--dir", "driver_dir", default=None, help="driver directory (default: EXON_DIR)")
-@click.option("--once", is_flag=True, help="print one snapshot and exit")
-@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-@click.option("--interval", default=1.0, show_default=True, help="refresh period in seconds")
-def stat(driver_dir: str | None, once: bool, as_json: bool, interval: float) -> None:
-    """Print the driver's counters, like AeronStat."""
+@click.option("--watch", "watch", type=click.FloatRange(min=0.01), default=None,
+              metavar="SECONDS", help="refresh every SECONDS  [default: 1]")
+@click.option("--count", type=click.IntRange(min=1), default=None,
+              help="stop after this many samples (default: until Ctrl-C)")
+@click.option("--once", is_flag=True, help="print one sample and exit (--count 1)")
+@click.option("--json", "as_json", is_flag=True,
+              help="one JSON object per sample instead of the table")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=None, hidden=True,
+              help="older name of --watch")
+def stat(driver_dir: str | None, watch: float | None, count: int | None, once: bool,
+         as_json: bool, interval: float | None) -> None:
+    """Show the driver's counters, live, like AeronStat: totals and rates per second,
+    grouped (traffic, loss, flow control, drops, health, links). Exit status 1 when no
+    driver is there or it goes away."""
     from exon.transport.aeron.settings import DriverSettings
     from exon.transport.aeron.stat import run_stat
 
     directory = driver_dir or DriverSettings.from_env().dir
-    sys.exit(run_stat(directory, once=once, as_json=as_json, interval=interval) or 0)
+    period = watch if watch is not None else (interval if interval is not None else 1.0)
+    sys.exit(run_stat(directory, once=once, as_json=as_json, interval=period, count=count))
 
 
 @main.group()
@@ -67,19 +82,39 @@ def bench() -> None:
 )
 @click.option("--seconds", default=5.0, show_default=True, help="duration of each native run")
 @click.option("--messages", default=2_000_000, show_default=True, help="messages per Python run")
+@click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
+              help="a DriverSettings field for exon's drivers, e.g. threading_mode=DEDICATED "
+                   "(default SHARED; other fields also come from EXON_*)")
 def bench_transport(
-    channel: str, sizes: tuple[int, ...], peers: tuple[str, ...], seconds: float, messages: int
+    channel: str, sizes: tuple[int, ...], peers: tuple[str, ...], seconds: float, messages: int,
+    settings: tuple[str, ...],
 ) -> None:
     """exon's transport against real Aeron (native loop) and pyzmq (Python loop)."""
     from exon.bench.transport import run_transport_bench
+    from exon.errors import ConfigurationError
 
-    run_transport_bench(
-        channel=channel,
-        sizes=sizes or (32, 1024),
-        peers=peers or ("aeron", "zmq"),
-        seconds=seconds,
-        messages=messages,
-    )
+    try:
+        run_transport_bench(
+            channel=channel,
+            sizes=sizes or (32, 1024),
+            peers=peers or ("aeron", "zmq"),
+            seconds=seconds,
+            messages=messages,
+            driver_options=_field_values(settings),
+        )
+    except ConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _field_values(items: tuple[str, ...]) -> dict[str, str]:
+    """``("a=1", "b=x")`` -> ``{"a": "1", "b": "x"}``; a malformed item is a usage error."""
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not FIELD=VALUE", param_hint="--set")
+        values[key.strip()] = value.strip()
+    return values
 
 
 # ---- the middleware: nodes and one-shot clients ------------------------------------------

@@ -32,7 +32,8 @@ def test_stat_once_json_through_the_cli(tmp_path) -> None:
         assert {"system", "pub-lmt", "sub-pos"} <= kinds
         text = CliRunner().invoke(main, ["stat", "--dir", driver.dir, "--once"])
         assert text.exit_code == 0
-        assert "sub-pos" in text.output
+        assert "links: publications" in text.output
+        assert "links: images" in text.output
 
 
 def test_stat_on_a_dir_without_a_driver_fails_with_the_reason(tmp_path) -> None:
@@ -57,3 +58,23 @@ def test_driver_command_runs_until_sigterm_and_cleans_its_dir(tmp_path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_driver_command_on_an_active_dir_fails_with_one_line(tmp_path) -> None:
+    with MediaDriver.launch(dir=str(tmp_path / "driver")) as driver:
+        result = subprocess.run([sys.executable, "-m", "exon.cli", "driver", "--dir", driver.dir],
+                                capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"Error: StateError: launch driver in {driver.dir}: driver already active in "
+        f"{driver.dir}"]
+
+
+def test_bench_transport_set_rejects_bad_fields() -> None:
+    result = CliRunner().invoke(main, ["bench", "transport", "--vs", "none", "--set", "x"])
+    assert result.exit_code == 2
+    assert "'x' is not FIELD=VALUE" in result.output
+    result = CliRunner().invoke(main, ["bench", "transport", "--vs", "none",
+                                       "--set", "bogus=1"])
+    assert result.exit_code == 1
+    assert "invalid DriverSettings: bogus: Extra inputs are not permitted" in result.output

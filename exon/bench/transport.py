@@ -36,16 +36,22 @@ from exon.bench import peers as peer_runs
 from exon.bench.report import emit
 from exon.native import ffi, lib
 
+#: settings of exon's embedded drivers in these cases (``exon bench transport --set``):
+#: SHARED threading unless told otherwise (the Java peers run SHARED drivers too)
+DRIVER_DEFAULTS: dict[str, Any] = {"threading_mode": "SHARED"}
+_driver_options: dict[str, Any] = dict(DRIVER_DEFAULTS)
+
 
 @contextlib.contextmanager
 def _embedded_aeron() -> Iterator[Any]:
-    """A client of a fresh embedded SHARED-threading driver in a temporary directory."""
+    """A client of a fresh embedded driver (SHARED threading unless ``--set`` says
+    otherwise; the other settings from ``EXON_*``) in a temporary directory."""
     from exon.transport.aeron import Aeron, MediaDriver
     from exon.transport.aeron.settings import driver_dir_base
 
     with (
         tempfile.TemporaryDirectory(prefix="exon-bench-", dir=driver_dir_base()) as tmp,
-        MediaDriver.launch(dir=f"{tmp}/driver", threading_mode="SHARED") as driver,
+        MediaDriver.launch(dir=f"{tmp}/driver", **_driver_options) as driver,
         Aeron.connect(dir=driver.dir) as aeron,
     ):
         yield aeron
@@ -305,7 +311,27 @@ def run_transport_bench(
     peers: tuple[str, ...],
     seconds: float,
     messages: int,
+    driver_options: dict[str, Any] | None = None,
 ) -> None:
+    """Run the cases for ``channel``; ``driver_options``: :class:`DriverSettings` fields for
+    exon's embedded drivers, over :data:`DRIVER_DEFAULTS` and the ``EXON_*`` environment."""
+    from exon.transport.aeron.settings import DriverSettings
+
+    options = {**DRIVER_DEFAULTS, **(driver_options or {})}
+    DriverSettings.from_env(**options)  # a bad field fails here, before anything runs
+    saved = dict(_driver_options)
+    _driver_options.clear()
+    _driver_options.update(options)
+    try:
+        _run_cases(channel=channel, sizes=sizes, peers=peers, seconds=seconds,
+                   messages=messages)
+    finally:
+        _driver_options.clear()
+        _driver_options.update(saved)
+
+
+def _run_cases(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...],
+               seconds: float, messages: int) -> None:
     if channel.startswith("aeron:udp"):
         run_udp_bench(channel=channel, sizes=sizes, peers=peers, seconds=seconds,
                       messages=messages)

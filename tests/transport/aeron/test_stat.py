@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from exon.native import ffi, lib
+from exon.transport.aeron import Aeron, MediaDriver
 from exon.transport.aeron.cnc import CncFile
 from exon.transport.aeron.counters import PUB_POS, SystemCounter
-from exon.transport.aeron.stat import render_text, run_stat, snapshot
+from exon.transport.aeron.layout import DATA_HEADER_LENGTH, FRAME_ALIGNMENT, align
+from exon.transport.aeron.stat import (
+    GROUPS,
+    SYSTEM_GROUPS,
+    add_rates,
+    render_text,
+    run_stat,
+    snapshot,
+)
 
 
 @pytest.fixture
@@ -27,9 +41,12 @@ def driver_dir(tmp_path: Path):
     mgr = ffi.new("exon_counters_t *")
     assert lib.exon_cnc_counters(cnc.handle, mgr, 0) == 0
     assert lib.exon_counters_allocate_system(mgr, 0) == len(SystemCounter)
-    label = b"pub-pos: 1001 stream 7 aeron:ipc"
+    label = b"pub-pos: 1001 7 0 aeron:ipc"
     cid = lib.exon_counters_allocate(mgr, PUB_POS, ffi.NULL, 0, label, len(label), 1001, 9, 0)
     lib.exon_counter_set(mgr, cid, 65536)
+    other = b"exon-links: node 127.0.0.1:4000"  # a type this version does not know
+    oid = lib.exon_counters_allocate(mgr, 1234, ffi.NULL, 0, other, len(other), 0, 0, 0)
+    lib.exon_counter_set(mgr, oid, 3)
     lib.exon_counter_add(mgr, SystemCounter.ERRORS, 2)
     log = ffi.new("exon_error_log_t *")
     assert lib.exon_cnc_error_log(cnc.handle, log) == 0
@@ -68,11 +85,17 @@ def test_once_json_snapshot(driver_dir: Path) -> None:
 def test_text_table(driver_dir: Path) -> None:
     out = io.StringIO()
     assert run_stat(driver_dir, once=True, out=out) == 0
-    text = out.getvalue()
-    assert "exon stat (CnC v1)" in text
-    assert " 15:                    2 - Errors" in text
-    assert "65,536 - pub-pos: 1001 stream 7 aeron:ipc" in text
-    assert "x2 oops" in text
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    assert "exon stat (CnC v1)" in lines[0]
+    # the system counters in their groups, in GROUPS order, each with its total
+    titles = [line for line in lines if line in GROUPS]
+    assert titles == list(GROUPS)
+    health = lines.index("health")
+    assert any(line.split() == ["15", "Errors", "2"] for line in lines[health:])
+    # the pub-pos counter as a link row: session 7, stream 0, channel, position
+    pubs = lines.index("links: publications")
+    assert lines[pubs + 2].split() == ["7", "0", "aeron:ipc", "65,536"]
+    assert "x2 oops" in lines[-1]
 
 
 def test_refreshing_is_bounded_and_sees_changes(driver_dir: Path) -> None:
@@ -94,3 +117,130 @@ def test_missing_dir_is_exit_1_with_reason(
 ) -> None:
     assert run_stat(tmp_path / "none", once=True) == 1
     assert "cnc.dat: no such file" in capsys.readouterr().err
+
+
+def test_every_system_counter_has_a_group_and_unknown_types_go_to_other(
+        driver_dir: Path) -> None:
+    assert set(SYSTEM_GROUPS) == set(SystemCounter)
+    assert set(SYSTEM_GROUPS.values()) == set(GROUPS)
+    out = io.StringIO()
+    assert run_stat(driver_dir, once=True, as_json=True, out=out) == 0
+    snap = json.loads(out.getvalue())
+    by_label = {c["label"]: c for c in snap["counters"]}
+    assert by_label["exon-links: node 127.0.0.1:4000"]["group"] == "other"
+    assert by_label["Invalid packets"]["group"] == "drops"
+    assert by_label["pub-pos: 1001 7 0 aeron:ipc"]["group"] == "publications"
+
+
+def test_rates_are_changes_per_second_since_the_previous_sample(driver_dir: Path) -> None:
+    with CncFile.open(driver_dir) as cnc:
+        first = add_rates(snapshot(cnc), None, None)
+        counters = ffi.new("exon_counters_t *")
+        assert lib.exon_cnc_counters(cnc.handle, counters, 0) == 0
+        lib.exon_counter_add(counters, SystemCounter.BYTES_SENT, 5000)
+        second = add_rates(snapshot(cnc), first, 2.0)
+    assert first["elapsed_s"] is None
+    assert all(c["rate"] is None for c in first["counters"])
+    rates = {c["label"]: c["rate"] for c in second["counters"]}
+    assert second["elapsed_s"] == 2.0
+    assert rates["Bytes sent"] == 2500.0
+    assert rates["Errors"] == 0.0
+    assert rates["pub-pos: 1001 7 0 aeron:ipc"] == 0.0
+
+
+def _stat(directory: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "exon.cli", "stat", "--dir", directory,
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _connected_ipc_pair(aeron: Aeron, stream_id: int) -> tuple[Any, Any]:
+    sub = aeron.add_subscription("aeron:ipc", stream_id)
+    pub = aeron.add_exclusive_publication("aeron:ipc", stream_id)
+    deadline = time.monotonic() + 10
+    while not (pub.is_connected and sub.images):
+        assert time.monotonic() < deadline, "the IPC publication never connected"
+        sub.wait(0.01)
+    return pub, sub
+
+
+def test_live_rate_is_right_for_a_known_amount_of_traffic(tmp_path: Path) -> None:
+    messages, size = 1000, 100
+    frame = align(DATA_HEADER_LENGTH + size, FRAME_ALIGNMENT)
+    with MediaDriver.launch(dir=str(tmp_path / "driver"), threading_mode="SHARED") as driver, \
+            Aeron.connect(dir=driver.dir) as aeron:
+        pub, sub = _connected_ipc_pair(aeron, 77)
+        proc = _stat(driver.dir, "--watch", "2", "--count", "2", "--json")
+        try:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())
+            # the traffic falls between the two samples (it takes milliseconds; they are
+            # two seconds apart)
+            for _ in range(messages):
+                while pub.offer(b"x" * size) < 0:
+                    sub.poll(lambda data, header: None, 256)
+            taken = 0
+            deadline = time.monotonic() + 10
+            while taken < messages and time.monotonic() < deadline:
+                taken += sub.poll(lambda data, header: None, 256)
+            assert taken == messages
+            second = json.loads(proc.stdout.readline())
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    key = pub.registration_id
+
+    def pub_pos(snap: dict[str, Any]) -> dict[str, Any]:
+        [counter] = [c for c in snap["counters"] if c["type"] == "pub-pos"
+                     and " 77 aeron:ipc" in c["label"]
+                     and c["registration_id"] == key]
+        return counter
+
+    assert first["elapsed_s"] is None
+    assert pub_pos(first)["rate"] is None
+    delta = pub_pos(second)["value"] - pub_pos(first)["value"]
+    assert delta == messages * frame
+    assert 1.5 < second["elapsed_s"] < 10
+    assert pub_pos(second)["rate"] == pytest.approx(delta / second["elapsed_s"], rel=1e-9)
+    # the same rate on the publication's link row, and the image consumed it all
+    [row] = [p for p in second["publications"] if p["stream_id"] == 77]
+    assert row["rate"] == pytest.approx(delta / second["elapsed_s"], rel=1e-9)
+    assert row["window"] > 0
+    [image] = [i for i in second["images"] if i["stream_id"] == 77]
+    assert image["lag"] == 0
+
+
+def test_watch_exits_1_with_one_line_when_the_driver_goes_away(tmp_path: Path) -> None:
+    driver = MediaDriver.launch(dir=str(tmp_path / "driver"), threading_mode="SHARED",
+                                dir_delete_on_shutdown=True)
+    proc = _stat(driver.dir, "--watch", "0.1")
+    try:
+        assert proc.stdout is not None
+        assert "exon stat (CnC v1)" in proc.stdout.readline()  # it runs
+        driver.close()
+        assert proc.wait(timeout=30) == 1
+        assert proc.stderr is not None
+        err = proc.stderr.read().strip().splitlines()
+        assert err == [f"exon stat: the driver of {driver.dir} is gone (cnc.dat was removed)"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        driver.close()
+
+
+def test_watch_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    with MediaDriver.launch(dir=str(tmp_path / "driver"), threading_mode="SHARED") as driver:
+        proc = _stat(driver.dir, "--watch", "0.1", "--json")
+        try:
+            assert proc.stdout is not None
+            json.loads(proc.stdout.readline())
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=30) == 0
+            assert proc.stderr is not None
+            assert "Traceback" not in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
