@@ -57,6 +57,7 @@ class NativeLink:
         self.record = rec
         self.keys = ffi.new("int32_t[1]", [PEER_KEY])
         self.timer_armed = False  # the model: a native FLOW timer is queued
+        self.timers = False  # the table keeps FLOW timers (exon_lt_set_flow_delay)
 
     def close(self) -> None:
         lib.exon_lt_detach(self.table, 0)
@@ -114,6 +115,7 @@ def test_ledger_and_link_table_agree(workdir: Path, limit: int, capacity: int, b
     native = NativeLink(directory, limit=limit, capacity=capacity, batch=batch)
     if native_timers:
         lib.exon_lt_set_flow_delay(native.table, 5_000_000)
+    native.timers = native_timers
     ledger = CreditLedger(limit=limit, capacity=capacity, batch=batch)
     try:
         for op in ops:
@@ -183,7 +185,7 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
             assert F.decode_frame(F.encode_flow(OUR_TAG, PEER_TAG, OUR_INC, delivered, limit)) \
                 == frame
         else:
-            timers = native.table.flow_delay_ns > 0
+            timers = native.timers
             if ledger.flow_timer:
                 assert rc == lib.EXON_LT_DELIVER_NONE  # the core's timer is armed
             elif timers:
