@@ -155,6 +155,8 @@ class Node:
         self._role_waiters: list[threading.Condition] = []
         self._last_client_poll = 0.0
         self._activity = 0  # bumped by client calls; the dispatcher stays off while it moves
+        #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
+        self._async_waiters = 0
         self._backlog: dict[str, deque[bytes]] = {}
         self._to_connect: set[str] = set()
         self._connecting = threading.Lock()
@@ -201,6 +203,7 @@ class Node:
             self._dispatch_cond.notify_all()
             for sock in list(self._sockets.values()):
                 sock._cond.notify_all()
+                sock._wake_async()
         if self._transport is not None:
             self._transport.wake()
         if self._dispatcher is not threading.current_thread():
@@ -329,6 +332,8 @@ class Node:
                 cond = sock._cond
                 if cond._waiters:  # type: ignore[attr-defined]
                     cond.notify_all()
+                if sock._aio_wakers:  # asyncio tasks wait on it (exon.sockets.aio)
+                    sock._wake_async()
 
     def _flush_fast(self) -> None:
         """After a send or a delivery: send the core's frames; pump fully only when the
@@ -643,8 +648,9 @@ class Node:
             while not self._closed:
                 now = _monotonic()
                 activity = self._client_activity()
-                if (self._role is not None or self._role_waiters or seen != activity
-                        or now - self._last_client_poll < DISPATCH_GRACE):
+                busy = seen != activity or now - self._last_client_poll < DISPATCH_GRACE
+                if self._role is not None or self._role_waiters or (busy and not
+                                                                    self._async_waiters):
                     seen = activity
                     self._dispatch_cond.wait(DISPATCH_GRACE * 2)
                     continue

@@ -41,6 +41,7 @@ from exon.core import (
 )
 from exon.core.events import ErrorReceived
 from exon.core.frames import ErrorCode
+from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.messages import Cookie, CookieLost, Message, Peer
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _deadline(timeout: float | None) -> float | None:
     return _monotonic() + timeout
 
 
-class Socket:
+class Socket(AsyncSocketMixin):
     """Base of every socket type. Construct through ``exon.Socket(type=...)`` or
     ``node.socket(type)``."""
 
@@ -127,6 +128,8 @@ class Socket:
         self._broken_epoch = 0
         self._broken: dict[PeerId, str] = {}
         self._closed = False
+        self._aio_waiters: deque[Any] = deque()  # asyncio tasks in line (exon.sockets.aio)
+        self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
         options: dict[str, Any] = {"policy": policy}
         if credits is not None:
             options["initial_credits"] = credits
@@ -180,45 +183,59 @@ class Socket:
         """
         pid = self._peer_id(peer)
         deadline = _deadline(timeout)
-        node = self.node
+        if self._link_begin(pid):
+            return
+        with self._lock:
+            ok = self.node._await(self._cond, lambda: self._link_settled(pid), deadline)
+            self._link_conclude(pid, ok, timeout)
+
+    def _link_begin(self, pid: PeerId) -> bool:
+        """Start linking with ``pid`` (the core retries temporary refusals); True when the
+        link is established already."""
         with self._lock:
             self._check_open()
             core = self._core
             state = core.link_state(self.tag, pid)
             if state is LinkState.ESTABLISHED:
-                return
+                return True
             self._refusals.pop(pid, None)
             if state in (LinkState.IDLE, LinkState.RETRY_WAIT):
                 core.link(self.tag, pid, now=_monotonic())
-                node._pump_locked()
+                self.node._pump_locked()
+            return False
 
-            def ready() -> bool:
-                if self._closed:
-                    return True
-                if core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
-                    return True
-                refusal = self._refusals.get(pid)
-                return isinstance(refusal, LinkRefused) and refusal.retry_at is None
+    def _link_settled(self, pid: PeerId) -> bool:
+        """Lock held: the link with ``pid`` is established, or permanently refused, or the
+        socket closed."""
+        if self._closed:
+            return True
+        if self._core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
+            return True
+        refusal = self._refusals.get(pid)
+        return isinstance(refusal, LinkRefused) and refusal.retry_at is None
 
-            ok = node._await(self._cond, ready, deadline)
-            self._check_open()
-            if core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
-                return
-            refusal = self._refusals.pop(pid, None)
-            if ok and isinstance(refusal, LinkRefused):
-                raise errors.LinkRefused(
-                    f"{pid} refused the link: {refusal.decision.name} ({refusal.reason})",
-                    reason=refusal.decision.name, permanent=refusal.permanent)
-            # timed out: stop retrying
-            if core.link_state(self.tag, pid) is not LinkState.IDLE:
-                core.unlink(self.tag, pid, now=_monotonic())
-                node._pump_locked()
-            if isinstance(refusal, LinkRefused) and refusal.decision is Decision.SOCKET_NOT_FOUND:
-                raise errors.SocketNotFound(f"no socket {pid.tag} on node {pid.address} "
-                                            f"({refusal.reason})")
-            detail = (f" (last refusal: {refusal.reason})"
-                      if isinstance(refusal, LinkRefused) else "")
-            raise errors.Timeout(f"linking with {pid} did not complete in {timeout}s{detail}")
+    def _link_conclude(self, pid: PeerId, settled: bool, timeout: float | None) -> None:
+        """Lock held: return when the link is established, else raise why not (``settled``
+        False: the wait timed out, and linking stops)."""
+        core = self._core
+        self._check_open()
+        if core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
+            return
+        refusal = self._refusals.pop(pid, None)
+        if settled and isinstance(refusal, LinkRefused):
+            raise errors.LinkRefused(
+                f"{pid} refused the link: {refusal.decision.name} ({refusal.reason})",
+                reason=refusal.decision.name, permanent=refusal.permanent)
+        # timed out: stop retrying
+        if core.link_state(self.tag, pid) is not LinkState.IDLE:
+            core.unlink(self.tag, pid, now=_monotonic())
+            self.node._pump_locked()
+        if isinstance(refusal, LinkRefused) and refusal.decision is Decision.SOCKET_NOT_FOUND:
+            raise errors.SocketNotFound(f"no socket {pid.tag} on node {pid.address} "
+                                        f"({refusal.reason})")
+        detail = (f" (last refusal: {refusal.reason})"
+                  if isinstance(refusal, LinkRefused) else "")
+        raise errors.Timeout(f"linking with {pid} did not complete in {timeout}s{detail}")
 
     def unlink(self, peer: str | Peer, timeout: float | None = 5.0) -> None:
         """Unlink from ``peer``; returns once the link closed. Nothing sent before is lost:
@@ -668,6 +685,7 @@ class Socket:
             node._forget_socket(self.tag)
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self._cond.notify_all()
+            self._wake_async()  # async waiters see the close (ClosedError)
 
     def _on_closing_locked(self) -> None:
         """Hook (lock held): close() began; every link is unlinking (its UNLINK queued for

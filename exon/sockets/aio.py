@@ -1,0 +1,315 @@
+"""The asyncio face of every socket: ``asend``, ``areceive``, ``alink`` and ``async for``.
+
+An async call first tries its non-blocking form under the node's lock. When that would
+block, the task parks on a future in the socket's FIFO of async waiters, and the event loop
+never blocks. Wake-ups come from the node itself: when the node's polling thread hands
+something to a socket that has async waiters (a message, a cookie, credit, a link event,
+a close), it writes an eventfd that the loop watches (``loop.add_reader``; one per loop).
+The loop then retries that socket's waiters in order, stopping at the first that would
+still block, so a wake-up costs the waiters it completes plus one, however many wait.
+While any task waits, the node's dispatcher thread keeps polling the transport (a thread
+that blocks in a sync call would do it otherwise), so the sync and async faces can share
+a socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from exon import errors
+
+if TYPE_CHECKING:
+    from exon.sockets.messages import Cookie, CookieLost, Message, Peer
+    from exon.sockets.socket import Socket
+
+__all__ = ["AsyncSocketMixin", "LoopWaker"]
+
+#: an attempt returns its result, or raises WOULD_BLOCK (or an error for the caller)
+WOULD_BLOCK = BlockingIOError
+
+
+def _running_loop(what: str) -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise errors.StateError(
+            f"{what} needs a running asyncio event loop in this thread (await it inside a "
+            f"coroutine run by asyncio; from plain threads use the blocking calls)") from None
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise errors.ConfigurationError(f"timeout must be a number of seconds or None, "
+                                        f"not {type(timeout).__name__}")
+    if math.isnan(timeout) or timeout < 0:
+        raise errors.ConfigurationError(f"timeout must be >= 0 or None, not {timeout!r}")
+    return None if math.isinf(timeout) else float(timeout)
+
+
+class _Waiter:
+    __slots__ = ("attempt", "future", "waker")
+
+    def __init__(self, attempt: Callable[[], Any], future: asyncio.Future[Any],
+                 waker: LoopWaker) -> None:
+        self.attempt = attempt
+        self.future = future
+        self.waker = waker
+
+
+class LoopWaker:
+    """One per event loop: an eventfd (a pipe where there is none) the loop reads. Node
+    threads call :meth:`wake` (the node's lock held); the loop retries the woken sockets'
+    waiters."""
+
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWaker] = \
+        weakref.WeakKeyDictionary()
+    _guard = threading.Lock()
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> LoopWaker:
+        with cls._guard:
+            waker = cls._by_loop.get(loop)
+            if waker is None or waker._closed:
+                waker = cls._by_loop[loop] = cls(loop)
+            return waker
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        if hasattr(os, "eventfd"):
+            self._rfd = self._wfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        else:  # pragma: no cover - non-Linux
+            self._rfd, self._wfd = os.pipe()
+            os.set_blocking(self._rfd, False)
+            os.set_blocking(self._wfd, False)
+        self._woken: deque[Socket] = deque()
+        self._armed = False  # written and not yet read: further wakes need no syscall
+        self._closed = False
+        loop.add_reader(self._rfd, self._on_readable)
+        weakref.finalize(self, LoopWaker._close_fds, self._rfd, self._wfd)
+
+    @staticmethod
+    def _close_fds(rfd: int, wfd: int) -> None:
+        for fd in {rfd, wfd}:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def wake(self, sock: Socket) -> None:
+        """Any thread: retry ``sock``'s waiters on the loop soon."""
+        self._woken.append(sock)
+        if not self._armed:
+            self._armed = True
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(self._wfd, b"\x01\0\0\0\0\0\0\0")
+
+    def _on_readable(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.read(self._rfd, 8 if self._rfd == self._wfd else 4096)
+        self._armed = False  # before draining: a wake from now on writes again
+        seen: set[int] = set()
+        woken = self._woken
+        while woken:
+            sock = woken.popleft()
+            if id(sock) not in seen:
+                seen.add(id(sock))
+                sock._retry_async_waiters()
+
+
+class AsyncSocketMixin:
+    """``asend`` / ``areceive`` / ``alink`` and ``async for`` for :class:`Socket`."""
+
+    _aio_waiters: deque[_Waiter]
+
+    # ---- called by the node (its lock held) ---------------------------------------------
+
+    def _wake_async(self: Socket) -> None:  # type: ignore[misc]
+        """Something changed for this socket: have the loops retry its async waiters."""
+        for waker in self._aio_wakers:
+            waker.wake(self)
+
+    # ---- on the loop ----------------------------------------------------------------------
+
+    def _retry_async_waiters(self: Socket) -> None:  # type: ignore[misc]
+        """Complete the waiters, in order, until one would still block. The FIFO is only
+        changed on the loops' threads; the node reads the per-loop counts, under its lock."""
+        waiters = self._aio_waiters
+        while waiters:
+            w = waiters[0]
+            if w.future.done():  # cancelled or timed out meanwhile
+                waiters.popleft()
+                self._async_waiting(w.waker, -1)
+                continue
+            if w.waker.loop is not asyncio.get_running_loop():
+                w.waker.wake(self)  # another loop's waiter: its own loop retries it
+                return
+            try:
+                result = w.attempt()
+            except WOULD_BLOCK:
+                return
+            except BaseException as exc:
+                waiters.popleft()
+                self._async_waiting(w.waker, -1)
+                w.future.set_exception(exc)
+                continue
+            waiters.popleft()
+            self._async_waiting(w.waker, -1)
+            w.future.set_result(result)
+
+    def _async_waiting(self: Socket, waker: LoopWaker, delta: int) -> None:  # type: ignore[misc]
+        """Count a waiter in or out: the node's dispatcher polls while any waits, and the
+        node wakes each loop with waiters on this socket."""
+        with self._lock:
+            wakers = self._aio_wakers
+            n = wakers.get(waker, 0) + delta
+            if n > 0:
+                wakers[waker] = n
+            else:
+                wakers.pop(waker, None)
+            self.node._async_waiters += delta
+            if delta > 0:
+                self.node._dispatch_cond.notify_all()  # the dispatcher polls for the loop
+
+    async def _park(self: Socket, what: str, attempt: Callable[[], Any],  # type: ignore[misc]
+                    timeout: float | None, on_timeout: Callable[[], None] | None = None) -> Any:
+        """Try ``attempt`` now; else wait in line for it, up to ``timeout`` seconds."""
+        loop = _running_loop(what)
+        try:
+            return attempt()
+        except WOULD_BLOCK:
+            pass
+        if timeout == 0:
+            if on_timeout is not None:
+                on_timeout()
+            raise errors.Timeout(f"{what}: would block")
+        future: asyncio.Future[Any] = loop.create_future()
+        waiter = _Waiter(attempt, future, LoopWaker.of(loop))
+        self._aio_waiters.append(waiter)
+        self._async_waiting(waiter.waker, +1)
+        if self._aio_waiters[0] is waiter:
+            # anything that arrived between the first attempt and joining the line
+            self._retry_async_waiters()
+        try:
+            if timeout is None:
+                return await future
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                return future.result()  # completed in the same instant
+            if on_timeout is not None:
+                on_timeout()
+            raise errors.Timeout(f"{what}: nothing in {timeout}s") from None
+        finally:
+            if not future.done():
+                future.cancel()
+            with contextlib.suppress(ValueError):
+                self._aio_waiters.remove(waiter)  # timed out or cancelled: out of line
+                self._async_waiting(waiter.waker, -1)
+            if self._aio_waiters and not self._aio_waiters[0].future.done():
+                self._retry_async_waiters()  # the next in line may go now
+
+    # ---- the API ------------------------------------------------------------------------------
+
+    def asend(self: Socket, data: bytes, *, cookie: Any = None,  # type: ignore[misc]
+              timeout: float | None = None) -> Any:
+        """Send like :meth:`send`, as an awaitable: waits (without blocking the loop) while
+        no linked peer has credit; raises :class:`exon.Timeout` after ``timeout`` seconds."""
+        _running_loop("asend")
+        timeout = _check_timeout(timeout)
+        epoch = self._broken_epoch
+
+        def attempt() -> None:
+            try:
+                self.send_nowait(data, cookie=cookie)
+            except errors.BackPressured:
+                with self._lock:
+                    broke = self._every_link_broke(epoch)
+                if broke is not None:
+                    raise broke from None
+                raise WOULD_BLOCK from None
+
+        return self._park("asend", attempt, timeout)
+
+    def areceive(self: Socket,  # type: ignore[misc]
+                 timeout: float | None = None) -> Any:
+        """The next cookie or message, like :meth:`receive`, as an awaitable."""
+        _running_loop("areceive")
+        timeout = _check_timeout(timeout)
+        with self._lock:
+            self._check_open()
+            self._check_receive_locked()
+            epoch = self._broken_epoch
+
+        def attempt() -> Message | Cookie | CookieLost:
+            with self._lock:
+                try:
+                    self._check_open()
+                    item = self._take_locked()
+                    if item is not None:
+                        return item  # type: ignore[no-any-return]
+                    if self.node._role is None:  # look at the transport once, as nowait does
+                        self.node._role = threading.get_ident()
+                        try:
+                            self.node._poll_once()
+                        finally:
+                            self.node._role = None
+                        item = self._take_locked()
+                        if item is not None:
+                            return item  # type: ignore[no-any-return]
+                    failure = self._receive_blocked_error(epoch)
+                    if failure is not None:
+                        self._on_receive_failure()
+                        raise failure
+                    raise WOULD_BLOCK
+                finally:
+                    if self._nq is not None:
+                        self._sync_direct()
+
+        def on_timeout() -> None:
+            with self._lock:
+                self._on_receive_timeout()
+
+        return self._park("areceive", attempt, timeout, on_timeout)
+
+    def alink(self: Socket, peer: str | Peer,  # type: ignore[misc]
+              timeout: float | None = 5.0) -> Any:
+        """Link with ``peer`` like :meth:`link`, as an awaitable."""
+        _running_loop("alink")
+        timeout = _check_timeout(timeout)
+        pid = self._peer_id(peer)
+        established = self._link_begin(pid)
+
+        def attempt() -> None:
+            with self._lock:
+                if not self._link_settled(pid):
+                    raise WOULD_BLOCK
+                self._link_conclude(pid, True, timeout)  # established, or raises
+
+        async def run() -> None:
+            if established:
+                return
+            try:
+                await self._park("alink", attempt, timeout)
+            except errors.Timeout:
+                with self._lock:
+                    self._link_conclude(pid, False, timeout)  # raises the precise error
+                raise
+
+        return run()
+
+    def __aiter__(self) -> AsyncSocketMixin:
+        return self
+
+    async def __anext__(self: Socket) -> Any:  # type: ignore[misc]
+        try:
+            return await self.areceive()
+        except errors.ClosedError:
+            raise StopAsyncIteration from None

@@ -1,0 +1,219 @@
+"""The asyncio face: asend / areceive / alink / async for (exon.sockets.aio)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import exon
+
+NodeFactory = Callable[..., exon.Node]
+
+
+def run(coro: Any, timeout: float = 60.0) -> Any:
+    async def bounded() -> Any:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def test_req_rep_round_trips_with_async_for(make_node: NodeFactory) -> None:
+    server, client = make_node(), make_node()
+    rep = server.socket("rep", tag=1)
+    req = client.socket("req")
+
+    async def main() -> list[bytes]:
+        await req.alink(f"{server.address}/1", timeout=5)
+
+        async def serve() -> None:
+            async for request in rep:
+                await rep.asend(request.payload.upper(), timeout=5)
+
+        task = asyncio.create_task(serve())
+        answers = []
+        for i in range(200):
+            await req.asend(b"q%d" % i, timeout=5)
+            answers.append((await req.areceive(timeout=5)).payload)
+        rep.close()
+        await asyncio.wait_for(task, 5)  # async for ends when the socket closes
+        return answers
+
+    assert run(main()) == [b"Q%d" % i for i in range(200)]
+
+
+def test_ten_thousand_tasks_on_one_loop(make_node: NodeFactory) -> None:
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=2, credits=64)
+    pushes = [a.socket("push") for _ in range(4)]
+    tasks_n = 10_000
+
+    async def main() -> tuple[list[bytes], int]:
+        for push in pushes:
+            await push.alink(f"{b.address}/2", timeout=5)
+        receivers = [asyncio.create_task(pull.areceive(timeout=30)) for _ in range(tasks_n)]
+
+        async def send(i: int) -> None:
+            await pushes[i % 4].asend(b"%d" % i, timeout=30)
+
+        senders = [asyncio.create_task(send(i)) for i in range(tasks_n)]
+        await asyncio.gather(*senders)
+        got = await asyncio.gather(*receivers)
+        return [m.payload for m in got], len(asyncio.all_tasks())
+
+    payloads, left = run(main(), timeout=120)
+    assert sorted(payloads) == sorted(b"%d" % i for i in range(tasks_n))  # each exactly once
+    assert left == 2  # only run()'s wrapper and main() itself: no task left behind
+
+
+def test_waiting_uses_no_timer_and_never_blocks_the_loop(make_node: NodeFactory) -> None:
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=3)
+    push = a.socket("push")
+    push.link(f"{b.address}/3", timeout=5)
+
+    async def main() -> tuple[int, bool, bytes]:
+        loop = asyncio.get_running_loop()
+        waiting = [asyncio.create_task(pull.areceive()) for _ in range(100)]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        # the only timer is run()'s own bound (a minute away): none polls for the waiters
+        no_timers = all(h.when() - loop.time() > 10
+                        for h in loop._scheduled)  # type: ignore[attr-defined]
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        threading.Timer(0.3, lambda: push.send(b"from a thread", timeout=5)).start()
+        await ticker()
+        done, _ = await asyncio.wait(waiting, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+        first = done.pop().result().payload
+        for t in waiting:
+            t.cancel()
+        return ticks, no_timers, first
+
+    ticks, no_timers, first = run(main())
+    assert no_timers  # woken by the node's eventfd, not by polling
+    assert ticks == 20  # the loop kept running while 100 tasks waited
+    assert first == b"from a thread"
+
+
+def test_sync_and_async_share_a_socket(make_node: NodeFactory) -> None:
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=4)
+    push = a.socket("push")
+    push.link(f"{b.address}/4", timeout=5)
+    total = 3000
+    sync_got: list[bytes] = []
+    stop = threading.Event()
+
+    def sync_reader() -> None:
+        while not stop.is_set():
+            try:
+                sync_got.append(pull.receive(timeout=0.2).payload)
+            except exon.Timeout:
+                continue
+
+    reader = threading.Thread(target=sync_reader)
+    reader.start()
+
+    async def main() -> list[bytes]:
+        got: list[bytes] = []
+
+        async def async_reader() -> None:
+            while len(got) + len(sync_got) < total:
+                try:
+                    got.append((await pull.areceive(timeout=0.2)).payload)
+                except exon.Timeout:
+                    continue
+
+        task = asyncio.create_task(async_reader())
+        for i in range(total):
+            await push.asend(b"%d" % i, timeout=5)
+        await asyncio.wait_for(task, 30)
+        return got
+
+    try:
+        async_got = run(main())
+    finally:
+        stop.set()
+        reader.join(5)
+    everything = async_got + sync_got
+    assert sorted(everything) == sorted(b"%d" % i for i in range(total))
+    assert async_got and sync_got  # both faces took some
+
+
+def test_timeouts_and_misuse_raise_exon_errors(make_node: NodeFactory) -> None:
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=5, credits=1)
+    push = a.socket("push")
+    push.link(f"{b.address}/5", timeout=5)
+    with pytest.raises(exon.StateError, match="running asyncio event loop"):
+        push.asend(b"x")  # no loop in this thread: refused at once, no coroutine left over
+    with pytest.raises(exon.StateError, match="running asyncio event loop"):
+        pull.areceive()
+
+    async def main() -> None:
+        with pytest.raises(exon.Timeout):
+            await pull.areceive(timeout=0.05)
+        with pytest.raises(exon.Timeout):
+            await pull.areceive(timeout=0)
+        await push.asend(b"one", timeout=1)  # spends the only credit
+        started = time.monotonic()
+        with pytest.raises(exon.Timeout):
+            await push.asend(b"two", timeout=0.1)
+        assert time.monotonic() - started < 5
+        for bad in (math.nan, -1.0):
+            with pytest.raises(exon.ConfigurationError):
+                await pull.areceive(timeout=bad)
+        with pytest.raises(exon.ExonError):
+            await push.areceive(timeout=0.1)  # a PUSH with no cookie pending
+        with pytest.raises(exon.SocketNotFound):
+            await push.alink(f"{b.address}/999", timeout=1)
+
+    run(main())
+
+
+def test_close_wakes_async_waiters(make_node: NodeFactory) -> None:
+    a = make_node()
+    pull = a.socket("pull", tag=6)
+
+    async def main() -> BaseException:
+        waiter = asyncio.create_task(pull.areceive())
+        await asyncio.sleep(0.05)
+        await asyncio.get_running_loop().run_in_executor(None, pull.close)
+        try:
+            await asyncio.wait_for(waiter, 5)
+        except BaseException as exc:  # the error the waiter got
+            return exc
+        raise AssertionError("the waiter returned")
+
+    assert isinstance(run(main()), exon.ClosedError)
+
+
+def test_cancelled_waiter_leaves_the_line(make_node: NodeFactory) -> None:
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=7)
+    push = a.socket("push")
+    push.link(f"{b.address}/7", timeout=5)
+
+    async def main() -> bytes:
+        first = asyncio.create_task(pull.areceive())
+        second = asyncio.create_task(pull.areceive(timeout=5))
+        await asyncio.sleep(0.02)
+        first.cancel()
+        await asyncio.sleep(0)
+        push.send(b"for the second", timeout=5)
+        return (await second).payload
+
+    assert run(main()) == b"for the second"
+    assert b._async_waiters == 0 and not pull._aio_waiters
