@@ -178,9 +178,17 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--links", "links", multiple=True, type=click.IntRange(1, 1000),
               help="instead: one PULL fed by K PUSH sockets (repeat for several K), each "
                    "beside the 1-link figure of the same run")
+@click.option("--asyncio", "use_asyncio", is_flag=True,
+              help="instead: a req/rep round trip from a coroutine beside zmq.asyncio")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
-                  no_zmq: bool, transport: str, links: tuple[int, ...]) -> None:
+                  no_zmq: bool, transport: str, links: tuple[int, ...],
+                  use_asyncio: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if use_asyncio:
+        from exon.bench.aio import run_aio_bench
+
+        run_aio_bench(round_trips=round_trips, size=(sizes or (64,))[0], with_zmq=not no_zmq)
+        return
     if links:
         from exon.bench.links import run_links_bench
 
