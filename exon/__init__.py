@@ -1,4 +1,4 @@
-"""exon: messaging sockets (req/rep, push/pull) over an Aeron-compatible transport.
+"""exon: messaging sockets (req/rep, push/pull, dealer/router) over an Aeron-compatible transport.
 
 The transport lives in :mod:`exon.transport.aeron`; the sans-IO middleware core in
 :mod:`exon.core`. Errors are one hierarchy under :class:`exon.ExonError`.
@@ -34,6 +34,8 @@ _LAZY = {
     "CookieLost": "exon.sockets.messages",
     "HeldBatch": "exon.sockets.messages",
     "Peer": "exon.sockets.messages",
+    "DealerSocket": "exon.sockets.dealer",
+    "RouterSocket": "exon.sockets.router",
     "default_node": "exon.middleware.default_node",
 }
 
@@ -59,6 +61,7 @@ __all__ = [
     "ConfigurationError",
     "Cookie",
     "CookieLost",
+    "DealerSocket",
     "ExonError",
     "HeldBatch",
     "LinkRefused",
@@ -67,6 +70,7 @@ __all__ = [
     "Node",
     "Peer",
     "ProtocolError",
+    "RouterSocket",
     "Socket",
     "SocketNotFound",
     "SocketNotLinked",

@@ -24,11 +24,17 @@ from exon.core.events import PeerId
 from exon.core.frames import Decision, LinkMetadata
 
 #: Which socket types may link with which. Symmetric. Extend with :func:`register_socket_type`.
+#: docs/protocol.md 2.4 is this table: a peer decides with it whether it knows our sockets
+#: or not, so a type is added here (not by the socket module) to be refused consistently.
 COMPATIBLE: dict[str, frozenset[str]] = {
-    "req": frozenset({"rep"}),
-    "rep": frozenset({"req"}),
+    "req": frozenset({"rep", "router"}),
+    "rep": frozenset({"req", "dealer"}),
     "push": frozenset({"pull"}),
     "pull": frozenset({"push"}),
+    "dealer": frozenset({"rep", "router"}),
+    "router": frozenset({"req", "dealer"}),
+    "pub": frozenset({"sub"}),
+    "sub": frozenset({"pub"}),
 }
 
 

@@ -175,7 +175,8 @@ class Node:
         return self._transport is not None and self._transport.udp_enabled
 
     def socket(self, type: str, tag: int | None = None, **options: Any) -> Socket:
-        """A new socket of ``type`` ("req", "rep", "push", "pull") on this node."""
+        """A new socket of ``type`` ("req", "rep", "push", "pull", "dealer", "router",
+        "pub", "sub") on this node."""
         from exon.sockets.socket import Socket
 
         return Socket(type=type, tag=tag, node=self, **options)

@@ -84,7 +84,8 @@ class Socket(AsyncSocketMixin):
                 node: Node | None = None, **options: Any) -> Socket:
         if cls is Socket:
             if type is None:
-                raise errors.ConfigurationError("exon.Socket needs type= (req, rep, push, pull)")
+                raise errors.ConfigurationError(
+                    "exon.Socket needs type= (req, rep, push, pull, dealer, router, ...)")
             sub = Socket._types.get(type.lower())
             if sub is None:
                 raise errors.ConfigurationError(

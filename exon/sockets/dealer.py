@@ -1,0 +1,120 @@
+"""DEALER: many requests in flight, round-robin out, fair-queued in (push + pull in one).
+
+``send`` goes to the next linked peer with credit (round-robin, blocking while none has
+credit; ``send_nowait`` raises :class:`exon.BackPressured`), ``receive`` returns the next
+reply, fair-queued over the links, as a :class:`~exon.sockets.messages.Message` whose
+``.peer`` says who answered. Nothing pairs requests with replies: put an id in the payload
+if you need to (a ROUTER answers each request on the link it came from). Credits and
+cookies work as for every socket: ``send(..., cookie=obj)`` gives back ``Cookie(obj)``
+through ``receive`` once the peer took the message, ``CookieLost(obj)`` if its link closed
+first.
+
+A DEALER links with ROUTERs and with REPs (docs/protocol.md 2.4). A REP expects the REQ
+envelope (2.16: an 8-byte request id in front of the request, echoed in front of the
+reply), so towards a REP the DEALER adds a fresh id to each request and strips it from the
+reply; towards a ROUTER nothing is added (links are point-to-point with identities, so
+ZeroMQ's envelope frames have nothing to carry). A reply from a REP shorter than the
+envelope is dropped and counted in :attr:`malformed_dropped`.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from exon import errors
+from exon.core import LinkEstablished, PeerId
+from exon.sockets.messages import Message
+from exon.sockets.req import ENVELOPE
+from exon.sockets.socket import Socket, _deadline
+
+__all__ = ["DealerSocket"]
+
+_PEER_TYPES_MAX = 4096  # forget the types of closed links beyond this many entries
+
+
+class DealerSocket(Socket):
+    type = "dealer"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: socket type of every peer linked so far (kept after the link closes: its
+        #: messages may still be queued)
+        self._peer_types: dict[PeerId, str] = {}
+        self._next_id = random.getrandbits(48)
+        self.malformed_dropped = 0
+
+    # ---- links ---------------------------------------------------------------------------
+
+    def _on_established(self, ev: LinkEstablished) -> None:
+        super()._on_established(ev)
+        types = self._peer_types
+        if len(types) >= _PEER_TYPES_MAX:
+            live = self._core.links(self.tag)
+            for peer in [p for p in types if p not in live]:
+                del types[peer]
+        types[ev.peer] = ev.peer_metadata.socket_type
+
+    def _has_rep_locked(self) -> bool:
+        types = self._peer_types
+        return any(types.get(p) == "rep" for p in self._core.established(self.tag))
+
+    # ---- sending -------------------------------------------------------------------------
+
+    def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """Send ``data`` to the next linked peer with credit (round-robin); blocks up to
+        ``timeout`` seconds while none has credit."""
+        payload = data if type(data) is bytes else bytes(data)
+        with self._lock:
+            self._send_request_locked(payload, cookie, _deadline(timeout), False)
+
+    def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """Send now or raise :class:`exon.BackPressured` (no linked peer has credit)."""
+        payload = data if type(data) is bytes else bytes(data)
+        with self._lock:
+            self._send_request_locked(payload, cookie, None, True)
+
+    def _send_request_locked(self, payload: bytes, cookie: Any, deadline: float | None,
+                             nowait: bool) -> None:
+        self._check_open()
+        if not self._has_rep_locked():
+            # ROUTERs only: the payload goes as it is, round-robin natively when it can
+            self._send_locked(payload, cookie, None, deadline, nowait)
+            return
+        # a REP among the links: pick the destination here, to frame for its type
+        core, tag = self._core, self.tag
+        epoch = self._broken_epoch
+        while True:
+            dest = core.pick_destination(tag)
+            if dest is not None:
+                if self._peer_types.get(dest) == "rep":
+                    self._next_id = (self._next_id + 1) & 0xFFFF_FFFF_FFFF_FFFF
+                    framed = ENVELOPE.pack(self._next_id) + payload
+                else:
+                    framed = payload
+                self._send_locked(framed, cookie, dest, deadline, nowait)
+                return
+            if nowait:
+                raise errors.BackPressured(f"socket {tag}: no linked peer has credit")
+
+            def ready() -> bool:
+                if self._closed or (self._broken_epoch != epoch and not core.established(tag)):
+                    return True
+                return any(core.credits(tag, p) > 0 for p in core.established(tag))
+
+            if not self.node._await(self._cond, ready, deadline):
+                raise errors.Timeout("no linked peer had credit before the timeout")
+            self._check_open()
+            if (broke := self._every_link_broke(epoch)) is not None:
+                raise broke
+
+    # ---- receiving -----------------------------------------------------------------------
+
+    def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
+        if self._peer_types.get(peer) == "rep":
+            if len(payload) < ENVELOPE.size:
+                self.malformed_dropped += 1
+                return None
+            payload = payload[ENVELOPE.size:]
+        return Message(payload, self.node._peer(peer))
+
