@@ -15,6 +15,15 @@ typedef struct exon_loss_detector_stct
     int32_t active_term_id;
     int32_t active_term_offset;
     int32_t active_length;
+    bool verified;
+    int64_t max_retry_delay_ns;
+    int64_t backoff_ns;
+    int64_t window_ns;
+    int32_t max_per_window;
+    int32_t window_count;
+    int64_t window_start_ns;
+    bool window_suppressed;
+    bool withheld;
     ...;
 } exon_loss_detector_t;
 
@@ -23,6 +32,7 @@ typedef struct exon_loss_detector_result_stct
     int64_t rebuild_position;
     bool loss_found;
     bool send_nak;
+    bool nak_suppressed;
     int32_t nak_term_id;
     int32_t nak_term_offset;
     int32_t nak_length;
@@ -30,6 +40,9 @@ typedef struct exon_loss_detector_result_stct
 } exon_loss_detector_result_t;
 
 void exon_loss_detector_init(exon_loss_detector_t *detector, int64_t delay_ns, int64_t retry_delay_ns);
+void exon_loss_detector_set_policy(exon_loss_detector_t *detector, int64_t max_retry_delay_ns, int64_t window_ns,
+    int32_t max_per_window, bool verified);
+void exon_loss_detector_verify(exon_loss_detector_t *detector, int64_t now_ns);
 int exon_loss_detector_scan(
     exon_loss_detector_t *detector, const uint8_t *term, int64_t rebuild_position,
     int64_t hwm_position, int64_t now_ns, int32_t term_length, int32_t initial_term_id,

@@ -118,3 +118,104 @@ def test_parity_random_arrivals(seed: int) -> None:
             assert (c_rebuild, found, nak) == (r.rebuild_position, r.loss_found, r.nak)
             assert work == int(found) + int(nak is not None)
     assert c.d.expiry_ns == py.expiry_ns
+
+
+# -- the NAK policy (issue 13): verified sources only, backoff, a cap per window ------------
+
+
+class PolicyDetectors:
+    """The C detector and its Python twin with the same policy, scanned side by side."""
+
+    def __init__(self, *, max_retry: int, window: int = 0, per_window: int = 0,
+                 verified: bool = True) -> None:
+        self.c = CDetector()
+        lib.exon_loss_detector_set_policy(self.c.d, max_retry, window, per_window, verified)
+        self.py = LossDetector(delay_ns=DELAY, retry_delay_ns=RETRY, max_retry_delay_ns=max_retry,
+                               window_ns=window, max_per_window=per_window, verified=verified)
+
+    def verify(self, now: int) -> None:
+        lib.exon_loss_detector_verify(self.c.d, now)
+        self.py.verify(now)
+
+    def scan(self, term: bytearray, rebuild: int, hwm: int, now: int):
+        _, c_pos, c_found, c_nak = self.c.scan(term, rebuild, hwm, now)
+        r = self.py.scan(term, rebuild, hwm, now, TERM_ID)
+        assert (c_pos, c_found, c_nak) == (r.rebuild_position, r.loss_found, r.nak)
+        assert bool(self.c.r.nak_suppressed) == r.nak_suppressed
+        return r
+
+
+def _clock(dets: PolicyDetectors, term: bytearray, hwm: int, until: int, step: int = 500):
+    naks, suppressed = [], 0
+    for now in range(0, until + 1, step):
+        r = dets.scan(term, 0, hwm, now)
+        if r.nak:
+            naks.append(now)
+        suppressed += r.nak_suppressed
+    return naks, suppressed
+
+
+def test_an_unverified_detector_withholds_every_nak_until_verified() -> None:
+    # a SETUP alone made the image: a gap (one DATA far ahead) draws no NAK
+    term = bytearray(TERM_LENGTH)
+    dets = PolicyDetectors(max_retry=RETRY, verified=False)
+    naks, suppressed = _clock(dets, term, 4096, 1_000_000)
+    assert naks == []
+    assert suppressed == 10  # due at 1 us, then every 100 us: each counted once
+    # the source proves real: the open gap is due at once, then the plain retry
+    dets.verify(1_000_200)
+    r = dets.scan(term, 0, 4096, 1_000_200)
+    assert r.nak == (TERM_ID, 0, 4096)
+    assert dets.scan(term, 0, 4096, 1_000_200 + RETRY - 1).nak is None
+    assert dets.scan(term, 0, 4096, 1_000_200 + RETRY).nak == (TERM_ID, 0, 4096)
+
+
+def test_the_same_gap_backs_off_to_the_cap_and_a_new_gap_starts_over() -> None:
+    term, (hole_offset, hole_packet), end, datagrams = _term_with_hole(random.Random(5))
+    dets = PolicyDetectors(max_retry=8 * RETRY)
+    naks, _ = _clock(dets, term, end, 3_000_000)
+    # 1 us, then +100, +200, +400, +800 (the cap), +800 ... us
+    assert naks == [1_000, 101_000, 301_000, 701_000, 1_501_000, 2_301_000]
+    # the hole fills; a later gap starts from the retry delay again
+    term_rebuilder_insert(term, hole_offset, hole_packet)
+    later_offset, later_packet = datagrams[6]
+    term[later_offset:later_offset + len(later_packet)] = bytes(len(later_packet))
+    rebuild = dets.scan(term, 0, end, 3_000_000).rebuild_position
+    assert rebuild == later_offset
+    times = [now for now in range(3_000_000, 3_400_001, 500)
+             if dets.scan(term, rebuild, end, now).nak]
+    assert times == [3_001_000, 3_101_000, 3_301_000]
+
+
+def test_naks_over_the_window_cap_wait_for_the_next_window() -> None:
+    term = bytearray(TERM_LENGTH)
+    dets = PolicyDetectors(max_retry=RETRY, window=1_000_000, per_window=3)
+    naks, suppressed = _clock(dets, term, 4096, 2_500_000)
+    # windows of 1 ms from the clock's 0: three NAKs in each, the fourth waits for the next
+    assert naks == [1_000, 101_000, 201_000, 1_000_000, 1_100_000, 1_200_000, 2_000_000,
+                    2_100_000, 2_200_000]
+    assert suppressed == 3  # once per window that hit the cap (at 301, 1300 and 2300 us)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_policy_parity_random_arrivals_and_verification(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    datagrams, _ = datagrams_for_term(rng)
+    rng.shuffle(datagrams)
+    term = bytearray(TERM_LENGTH)
+    dets = PolicyDetectors(max_retry=rng.choice([RETRY, 4 * RETRY, 50 * RETRY]),
+                           window=rng.choice([0, 300_000, 1_000_000]),
+                           per_window=rng.choice([1, 2, 5]), verified=rng.random() < 0.5)
+    rebuild = hwm = now = 0
+    for offset, packet in datagrams:
+        if rng.random() < 0.8:
+            term_rebuilder_insert(term, offset, packet)
+            hwm = max(hwm, offset + len(packet))
+        for _ in range(rng.randint(1, 3)):
+            now += rng.choice([0, 1, 500, 1000, 50_000, 100_000, 150_000, 700_000])
+            if rng.random() < 0.05:
+                dets.verify(now)
+            rebuild = dets.scan(term, rebuild, hwm, now).rebuild_position
+    assert dets.c.d.expiry_ns == dets.py.expiry_ns
+    assert dets.c.d.backoff_ns == dets.py.backoff_ns
+    assert dets.c.d.window_count == dets.py.window_count
