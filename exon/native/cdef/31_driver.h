@@ -47,6 +47,12 @@ typedef struct exon_driver_context_stct {
     int32_t max_image_term_length;
     int64_t heartbeat_interval_ns;
     int64_t setup_interval_ns;
+    int32_t max_images_per_endpoint;          /* UDP: images + queued SETUPs per endpoint */
+    int32_t max_unverified_images_per_source; /* UDP: per source address */
+    int64_t image_idle_eviction_timeout_ns;   /* UDP: a verified image quiet this long may be evicted */
+    int64_t nak_retry_max_delay_ns;           /* UDP: a repeated NAK backs off up to this */
+    int64_t nak_rate_window_ns;               /* UDP: NAK cap window per image (0 = no cap) */
+    int32_t nak_rate_max_per_window;
     ...;
 } exon_driver_context_t;
 

@@ -32,6 +32,8 @@ static const char *const system_counter_labels[EXON_SYSTEM_COUNTER_COUNT] = {
     [EXON_SYSTEM_COUNTER_BACK_PRESSURE_EVENTS] = "Back-pressure events",
     [EXON_SYSTEM_COUNTER_DOORBELL_WAKES] = "Doorbell wake-ups",
     [EXON_SYSTEM_COUNTER_SETUPS_DROPPED] = "SETUPs dropped (endpoint image capacity full)",
+    [EXON_SYSTEM_COUNTER_IMAGES_EVICTED] = "Images evicted (unverified or idle, endpoint full)",
+    [EXON_SYSTEM_COUNTER_NAKS_SUPPRESSED] = "NAKs suppressed (unverified source or rate cap)",
 };
 
 static inline uint8_t *meta_at(const exon_counters_t *c, int32_t id)

@@ -97,7 +97,11 @@
 #define EXON_SYSTEM_COUNTER_DOORBELL_WAKES 26       /* exon: futex/agent doorbell wake-ups sent */
 #define EXON_SYSTEM_COUNTER_SETUPS_DROPPED 27       /* exon: SETUPs refused: an endpoint's image /
                                                      * pending-SETUP capacity was full */
-#define EXON_SYSTEM_COUNTER_COUNT 28
+#define EXON_SYSTEM_COUNTER_IMAGES_EVICTED 28        /* exon: images evicted to make room for a SETUP
+                                                     * (unverified, or verified but quiet) */
+#define EXON_SYSTEM_COUNTER_NAKS_SUPPRESSED 29       /* exon: NAKs withheld (source not verified
+                                                     * yet, or over the per-image rate cap) */
+#define EXON_SYSTEM_COUNTER_COUNT 30
 
 typedef struct exon_counters_stct
 {

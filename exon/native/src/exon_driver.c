@@ -12,6 +12,7 @@
 
 #include "exon_common.h"
 #include "exon_driver.h"
+#include "exon_publication_image.h"
 
 void exon_driver_context_defaults(exon_driver_context_t *ctx)
 {
@@ -57,6 +58,12 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->max_image_term_length = 64 * 1024 * 1024;
     ctx->heartbeat_interval_ns = 100000000;
     ctx->setup_interval_ns = 100000000;
+    ctx->max_images_per_endpoint = EXON_ENDPOINT_DEFAULT_IMAGES;
+    ctx->max_unverified_images_per_source = EXON_ENDPOINT_DEFAULT_UNVERIFIED_PER_SOURCE;
+    ctx->image_idle_eviction_timeout_ns = EXON_ENDPOINT_DEFAULT_IDLE_EVICTION_NS;
+    ctx->nak_retry_max_delay_ns = 250LL * 1000 * 1000;
+    ctx->nak_rate_window_ns = 10LL * 1000 * 1000;
+    ctx->nak_rate_max_per_window = 200;
 }
 
 static int exon_driver_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -1615,7 +1615,7 @@ static int64_t exon_dc_image_nak_delay(exon_driver_conductor_t *c, const exon_re
     return NULL != first ? first->nak_delay_ns : -1;
 }
 
-static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, const exon_pending_setup_t *setup,
+static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, const exon_pending_setup_t *setup,
     int64_t now_ns)
 {
     /*
@@ -1634,7 +1634,7 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         if (existing->img.endpoint == ep && existing->img.session_id == setup->session_id &&
             existing->img.stream_id == setup->stream_id)
         {
-            return;
+            return false;
         }
     }
     bool subscribed = false;
@@ -1648,12 +1648,12 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     }
     if (!subscribed)
     {
-        return;
+        return false;
     }
     exon_dc_image_t *image = calloc(1, sizeof(*image));
     if (NULL == image)
     {
-        return;
+        return false;
     }
     image->correlation_id = (int64_t)(exon_dc_random(c) & 0x3FFFFFFFFFFFFFFFULL);
     exon_udp_addr_format(&setup->source, image->source, sizeof(image->source));
@@ -1675,7 +1675,7 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     {
         exon_driver_conductor_error(c, "cannot create image log %s: %s", path, exon_last_error());
         free(image);
-        return;
+        return false;
     }
     char label[EXON_UDP_ADDR_TEXT_MAX * 2 + 16];
     snprintf(label, sizeof(label), "%s from %s", ep->bound_text, image->source);
@@ -1691,7 +1691,7 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         exon_log_close(&image->log);
         exon_log_unlink(path);
         free(image);
-        return;
+        return false;
     }
     int32_t window = exon_static_window_length(setup->term_length,
         c->config.initial_window_length > 0 ? c->config.initial_window_length : EXON_INITIAL_WINDOW_DEFAULT);
@@ -1721,6 +1721,9 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     {
         exon_loss_detector_init(&image->img.loss, c->config.nak_delay_ns, c->config.nak_retry_delay_ns);
     }
+    /* issue 13: no NAK before the source proves real, backoff on a repeated gap, a cap */
+    exon_loss_detector_set_policy(&image->img.loss, c->config.nak_retry_max_delay_ns, c->config.nak_rate_window_ns,
+        c->config.nak_rate_max_per_window, false);
     for (int32_t i = 0; i < c->subscriptions.length; i++)
     {
         exon_dc_subscription_t *sub = c->subscriptions.items[i];
@@ -1729,7 +1732,10 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
             exon_dc_image_link(c, image, sub);
         }
     }
+    /* the image replaces its queued SETUP in one step: the receiver's per-source and table
+     * limits always count it once */
     pthread_mutex_lock(&c->receiver_lock);
+    exon_receive_endpoint_unqueue(ep, setup->session_id, setup->stream_id);
     if (ep->image_count < EXON_ENDPOINT_MAX_IMAGES)
     {
         ep->images[ep->image_count++] = &image->img;
@@ -1740,6 +1746,7 @@ static void exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         pthread_mutex_unlock(&c->receiver_lock);
         EXON_STORE_REL(&image->img.state, EXON_IMAGE_INACTIVE);
     }
+    return true;
 }
 
 static int exon_dc_setup_udp_subscription(
@@ -1785,6 +1792,19 @@ static int exon_dc_setup_udp_subscription(
         if (c->config.max_image_term_length > 0)
         {
             ep->max_term_length = c->config.max_image_term_length;
+        }
+        if (c->config.max_images_per_endpoint > 0)
+        {
+            ep->max_images = c->config.max_images_per_endpoint < EXON_ENDPOINT_MAX_IMAGES ?
+                c->config.max_images_per_endpoint : EXON_ENDPOINT_MAX_IMAGES;
+        }
+        if (c->config.max_unverified_images_per_source > 0)
+        {
+            ep->max_unverified_per_source = c->config.max_unverified_images_per_source;
+        }
+        if (c->config.image_idle_eviction_timeout_ns > 0)
+        {
+            ep->idle_eviction_ns = c->config.image_idle_eviction_timeout_ns;
         }
         exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
         pthread_mutex_lock(&c->receiver_lock);
@@ -1907,28 +1927,10 @@ static void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_
     }
 }
 
-static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
+/* Remove the images that are done (inactive, evicted, or drained past their EOS). */
+static int exon_dc_reap_images(exon_driver_conductor_t *c, int64_t now_ns)
 {
-    int work = exon_dc_update_net_publications(c, now_ns);
-    for (int32_t i = 0; i < c->endpoints.length; i++)
-    {
-        exon_receive_endpoint_t *ep = c->endpoints.items[i];
-        if (0 == EXON_LOAD_ACQ(&ep->pending_count))
-        {
-            continue;
-        }
-        exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
-        pthread_mutex_lock(&c->receiver_lock);
-        int32_t count = ep->pending_count;
-        memcpy(pending, ep->pending, sizeof(pending[0]) * (size_t)count);
-        ep->pending_count = 0;
-        pthread_mutex_unlock(&c->receiver_lock);
-        for (int32_t j = 0; j < count; j++)
-        {
-            exon_dc_create_image(c, ep, &pending[j], now_ns);
-            work++;
-        }
-    }
+    int work = 0;
     for (int32_t i = c->images.length - 1; i >= 0; i--)
     {
         exon_dc_image_t *image = c->images.items[i];
@@ -1952,6 +1954,40 @@ static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
         {
             exon_dc_remove_image(c, image, true);
             i = c->images.length;
+            work++;
+        }
+    }
+    return work;
+}
+
+static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
+{
+    int work = exon_dc_update_net_publications(c, now_ns);
+    /* first the images that are done: an image the receiver evicted for a queued SETUP
+     * leaves its slot before that SETUP becomes an image */
+    work += exon_dc_reap_images(c, now_ns);
+    for (int32_t i = 0; i < c->endpoints.length; i++)
+    {
+        exon_receive_endpoint_t *ep = c->endpoints.items[i];
+        if (0 == EXON_LOAD_ACQ(&ep->pending_count))
+        {
+            continue;
+        }
+        /* the queued SETUPs stay queued (and counted by the receiver) until each is an
+         * image or refused */
+        exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
+        pthread_mutex_lock(&c->receiver_lock);
+        int32_t count = ep->pending_count;
+        memcpy(pending, ep->pending, sizeof(pending[0]) * (size_t)count);
+        pthread_mutex_unlock(&c->receiver_lock);
+        for (int32_t j = 0; j < count; j++)
+        {
+            if (!exon_dc_create_image(c, ep, &pending[j], now_ns))
+            {
+                pthread_mutex_lock(&c->receiver_lock);
+                exon_receive_endpoint_unqueue(ep, pending[j].session_id, pending[j].stream_id);
+                pthread_mutex_unlock(&c->receiver_lock);
+            }
             work++;
         }
     }

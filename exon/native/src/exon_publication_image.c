@@ -27,6 +27,9 @@ int exon_receive_endpoint_open(
     ep->receiver_id = receiver_id;
     ep->last_elicit_ns = INT64_MIN / 2;
     ep->max_term_length = EXON_TERM_MAX_LENGTH;
+    ep->max_images = EXON_ENDPOINT_DEFAULT_IMAGES;
+    ep->max_unverified_per_source = EXON_ENDPOINT_DEFAULT_UNVERIFIED_PER_SOURCE;
+    ep->idle_eviction_ns = EXON_ENDPOINT_DEFAULT_IDLE_EVICTION_NS;
     int rc = exon_loss_generator_init(&ep->loss, loss_rate, loss_seed, true);
     if (rc < 0)
     {
@@ -66,6 +69,19 @@ bool exon_receive_endpoint_has_stream(const exon_receive_endpoint_t *ep, int32_t
         }
     }
     return false;
+}
+
+void exon_receive_endpoint_unqueue(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id)
+{
+    for (int32_t i = 0; i < ep->pending_count; i++)
+    {
+        if (ep->pending[i].session_id == session_id && ep->pending[i].stream_id == stream_id)
+        {
+            memmove(&ep->pending[i], &ep->pending[i + 1], sizeof(ep->pending[0]) * (size_t)(ep->pending_count - i - 1));
+            EXON_STORE_REL(&ep->pending_count, ep->pending_count - 1);
+            return;
+        }
+    }
 }
 
 static exon_publication_image_t *exon_ep_find_image(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id)
@@ -303,10 +319,92 @@ static bool exon_ep_valid_setup(const exon_setup_header_t *s)
         (s->term_offset & (EXON_FRAME_ALIGNMENT - 1)) == 0;
 }
 
+static void exon_ep_evict(exon_receive_endpoint_t *ep, exon_publication_image_t *img)
+{
+    img->evicted = true;
+    EXON_STORE_REL(&img->state, EXON_IMAGE_INACTIVE);
+    exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_IMAGES_EVICTED, 1);
+}
+
+/*
+ * Room for one more queued SETUP from `from` (the header's rules): per source at most
+ * max_unverified_per_source unverified entries, at most max_images live entries in all;
+ * evicts what may go (oldest unverified first, then a verified image quiet past
+ * idle_eviction_ns). False: the SETUP must be dropped. Receiver thread, under its lock.
+ */
+static bool exon_ep_make_room(exon_receive_endpoint_t *ep, const exon_udp_addr_t *from, int64_t now_ns)
+{
+    if (ep->pending_count >= EXON_ENDPOINT_MAX_PENDING)
+    {
+        return false;
+    }
+    int32_t live = ep->pending_count;
+    int32_t from_source = 0;
+    for (int32_t i = 0; i < ep->pending_count; i++)
+    {
+        from_source += exon_udp_addr_equal(&ep->pending[i].source, from) ? 1 : 0;
+    }
+    exon_publication_image_t *oldest_of_source = NULL;
+    exon_publication_image_t *oldest_unverified = NULL;
+    exon_publication_image_t *quietest = NULL;
+    for (int32_t i = 0; i < ep->image_count; i++)
+    {
+        exon_publication_image_t *img = ep->images[i];
+        if (EXON_LOAD_RLX(&img->state) == EXON_IMAGE_INACTIVE)
+        {
+            continue; /* on its way out: the conductor removes it before it queues SETUPs */
+        }
+        live++;
+        if (exon_publication_image_verified(img))
+        {
+            if (NULL == quietest || img->last_packet_ns < quietest->last_packet_ns)
+            {
+                quietest = img;
+            }
+            continue;
+        }
+        if (NULL == oldest_unverified || img->created_ns < oldest_unverified->created_ns)
+        {
+            oldest_unverified = img;
+        }
+        if (exon_udp_addr_equal(&img->control_addr, from))
+        {
+            from_source++;
+            if (NULL == oldest_of_source || img->created_ns < oldest_of_source->created_ns)
+            {
+                oldest_of_source = img;
+            }
+        }
+    }
+    if (from_source >= ep->max_unverified_per_source)
+    {
+        if (NULL == oldest_of_source)
+        {
+            return false;
+        }
+        exon_ep_evict(ep, oldest_of_source);
+        return true; /* live went down by one: room for this source's SETUP */
+    }
+    if (live < ep->max_images)
+    {
+        return true;
+    }
+    if (NULL != oldest_unverified)
+    {
+        exon_ep_evict(ep, oldest_unverified);
+        return true;
+    }
+    if (NULL != quietest && now_ns - quietest->last_packet_ns > ep->idle_eviction_ns)
+    {
+        exon_ep_evict(ep, quietest);
+        return true;
+    }
+    return false;
+}
+
 static void exon_ep_on_setup(exon_receive_endpoint_t *ep, const uint8_t *buf, int32_t length,
     const exon_udp_addr_t *from, int64_t now_ns)
 {
-    (void)now_ns;
     if (length < EXON_SETUP_LENGTH)
     {
         exon_ep_invalid(ep);
@@ -335,7 +433,7 @@ static void exon_ep_on_setup(exon_receive_endpoint_t *ep, const uint8_t *buf, in
             return;
         }
     }
-    if (ep->pending_count >= EXON_ENDPOINT_MAX_PENDING || ep->image_count >= EXON_ENDPOINT_MAX_IMAGES)
+    if (!exon_ep_make_room(ep, from, now_ns))
     {
         /* counted, not silent: the publisher keeps sending SETUPs and gets an image once
          * a slot frees */
@@ -395,6 +493,12 @@ static void exon_ep_on_rttm(
         return;
     }
     img->rtt_ns = rtt;
+    if (!exon_publication_image_verified(img) && r.echo_timestamp == img->last_rttm_ns &&
+        exon_udp_addr_equal(from, &img->control_addr))
+    {
+        /* only the image's source saw the request: it is real */
+        exon_loss_detector_verify(&img->loss, now_ns);
+    }
     if (img->rtt_id >= 0)
     {
         exon_counter_set(img->counters, img->rtt_id, rtt);
@@ -530,9 +634,12 @@ void exon_publication_image_init(
     img->state = EXON_IMAGE_ACTIVE;
     img->control_addr = setup->source;
     img->last_rttm_ns = now_ns - EXON_RTTM_INTERVAL_NS;
+    img->created_ns = now_ns;
+    img->evicted = false;
     img->rtt_ns = 0;
     img->rtt_id = -1;
     exon_loss_detector_init(&img->loss, EXON_NAK_DELAY_NS, EXON_NAK_RETRY_NS);
+    exon_loss_detector_set_policy(&img->loss, EXON_NAK_RETRY_NS, 0, 0, false);
     exon_sm_scheduler_init(&img->sm, sm_timeout_ns, now_ns);
     img->sm.last_sm_position = img->join_position;
     img->sm.last_sm_window = window;
@@ -573,6 +680,15 @@ int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns
         {
             img->rcv_pos = result.rebuild_position;
             exon_counter_set(img->counters, img->rcv_pos_id, img->rcv_pos);
+            if (!img->loss.verified)
+            {
+                /* data contiguous from the join: more than a SETUP made this image */
+                exon_loss_detector_verify(&img->loss, now_ns);
+            }
+        }
+        if (result.nak_suppressed)
+        {
+            exon_counter_add(img->counters, EXON_SYSTEM_COUNTER_NAKS_SUPPRESSED, 1);
         }
         if (result.send_nak)
         {
@@ -609,7 +725,8 @@ int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns
             exon_log_term_offset_by_position(consumed, img->term_length), img->window, 0, &img->control_addr);
         work++;
     }
-    if (state == EXON_IMAGE_ACTIVE && now_ns - img->last_rttm_ns >= EXON_RTTM_INTERVAL_NS)
+    if (state == EXON_IMAGE_ACTIVE && now_ns - img->last_rttm_ns >=
+        (img->loss.verified ? EXON_RTTM_INTERVAL_NS : EXON_RTTM_UNVERIFIED_INTERVAL_NS))
     {
         exon_ep_send_rttm(ep, img->session_id, img->stream_id, EXON_RTTM_FLAG_REPLY, now_ns, &img->control_addr);
         img->last_rttm_ns = now_ns;

@@ -13,10 +13,22 @@
  *   - SETUP for a subscribed stream without image: queued for the conductor, which creates
  *     the image log and tells the subscriptions (ON_AVAILABLE_IMAGE); a SETUP whose term
  *     length exceeds max_term_length (the driver's max_image_term_length) is counted invalid
- *     and dropped, and at most EXON_ENDPOINT_MAX_IMAGES images (plus
- *     EXON_ENDPOINT_MAX_PENDING queued SETUPs) exist per endpoint: further sessions are
- *     dropped and counted (SETUPS_DROPPED), so a spoofed SETUP never drives an unbounded
- *     allocation;
+ *     and dropped. The image table is bounded and strangers cannot fill it for good
+ *     (issue 13: ten SETUPs a second locked new peers out):
+ *       - at most max_images images plus queued SETUPs live per endpoint (the driver's
+ *         max_images_per_endpoint, <= EXON_ENDPOINT_MAX_IMAGES);
+ *       - a source address (IP and port) holds at most max_unverified_per_source entries
+ *         (queued SETUPs + images) that are not verified; its next SETUP evicts its oldest
+ *         unverified image, or is dropped when only queued ones are left;
+ *       - when the table is full a new SETUP evicts the oldest unverified image, else the
+ *         verified image quiet for longest if quiet past idle_eviction_ns; a verified image
+ *         that still hears from its source is never evicted: the SETUP is dropped;
+ *     evicted images go INACTIVE (the conductor removes them, the subscriptions are told)
+ *     and count IMAGES_EVICTED; dropped SETUPs count SETUPS_DROPPED. An image is verified
+ *     once its source proved real: data contiguous from the join position arrived, or an
+ *     RTTM answer echoed the image's own request from the image's source. Until then its
+ *     gaps are not NAKed (exon_loss_detector) and it asks for an RTT every
+ *     EXON_RTTM_UNVERIFIED_INTERVAL_NS;
  *   - RTTM without the reply flag is answered; anything else is counted invalid and dropped.
  * Per image and duty cycle: gap scan + NAK (exon_loss_detector), SMs as the subscribers
  * consume (window / 4) or every sm_timeout, cleaning behind the slowest subscriber, EOS,
@@ -42,13 +54,17 @@
 #include "exon_loss_generator.h"
 
 #define EXON_IMAGE_MAX_SUBSCRIBERS 16
-#define EXON_ENDPOINT_MAX_IMAGES 64
+#define EXON_ENDPOINT_MAX_IMAGES 1024          /* capacity; the driver setting limits it */
+#define EXON_ENDPOINT_DEFAULT_IMAGES 64
+#define EXON_ENDPOINT_DEFAULT_UNVERIFIED_PER_SOURCE 4
+#define EXON_ENDPOINT_DEFAULT_IDLE_EVICTION_NS (2000LL * 1000 * 1000)
 #define EXON_ENDPOINT_MAX_STREAMS 32
 #define EXON_ENDPOINT_MAX_PENDING 16
 #define EXON_ENDPOINT_BATCH 16
 #define EXON_ENDPOINT_BUFFER_LENGTH (64 * 1024)
 
 #define EXON_RTTM_INTERVAL_NS (1000LL * 1000 * 1000) /* an image asks for an RTT this often */
+#define EXON_RTTM_UNVERIFIED_INTERVAL_NS (250LL * 1000 * 1000) /* ... and this often until verified */
 
 #define EXON_IMAGE_ACTIVE 0
 #define EXON_IMAGE_EOS 1       /* every byte up to the EOS position arrived */
@@ -90,6 +106,8 @@ typedef struct exon_publication_image_stct
     int32_t rtt_id;                   /* rcv-rtt counter, -1 when none */
     bool wake_readers;                /* frames inserted in this batch: ring the readers
                                        * asleep on the log once the batch is done */
+    int64_t created_ns;               /* when the conductor made it (eviction order) */
+    bool evicted;                     /* made INACTIVE to make room (counted) */
 }
 exon_publication_image_t;
 
@@ -123,6 +141,9 @@ struct exon_receive_endpoint_stct
     int32_t pending_count;
     int32_t refcount;                                 /* subscriptions using it (conductor) */
     int32_t max_term_length;                          /* SETUPs over it are invalid (set before use) */
+    int32_t max_images;                               /* images + queued SETUPs (set before use) */
+    int32_t max_unverified_per_source;                /* per source address (set before use) */
+    int64_t idle_eviction_ns;                         /* a verified image quiet this long may go */
     char bind_text[EXON_UDP_ADDR_TEXT_MAX];           /* as asked: "host:port" */
     char bound_text[EXON_UDP_ADDR_TEXT_MAX];          /* as bound */
     uint8_t *buffers;                                 /* EXON_ENDPOINT_BATCH x BUFFER_LENGTH */
@@ -149,6 +170,9 @@ void exon_receive_endpoint_on_datagram(
 
 bool exon_receive_endpoint_has_stream(const exon_receive_endpoint_t *ep, int32_t stream_id);
 
+/* Take a queued SETUP off the list (conductor, under the receiver lock). */
+void exon_receive_endpoint_unqueue(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id);
+
 /* Initialise an image over its (fresh) log after a SETUP; positions start at join. */
 void exon_publication_image_init(
     exon_publication_image_t *img,
@@ -162,6 +186,12 @@ void exon_publication_image_init(
     int64_t liveness_timeout_ns,
     int64_t sm_timeout_ns,
     int64_t now_ns);
+
+/* The image's source proved real (data from the join, or an RTTM echo): NAKs may go. */
+static inline bool exon_publication_image_verified(const exon_publication_image_t *img)
+{
+    return img->loss.verified;
+}
 
 /* Gap scan/NAK, SM, cleaning, EOS and liveness; returns the work count. */
 int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns);

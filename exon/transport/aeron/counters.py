@@ -108,6 +108,8 @@ class SystemCounter(enum.IntEnum):
     BACK_PRESSURE_EVENTS = 25
     DOORBELL_WAKES = 26
     SETUPS_DROPPED = 27
+    IMAGES_EVICTED = 28
+    NAKS_SUPPRESSED = 29
 
     @property
     def label(self) -> str:

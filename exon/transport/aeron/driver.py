@@ -83,6 +83,12 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.max_image_term_length = settings.max_image_term_length
     ctx.heartbeat_interval_ns = settings.heartbeat_interval_ns
     ctx.setup_interval_ns = settings.setup_interval_ns
+    ctx.max_images_per_endpoint = settings.max_images_per_endpoint
+    ctx.max_unverified_images_per_source = settings.max_unverified_images_per_source
+    ctx.image_idle_eviction_timeout_ns = settings.image_idle_eviction_timeout_ns
+    ctx.nak_retry_max_delay_ns = settings.nak_retry_max_delay_ns
+    ctx.nak_rate_window_ns = settings.nak_rate_window_ns
+    ctx.nak_rate_max_per_window = settings.nak_rate_max_per_window
     return ctx
 
 

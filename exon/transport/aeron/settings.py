@@ -120,6 +120,25 @@ class DriverSettings(BaseModel):
     retransmit_unicast_delay_ns: int = Field(0, ge=0, le=SECOND)
     retransmit_unicast_linger_ns: int = Field(10 * MS, ge=0, le=10 * SECOND)
     max_resend: int = Field(16, ge=1, le=256)
+    # exon (issue 13): NAKs wait for a verified source, back off on a repeated gap, are capped
+    nak_retry_max_delay_ns: int = Field(
+        250 * MS, ge=1_000, le=60 * SECOND,
+        description="UDP: the same gap NAKed again doubles its retry delay up to this")
+    nak_rate_window_ns: int = Field(
+        10 * MS, ge=0, le=SECOND, description="UDP: NAK cap window per image (0 = no cap)")
+    nak_rate_max_per_window: int = Field(
+        200, ge=1, le=1_000_000, description="UDP: NAKs per image per window at most")
+
+    # exon (issue 13): the image table of a receive endpoint, and who may fill it
+    max_images_per_endpoint: int = Field(
+        64, ge=1, le=1024, description="UDP: images (plus queued SETUPs) per receive endpoint")
+    max_unverified_images_per_source: int = Field(
+        4, ge=1, le=1024,
+        description="UDP: images not yet verified (data from the join, or an RTTM echo) "
+                    "per source address; its next SETUP evicts its oldest")
+    image_idle_eviction_timeout_ns: int = Field(
+        2 * SECOND, ge=10 * MS, le=3600 * SECOND,
+        description="UDP: a verified image quiet this long may be evicted when the table is full")
 
     to_driver_buffer_length: int = Field(1 * MIB, description="ring capacity (power of two)")
     to_clients_buffer_length: int = Field(1 * MIB, description="broadcast capacity (power of 2)")
@@ -171,6 +190,9 @@ class DriverSettings(BaseModel):
         "nak_unicast_delay_ns",
         "retransmit_unicast_delay_ns",
         "retransmit_unicast_linger_ns",
+        "nak_retry_max_delay_ns",
+        "nak_rate_window_ns",
+        "image_idle_eviction_timeout_ns",
         mode="before",
     )
     @classmethod
