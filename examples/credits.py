@@ -30,6 +30,7 @@ def make_node() -> exon.Node:
 
 
 def main() -> int:
+    # --8<-- [start:credits]
     with make_node() as receiver, make_node() as sender:
         pull = receiver.socket("pull", tag=1, credits=4)
         push = sender.socket("push")
@@ -57,6 +58,7 @@ def main() -> int:
         print(f"cookies back for the messages taken: {[c.value for c in cookies]}")
         rest = [pull.receive(timeout=TIMEOUT).payload for _ in range(3)]
         print(f"the PULL took the rest: {rest}")
+    # --8<-- [end:credits]
     ok = (sent == 4 and blocked and taken == [b"m0", b"m1"]
           and [c.value for c in cookies] == [0, 1]
           and rest == [b"m2", b"m3", b"after the grant"])

@@ -32,6 +32,7 @@ def make_node() -> exon.Node:
     return exon.Node("127.0.0.1:0", driver_dir=driver_dir)
 
 
+# --8<-- [start:worker]
 def worker(node: exon.Node, pull: exon.Socket, sink: str, done: list[int],
            finished: threading.Event) -> None:
     """Take tasks until ``finished`` is set; answer each through a PUSH."""
@@ -46,6 +47,7 @@ def worker(node: exon.Node, pull: exon.Socket, sink: str, done: list[int],
             results.send(b"%d %d" % (n, n * n), timeout=TIMEOUT)
             done.append(n)
         # close() returns once the sink's application took every result sent
+# --8<-- [end:worker]
 
 
 def main() -> int:
