@@ -1,4 +1,5 @@
-"""exon: messaging sockets (req/rep, push/pull, dealer/router) over an Aeron-compatible transport.
+"""exon: messaging sockets (req/rep, push/pull, dealer/router, pub/sub) over an
+Aeron-compatible transport.
 
 The transport lives in :mod:`exon.transport.aeron`; the sans-IO middleware core in
 :mod:`exon.core`. Errors are one hierarchy under :class:`exon.ExonError`.
@@ -36,6 +37,10 @@ _LAZY = {
     "Peer": "exon.sockets.messages",
     "DealerSocket": "exon.sockets.dealer",
     "RouterSocket": "exon.sockets.router",
+    "Dropped": "exon.sockets.messages",
+    "PubSocket": "exon.sockets.pub",
+    "PubStatistics": "exon.sockets.pub",
+    "SubSocket": "exon.sockets.sub",
     "default_node": "exon.middleware.default_node",
 }
 
@@ -62,6 +67,7 @@ __all__ = [
     "Cookie",
     "CookieLost",
     "DealerSocket",
+    "Dropped",
     "ExonError",
     "HeldBatch",
     "LinkRefused",
@@ -70,11 +76,14 @@ __all__ = [
     "Node",
     "Peer",
     "ProtocolError",
+    "PubSocket",
+    "PubStatistics",
     "RouterSocket",
     "Socket",
     "SocketNotFound",
     "SocketNotLinked",
     "StateError",
+    "SubSocket",
     "Timeout",
     "__version__",
     "default_node",

@@ -5,6 +5,7 @@
   application received that message (exactly once);
 * :class:`CookieLost` -- the same object, returned instead when the link closed before the
   peer confirmed delivery (the message may or may not have reached the peer application);
+* :class:`Dropped` -- in a SUB's stream: a publisher dropped that many messages for it;
 * :class:`Peer` -- ``"HOST:PORT/TAG"``: a node address and a socket tag (u32);
 * :class:`HeldBatch` -- messages a PULL took with ``receive_held()`` whose delivery it has
   not confirmed yet (``confirm(batch)``).
@@ -18,7 +19,7 @@ from typing import Any
 
 from exon.errors import ConfigurationError
 
-__all__ = ["Cookie", "CookieLost", "HeldBatch", "Message", "Peer"]
+__all__ = ["Cookie", "CookieLost", "Dropped", "HeldBatch", "Message", "Peer"]
 
 _TAG_MAX = 0xFFFF_FFFF
 
@@ -131,6 +132,16 @@ class Cookie:
     """The peer's application received the message sent with ``cookie=value``."""
 
     value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A SUB's stream item: the publisher ``peer`` dropped ``count`` messages meant for this
+    subscriber (its policy is "drop" and this SUB had no credit), just before the next item
+    from that publisher. The gap is counted, never silent."""
+
+    count: int
+    peer: Peer | None = None
 
 
 @dataclass(frozen=True, slots=True)

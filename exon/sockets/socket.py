@@ -74,6 +74,9 @@ class Socket(AsyncSocketMixin):
     #: seconds receive() spins before parking when it leads the polling (REQ/REP: answers
     #: come fast, see exon.middleware.node.CLIENT_SPIN)
     _wait_spin: ClassVar[float] = 0.0
+    #: False: no native receive queue; every DATA for the socket reaches ``_on_fast`` /
+    #: ``_on_message`` as it arrives (PUB applies subscriptions there, see pub.py)
+    _native_queue: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -85,7 +88,7 @@ class Socket(AsyncSocketMixin):
         if cls is Socket:
             if type is None:
                 raise errors.ConfigurationError(
-                    "exon.Socket needs type= (req, rep, push, pull, dealer, router, ...)")
+                    "exon.Socket needs type= (req, rep, push, pull, dealer, router, pub, sub)")
             sub = Socket._types.get(type.lower())
             if sub is None:
                 raise errors.ConfigurationError(
@@ -164,7 +167,7 @@ class Socket(AsyncSocketMixin):
                     if door is not None:
                         self._doors.append(door)
                         self.receive = door  # type: ignore[method-assign]
-            else:  # items (payload, PeerId) for _accept_locked
+            elif cls._native_queue:  # items (payload, PeerId) for _accept_locked
                 self._nq = node._fast.open_queue(self._fast_slot, self, tuple, public=False)
 
     # ==== linking ===========================================================================

@@ -1,0 +1,279 @@
+"""PUB: sends each message to every linked SUB subscribed to one of its prefixes.
+
+Filtering happens here, at the publisher: every SUB tells its PUBs its prefixes over the
+link (docs/protocol.md 2.19), so a message nobody wants never crosses the network, and a
+message nobody subscribed to goes nowhere (as in ZeroMQ). Each subscriber's link has
+credits like any other; what ``send`` does when a subscriber it must reach has none is the
+socket option ``overflow``:
+
+* ``"block"`` (default): nothing is lost. ``send`` waits (up to ``timeout``) until every
+  subscriber the message is for has credit, then sends it to all of them; on
+  :class:`exon.Timeout` it went to none. ``send_nowait`` raises :class:`exon.BackPressured`
+  instead of waiting. One slow subscriber slows the publisher down.
+* ``"drop"``: ``send`` never waits. A subscriber without credit misses the message; every
+  such drop is counted per subscriber (:meth:`statistics`) and that SUB gets a
+  :class:`~exon.sockets.messages.Dropped` item with the count in its stream, in the place of
+  the gap: the notice goes out (it takes one credit) before the next message sent to that
+  subscriber, at the next ``send`` of any message when the subscriber has credit again, or
+  in :meth:`flush` (also done by :meth:`close`). Dropped count + messages delivered = sent.
+
+A PUB receives nothing (``receive`` raises :class:`exon.StateError`), takes no cookies (a
+message goes to many subscribers, or none) and has no ``subscribe``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from exon import errors
+from exon.core import LinkClosed, LinkEstablished, LinkState, MessageReceived, PeerId
+from exon.core.pubsub import MESSAGE, PrefixFilter, SubKind, decode_subscription, encode_dropped
+from exon.sockets.messages import Peer
+from exon.sockets.socket import Socket, _deadline, _monotonic
+
+__all__ = ["PubSocket", "PubStatistics"]
+
+_OVERFLOW = ("block", "drop")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PubStatistics:
+    """A snapshot of a PUB's counters."""
+
+    published: int  #: messages given to send() and sent (or dropped)
+    sent: int  #: copies sent to subscribers (one per subscriber reached)
+    dropped: int  #: copies dropped for subscribers without credit (policy "drop")
+    dropped_by_peer: dict[Peer, int]  #: the drops per subscriber (ever linked)
+    subscribers: int  #: linked SUBs now
+    malformed_dropped: int  #: subscription payloads from SUBs that did not decode
+
+
+class _Subscriber:
+    __slots__ = ("filter", "pending", "rec", "token")
+
+    def __init__(self) -> None:
+        self.filter = PrefixFilter()
+        self.pending = 0  #: drops not told to the subscriber yet
+        self.token: Any = None  #: the native link (FastLink) while attached
+        self.rec: Any = None  #: its link-table record (credit: limit - sent)
+
+
+class PubSocket(Socket):
+    type = "pub"
+    can_receive = False
+    _native_queue = False  # subscriptions are applied as they arrive (_on_fast/_on_message)
+
+    def __init__(self, *args: Any, overflow: str = "block", **kwargs: Any) -> None:
+        if overflow not in _OVERFLOW:
+            raise errors.ConfigurationError(
+                f"overflow must be 'block' or 'drop', not {overflow!r}")
+        self.overflow = overflow
+        self._subs: dict[PeerId, _Subscriber] = {}
+        self._dropped: dict[PeerId, int] = {}
+        self._published = 0
+        self._sent = 0
+        self.malformed_dropped = 0
+        super().__init__(*args, **kwargs)
+
+    # ---- subscriptions (node callbacks, lock held) ------------------------------------------
+
+    def _may_take_message(self) -> bool:
+        return False  # nothing to hand out (and not "plain": no native receive door)
+
+    def _apply(self, peer: PeerId, payload: bytes) -> None:
+        try:
+            kind, prefix = decode_subscription(payload)
+        except errors.FrameDecodeError:
+            self.malformed_dropped += 1
+            return
+        sub = self._subs.get(peer)
+        if sub is None:
+            sub = self._subs[peer] = _Subscriber()
+        if kind is SubKind.SUBSCRIBE:
+            sub.filter.add(prefix)
+        else:
+            sub.filter.discard(prefix)
+
+    def _on_fast(self, token: Any, payload: bytes) -> None:
+        self._apply(token.peer, payload)
+        # delivered at once: the credit (and the SUB's cookie, which its subscribe() waits
+        # for) goes back in the next FLOW
+        if token.attached:
+            if self._deliver(token.index):
+                self._core.delivered_natively(self.tag, token.peer, now=_monotonic())
+        else:
+            self._core.deliver(MessageReceived(tag=self.tag, peer=token.peer, payload=payload,
+                                               incarnation=token.incarnation), now=_monotonic())
+
+    def _on_message(self, ev: MessageReceived) -> None:
+        self._apply(ev.peer, ev.payload)
+        self._core.deliver(ev, now=_monotonic())
+
+    def _on_established(self, ev: LinkEstablished) -> None:
+        super()._on_established(ev)
+        self._subs.setdefault(ev.peer, _Subscriber())
+
+    def _on_closed(self, ev: LinkClosed) -> None:
+        super()._on_closed(ev)
+        self._subs.pop(ev.peer, None)
+
+    # ---- sending ----------------------------------------------------------------------------
+
+    def _credit(self, peer: PeerId, sub: _Subscriber) -> int:
+        token = sub.token
+        if token is None or not token.attached:
+            token = sub.token = self.node._fast.by_link.get((self.tag, peer))
+            sub.rec = None if token is None else self.node._fast.record(token)
+        if token is not None:
+            rec = sub.rec
+            return int(rec.limit - rec.sent)
+        if self._core.link_state(self.tag, peer) is not LinkState.ESTABLISHED:
+            return 0
+        return self._core.credits(self.tag, peer)
+
+    def _emit(self, peer: PeerId, sub: _Subscriber, payload: bytes) -> None:
+        """Send one payload to ``peer`` (credit checked by the caller). Lock held."""
+        token = sub.token
+        if (token is not None and token.attached and not self.node._backlog
+                and self._fast_send(self._fast_slot, token.index, payload) >= 0):
+            return
+        self._send_locked(payload, None, peer, None, True)
+
+    def _count_drop(self, peer: PeerId, sub: _Subscriber) -> None:
+        sub.pending += 1
+        self._dropped[peer] = self._dropped.get(peer, 0) + 1
+
+    def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """Publish ``data`` to every subscriber with a matching prefix (see the module
+        docstring for ``overflow``)."""
+        self._publish(data, cookie, _deadline(timeout), False)
+
+    def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """Publish now; under "block" raise :class:`exon.BackPressured` (nothing sent) when
+        a subscriber the message is for has no credit."""
+        self._publish(data, cookie, None, True)
+
+    def _publish(self, data: bytes, cookie: Any, deadline: float | None, nowait: bool) -> None:
+        if cookie is not None:
+            raise errors.ConfigurationError(
+                "a pub socket takes no cookie: a message goes to many subscribers, or none")
+        data = data if type(data) is bytes else bytes(data)
+        payload = MESSAGE + data
+        with self._lock:
+            self._check_open()
+            self.node._activity += 1
+            if self.overflow == "block":
+                self._publish_block_locked(data, payload, deadline, nowait)
+            else:
+                self._publish_drop_locked(data, payload)
+            self._published += 1
+            self.node._flush_fast()
+
+    def _publish_block_locked(self, data: bytes, payload: bytes, deadline: float | None,
+                              nowait: bool) -> None:
+        subs = self._subs
+        while True:
+            targets = [(p, s) for p, s in subs.items() if s.filter.matches(data)]
+            if all(self._credit(p, s) > 0 for p, s in targets):
+                break
+            if nowait:
+                raise errors.BackPressured(f"pub {self.tag}: a subscriber has no credit")
+
+            def ready() -> bool:
+                return self._closed or all(
+                    self._credit(p, s) > 0 for p, s in subs.items() if s.filter.matches(data))
+
+            if not self.node._await(self._cond, ready, deadline):
+                raise errors.Timeout("a subscriber had no credit before the timeout "
+                                     "(the message was sent to none)")
+            self._check_open()
+        for peer, sub in targets:
+            if sub.pending:  # the socket was switched from "drop": tell the gap first
+                self._tell_drops(peer, sub)
+            self._emit(peer, sub, payload)
+            self._sent += 1
+
+    def _tell_drops(self, peer: PeerId, sub: _Subscriber) -> None:
+        count, sub.pending = sub.pending, 0
+        self._emit(peer, sub, encode_dropped(count))
+
+    def _publish_drop_locked(self, data: bytes, payload: bytes) -> None:
+        for peer, sub in self._subs.items():
+            match = sub.filter.matches(data)
+            if not match and not sub.pending:
+                continue
+            credit = self._credit(peer, sub)
+            if sub.pending:
+                if credit <= 0:
+                    if match:
+                        self._count_drop(peer, sub)
+                    continue
+                if match and credit == 1:  # room for the notice only: it covers this one too
+                    self._count_drop(peer, sub)
+                    match = False
+                self._tell_drops(peer, sub)
+                credit -= 1
+            if match:
+                if credit > 0:
+                    self._emit(peer, sub, payload)
+                    self._sent += 1
+                else:
+                    self._count_drop(peer, sub)
+
+    def flush(self, timeout: float | None = 5.0) -> None:
+        """Send every pending :class:`Dropped` notice (policy "drop"), waiting up to
+        ``timeout`` for the subscribers' credit; :class:`exon.Timeout` if some could not be
+        told (their SUBs still get the count before their next message)."""
+        deadline = _deadline(timeout)
+        with self._lock:
+            self._check_open()
+            subs = self._subs
+
+            def told() -> bool:
+                for peer, sub in subs.items():
+                    if sub.pending and self._credit(peer, sub) > 0:
+                        self._tell_drops(peer, sub)
+                self.node._flush_fast()
+                return self._closed or not any(s.pending for s in subs.values())
+
+            if not self.node._await(self._cond, told, deadline):
+                waiting = sum(1 for s in subs.values() if s.pending)
+                raise errors.Timeout(f"drop notices for {waiting} subscriber(s) still wait for "
+                                     f"credit after {timeout}s")
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Tell every subscriber its pending drops (:meth:`flush`), then close as every
+        socket does (everything sent is delivered within ``timeout``)."""
+        deadline = _deadline(timeout)
+        if not self._closed and any(s.pending for s in self._subs.values()):
+            with contextlib.suppress(errors.Timeout, errors.ClosedError):
+                self.flush(None if deadline is None else max(0.0, deadline - _monotonic()))
+        super().close(None if deadline is None else max(0.0, deadline - _monotonic()))
+
+    # ---- not for a PUB ---------------------------------------------------------------------
+
+    def receive(self, timeout: float | None = None) -> Any:
+        raise errors.StateError("a pub socket cannot receive; link a sub socket to receive")
+
+    def receive_nowait(self) -> Any:
+        raise errors.StateError("a pub socket cannot receive; link a sub socket to receive")
+
+    def subscribe(self, prefix: bytes = b"", timeout: float | None = 5.0) -> None:
+        raise errors.StateError("subscribe() is for sub sockets; a pub filters for its subs")
+
+    def unsubscribe(self, prefix: bytes = b"", timeout: float | None = 5.0) -> None:
+        raise errors.StateError("unsubscribe() is for sub sockets; a pub filters for its subs")
+
+    def statistics(self) -> PubStatistics:
+        with self._lock:
+            peer = self.node._peer
+            return PubStatistics(
+                published=self._published,
+                sent=self._sent,
+                dropped=sum(self._dropped.values()),
+                dropped_by_peer={peer(p): n for p, n in self._dropped.items()},
+                subscribers=len(self._subs),
+                malformed_dropped=self.malformed_dropped,
+            )
