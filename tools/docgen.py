@@ -185,6 +185,8 @@ SYSTEM_COUNTERS: dict[str, tuple[str, bool, str]] = {
     "RETRANSMITS_SENT": ("loss", True, "Data sent again after a NAK."),
     "LOSS_GAP_FILLS": ("loss", True, "Gaps given up on and filled with padding: data was "
                        "LOST for a subscriber (the exon link then breaks)."),
+    "NAKS_SUPPRESSED": ("loss", True, "NAKs withheld: the source is not verified yet, or the "
+                        "NAK rate cap was reached (a gap that keeps coming back)."),
     "FLOW_CONTROL_UNDER_RUNS": ("flow control", True, "Status messages behind the sender's "
                                 "position (reordered or stale)."),
     "FLOW_CONTROL_OVER_RUNS": ("flow control", True, "Data beyond the receiver's window: a "
@@ -198,6 +200,9 @@ SYSTEM_COUNTERS: dict[str, tuple[str, bool, str]] = {
                         "unsupported version: another program on the port, or an attack."),
     "SETUPS_DROPPED": ("drops", True, "SETUPs refused because the endpoint's image table is "
                        "full: too many senders, or a SETUP flood."),
+    "IMAGES_EVICTED": ("drops", True, "Images dropped to make room in a full endpoint table "
+                       "(unverified sources first, then idle ones): many senders, or a SETUP "
+                       "flood."),
     "SHORT_SENDS": ("drops", True, "`sendmsg` sent fewer bytes than asked: the socket send "
                     "buffer is too small."),
     "RECEIVER_PROXY_FAILS": ("drops", True, "Commands to the receiver agent lost to a full "
@@ -258,8 +263,11 @@ def counters_block() -> str:
     rows = ["System counters (one each per driver, ids fixed):", "",
             "| Id | Label in `exon stat` | Group | Trouble? | Meaning |",
             "| --- | --- | --- | --- | --- |"]
+    from exon.transport.aeron.stat import SYSTEM_GROUPS
+
     for m in SystemCounter:
-        group, trouble, meaning = SYSTEM_COUNTERS[m.name]
+        _, trouble, meaning = SYSTEM_COUNTERS[m.name]
+        group = SYSTEM_GROUPS.get(m, "other")  # the group exon stat shows it in
         rows.append(f"| {int(m)} | {m.label} | {group} | {'yes, when it rises' if trouble else ''}"
                     f" | {meaning} |")
     rows += ["", "Counters per stream (one per publication, image or client; the label says "
