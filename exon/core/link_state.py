@@ -18,6 +18,12 @@ Rules (seed 002, "Links"):
   closes when every DATA of the peer was delivered to the application, and every DATA of
   ours was confirmed by FLOW, or when the unlink timeout expires (cookies then lost).
 * A frame that is not LINK from a socket we hold no link with gets SOCKET_NOT_LINKED.
+* An UNLINK reaching LINK_SENT belongs to an older attempt (the peer answers our current
+  LINK with a LINKACK before anything else, and would have sent its own LINK before an
+  UNLINK of its own): it gets SOCKET_NOT_LINKED, which ends the peer's old record, and the
+  current attempt goes on. (A cancelled attempt's LINK and UNLINK may reach the peer late,
+  e.g. after waiting for a connection, and the peer's answering UNLINK must not cancel the
+  next attempt.)
 
 Frames are classified by the core into :class:`LinkInput` values (LINKACK is split by
 whether it carries metadata) after incarnation checks (``socket_core.py``). Every
@@ -155,7 +161,7 @@ TABLE: dict[tuple[LinkState, LinkInput], Transition] = {
     (S.LINK_SENT, I.LINKACK): _t(A.NOTE_DECISION, _EARLY),
     (S.LINK_SENT, I.DATA): _t(A.NOT_LINKED, S.LINK_SENT),
     (S.LINK_SENT, I.FLOW): _t(A.NOT_LINKED, S.LINK_SENT),
-    (S.LINK_SENT, I.UNLINK): _t(A.PEER_CANCEL, S.IDLE),
+    (S.LINK_SENT, I.UNLINK): _t(A.NOT_LINKED, S.LINK_SENT),
     (S.LINK_SENT, I.ERROR): _t(A.LINK_ERROR, _REFUSAL),
     # GOT_DECISION: the peer accepted before we saw its metadata.
     (S.GOT_DECISION, I.OPEN): _t(A.IGNORE, S.GOT_DECISION),

@@ -22,8 +22,14 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
   :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
   receives) and hands it back at once when a client wants it (the client rings the
   subscription's doorbell to wake it).
-* Publications towards new peer nodes are created outside the lock (a driver round trip);
-  frames for such a peer wait in a per-peer backlog meanwhile, in order.
+* Connecting never blocks anybody: a publication towards a new peer node is created
+  outside the lock (one driver round trip, no wait for the peer), then the node's polling
+  checks, without waiting, whether the peer's driver answered and sends HELLO. Frames for
+  such a peer wait in a bounded per-peer backlog meanwhile, in order. A peer that does not
+  answer within :data:`CONNECT_TIMEOUT` is unreachable: its frames are dropped (counted,
+  ``frames_dropped``), its links break or their handshakes count as temporary refusals
+  (the core retries them), and the address is not tried again before a back-off (from
+  0.25 s, doubling, up to 5 s) -- frames for it meanwhile are dropped the same way.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from exon.core import (
     SocketCore,
 )
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
-from exon.middleware.node_transport import NodeTransport
+from exon.middleware.node_transport import ConnectBackoff, NodeTransport
 from exon.native import node_lock
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -67,12 +73,15 @@ from exon.transport.aeron.settings import fresh_driver_dir
 if TYPE_CHECKING:
     from exon.sockets.socket import Socket
 
-__all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "Node"]
+__all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "Node"]
 
 DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher polls
 _DISPATCH_SLICE = 0.05  #: longest futex sleep of the dispatcher
 _WAIT_SLICE = 0.05  #: longest condition wait of a follower before it re-checks
 _POLL_LIMIT = 256
+CONNECT_TIMEOUT = 1.0  #: seconds a new peer node's driver has to answer our publication
+_CONNECTS_PENDING = 64  #: connections in progress at once; more addresses: dropped, counted
+_CONNECT_BACKLOG = 4096  #: frames that may wait for one connection; more: the peer is lost
 #: seconds a REQ/REP receiver that leads the polling spins (CPU pause, no syscall) before
 #: it parks in the futex: an answer within it costs neither side a futex wake. Streaming
 #: waits (PULL, credit) do not spin: parking lets the batch grow, which is cheaper per message
@@ -158,8 +167,12 @@ class Node:
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self._async_waiters = 0
         self._backlog: dict[str, deque[bytes]] = {}
-        self._to_connect: set[str] = set()
+        self._to_connect: set[str] = set()  # addresses whose publication must be created
+        self._pending: dict[str, tuple[Any, float]] = {}  # address -> (publication, deadline)
+        self._to_close: list[Any] = []  # publications to close outside the lock
+        self._backoff = ConnectBackoff()
         self._connecting = threading.Lock()
+        self.connects_failed = 0  #: peer nodes that did not answer in CONNECT_TIMEOUT
         self._lost: set[str] = set()
         self._touched: set[Socket] = set()
         self._peer_cache: dict[PeerId, Any] = {}
@@ -223,6 +236,10 @@ class Node:
             with getattr(self, "_lock", contextlib.nullcontext()):
                 self._close_doors()
                 fast.close()
+        for pub in [p for p, _deadline in getattr(self, "_pending", {}).values()] + getattr(
+                self, "_to_close", []):
+            with contextlib.suppress(errors.ExonError):
+                pub.close()
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -391,9 +408,21 @@ class Node:
                 if address in self._lost:
                     self.frames_dropped += 1
                     continue
-                backlog.setdefault(address, deque()).append(data)
                 if pub is None:
-                    self._to_connect.add(address)
+                    queue = backlog.get(address)
+                    if queue is None:
+                        if not self._want_connection(address):
+                            self.frames_dropped += 1
+                            self._lost.add(address)  # handshakes with it: temporary refusal
+                            continue
+                        queue = backlog[address] = deque()
+                    elif len(queue) >= _CONNECT_BACKLOG:
+                        self.frames_dropped += 1
+                        self._lost.add(address)
+                        continue
+                    queue.append(data)
+                    continue
+                backlog[address].append(data)
                 continue
             rc = offer(pub, data)
             if rc < 0:
@@ -427,36 +456,82 @@ class Node:
         if dropped:
             self.frames_dropped += len(dropped)
         self._to_connect.discard(address)
+        pending = self._pending.pop(address, None)
+        if pending is not None:
+            self._to_close.append(pending[0])
         if self._transport is not None:
             self._transport.drop_publication(address)
 
+    def _want_connection(self, address: str) -> bool:
+        """Frames wait for a connection to ``address``: ask for one. False: the address is
+        in its back-off, or too many connections are in progress (drop the frames)."""
+        if address in self._pending or address in self._to_connect:
+            return True
+        if len(self._backoff) and self._backoff.blocked(address, _monotonic()):
+            return False
+        if len(self._pending) + len(self._to_connect) >= _CONNECTS_PENDING:
+            return False
+        self._to_connect.add(address)
+        return True
+
     def _connect_pending(self) -> None:
-        """Create publications for new peer nodes (lock NOT held). One thread at a time."""
-        if not self._to_connect or not self._connecting.acquire(blocking=False):
+        """Create the publications asked for and close the ones given up (lock NOT held):
+        driver round trips only, never a wait for a peer. One thread at a time."""
+        if not self._connecting.acquire(blocking=False):
             return
         try:
-            for _ in range(64):
-                with self._lock:
-                    transport = self._transport
-                    if transport is None or self._closed:
-                        return
-                    todo = [a for a in self._to_connect if a not in transport.publications]
-                    self._to_connect.clear()
-                if not todo:
+            with self._lock:
+                transport = self._transport
+                if transport is None or self._closed:
                     return
-                for address in todo:
-                    pub = transport.connect(address)
-                    with self._lock:
-                        if pub is None:
-                            self._lost.add(address)
-                        elif self._transport is None:
-                            pub.close()
-                        else:
-                            transport.publications[address] = pub
-                            self._retry_backlog()
-                        self._pump_locked()
+                todo = [a for a in self._to_connect
+                        if a not in transport.publications and a not in self._pending]
+                self._to_connect.clear()
+                closing, self._to_close = self._to_close, []
+            for pub in closing:
+                with contextlib.suppress(errors.ExonError):
+                    pub.close()
+            if not todo:
+                return
+            started = [(address, transport.start_connect(address)) for address in todo]
+            with self._lock:
+                now = _monotonic()
+                for address, pub in started:
+                    if pub is None:
+                        self._connect_failed(address, now)
+                    elif self._transport is None or address not in self._backlog:
+                        self._to_close.append(pub)  # closed, or nobody waits for it now
+                    else:
+                        self._pending[address] = (pub, now + CONNECT_TIMEOUT)
+                self._progress_connections(now)
+                self._pump_locked()
         finally:
             self._connecting.release()
+
+    def _connect_failed(self, address: str, now: float) -> None:
+        self.connects_failed += 1
+        self._backoff.failed(address, now)
+        self._lost.add(address)
+
+    def _progress_connections(self, now: float) -> None:
+        """Move the connections whose peer answered to the publications (HELLO sent, their
+        backlog offered); give up those past their deadline. Never waits. Lock held."""
+        transport = self._transport
+        if transport is None:
+            return
+        ready = False
+        for address, (pub, deadline) in list(self._pending.items()):
+            if transport.finish_connect(pub):
+                del self._pending[address]
+                self._backoff.succeeded(address)
+                transport.publications[address] = pub
+                ready = True
+            elif now >= deadline:
+                del self._pending[address]
+                self._to_close.append(pub)
+                self._connect_failed(address, now)
+        if ready:
+            self._retry_backlog()
 
     def _process_native(self, n: int, left: int, slots: list[int], gone: list[str]) -> int:
         """Hand out a polled batch (its fast DATA is in the sockets' native queues already):
@@ -535,7 +610,11 @@ class Node:
         if transport is None:
             return 0
         gone = transport.refresh(self._poller, self._fast.key_of)
-        if self._to_connect:
+        if self._pending:
+            self._progress_connections(_monotonic())
+            if self._lost:
+                self._pump_locked()
+        if self._to_connect or self._to_close:
             self._lock.release()
             try:
                 self._connect_pending()
@@ -571,7 +650,7 @@ class Node:
         flow_in = self._fast.next_flow_in()
         if flow_in is not None:
             timeout = min(timeout, flow_in)
-        if self._backlog or self._to_connect:
+        if self._backlog or self._to_connect or self._pending or self._to_close:
             timeout = min(timeout, 0.001)
         self._lock.release()
         try:
@@ -634,11 +713,6 @@ class Node:
                 cond.wait(max(0.0, left))
             finally:
                 self._role_waiters.remove(cond)
-
-    def _run_and_flush(self) -> None:
-        """After a client operation (lock NOT held): connect new peers if needed."""
-        if self._to_connect:
-            self._connect_pending()
 
     # ==== the dispatcher thread ==============================================================
 

@@ -16,8 +16,9 @@ core with it. When the image goes away (the peer node closed or died), the addre
 reported by :meth:`NodeTransport.poll` as gone.
 
 Threading: :meth:`poll` and :meth:`wait` are for one thread at a time (the Node's poll
-role); :meth:`offer` for one thread at a time (the Node's lock); :meth:`connect` may run
-beside both (it only creates publications); :meth:`wake` from any thread.
+role); :meth:`offer` for one thread at a time (the Node's lock); :meth:`start_connect` may
+run beside both (it only creates a publication: one driver round trip, no wait for the
+peer); :meth:`finish_connect` never blocks; :meth:`wake` from any thread.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ from exon.transport.aeron import (
     Subscription,
 )
 
-__all__ = ["HELLO", "UDP_STREAM_ID", "NodeTransport", "encode_hello", "registry_path"]
+__all__ = ["HELLO", "UDP_STREAM_ID", "ConnectBackoff", "NodeTransport", "encode_hello",
+           "registry_path"]
 
 UDP_STREAM_ID = 0x4558_4F4E  # "EXON"
 NODE_PROTOCOL = 0x02
 HELLO = 0x01
 _HELLO_HEADER = struct.Struct("<HBBI")  # version, protocol, type, remaining length
 _VERSION = 1
-_CONNECT_TIMEOUT = 1.0
 _OFFER_SPINS = 200
 
 
@@ -100,6 +101,45 @@ def free_port(host: str) -> int:
     with pysocket.socket(family, pysocket.SOCK_DGRAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+class ConnectBackoff:
+    """When an address that did not answer may be tried again (time is a parameter).
+
+    Each failure doubles the address's delay, from ``initial`` up to ``maximum``; a success
+    forgets it. At most ``limit`` addresses are remembered (a flood of made-up addresses
+    cannot grow it): past that, expired entries go first, then the oldest.
+    """
+
+    def __init__(self, *, initial: float = 0.25, maximum: float = 5.0,
+                 limit: int = 4096) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.limit = limit
+        self._entries: dict[str, tuple[float, float]] = {}  # address -> (retry at, delay)
+
+    def blocked(self, address: str, now: float) -> bool:
+        """True while ``address`` must not be tried."""
+        entry = self._entries.get(address)
+        return entry is not None and now < entry[0]
+
+    def failed(self, address: str, now: float) -> float:
+        """``address`` did not answer: the delay before it may be tried again."""
+        entry = self._entries.pop(address, None)
+        delay = self.initial if entry is None else min(self.maximum, entry[1] * 2)
+        if len(self._entries) >= self.limit:
+            horizon = now - self.maximum
+            self._entries = {a: e for a, e in self._entries.items() if e[0] > horizon}
+            while len(self._entries) >= self.limit:
+                del self._entries[next(iter(self._entries))]
+        self._entries[address] = (now + delay, delay)
+        return delay
+
+    def succeeded(self, address: str) -> None:
+        self._entries.pop(address, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class NodeTransport:
@@ -197,27 +237,24 @@ class NodeTransport:
 
     # ---- sending -------------------------------------------------------------------
 
-    def connect(self, address: str,
-                timeout: float = _CONNECT_TIMEOUT) -> ExclusivePublication | None:
-        """Create the publication towards ``address`` and say HELLO; None if unreachable."""
+    def start_connect(self, address: str) -> ExclusivePublication | None:
+        """Create the publication towards ``address`` (one driver round trip, no wait for
+        the peer); None if the driver refused it. :meth:`finish_connect` completes it."""
         try:
             channel, stream = self.channel_for(address)
-            pub = self.aeron.add_exclusive_publication(channel, stream, timeout=timeout)
+            return self.aeron.add_exclusive_publication(channel, stream)
         except errors.ExonError:
             return None
-        deadline = time.monotonic() + timeout
-        while not pub.is_connected:
-            if time.monotonic() >= deadline:
-                pub.close()
-                return None
-            time.sleep(0.0005)
-        hello = encode_hello(self.address)
-        while pub.offer(hello) < 0:
-            if time.monotonic() >= deadline:
-                pub.close()
-                return None
-            time.sleep(0.0002)
-        return pub
+
+    def finish_connect(self, pub: ExclusivePublication) -> bool:
+        """Non-blocking: True once the peer's driver answered ``pub`` and our HELLO is in
+        it (the publication is ready for frames); False: not yet, ask again later."""
+        if not pub.is_connected:
+            return False
+        try:
+            return pub.offer(encode_hello(self.address)) >= 0
+        except errors.ExonError:
+            return False
 
     @staticmethod
     def offer(pub: ExclusivePublication, data: bytes) -> int:
@@ -325,7 +362,9 @@ class NodeTransport:
     def close(self) -> None:
         for address in list(self.publications):
             self.drop_publication(address)
-        for sub in getattr(self, "subscriptions", []):
+        # the sharers of the first subscription's doorbell go first: the driver frees that
+        # counter with its owner, and must not ring it for another image after that
+        for sub in reversed(getattr(self, "subscriptions", [])):
             with contextlib.suppress(errors.ExonError):
                 sub.close()
         if self._registry is not None:

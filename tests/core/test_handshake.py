@@ -327,3 +327,26 @@ def test_peer_gone_breaks_links_and_loses_cookies() -> None:
     assert ev[1].error
     assert ev[1].reason == "PEER_GONE"
     assert p.a.links(1) == {}
+
+
+def test_a_late_unlink_of_a_cancelled_attempt_does_not_cancel_the_next_one() -> None:
+    """A's first attempt is cancelled while its LINK and UNLINK(0) still wait to reach B
+    (the node waits for the connection); B then answers that old attempt (LINKACK, then
+    UNLINK) while A's next attempt is in LINK_SENT. The old UNLINK must not cancel it."""
+    a, b = make_core("A"), make_core("B")
+    a.open_socket(1, "push")
+    b.open_socket(2, "pull")
+    a.link(1, ("B", 2), now=0)
+    a.unlink(1, ("B", 2), now=0)
+    a.events()
+    a.link(1, ("B", 2), now=1)
+    transfer(a, b, now=1)  # LINK(old), UNLINK(old, 0), LINK(new), in order
+    for _address, data in b.frames_to_send():  # LINKACK(old), UNLINK(old), LINKACK(new)
+        a.receive_frame("B", data, now=1)
+    pump([a, b], now=1)
+    assert a.link_state(1, ("B", 2)) is LinkState.ESTABLISHED
+    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
+    assert not [e for e in a.events() if isinstance(e, LinkRefused)]
+    assert a.send(1, b"after", now=1) == PeerId("B", 2)
+    pump([a, b], now=1)
+    assert [e.payload for e in b.events() if isinstance(e, MessageReceived)] == [b"after"]
