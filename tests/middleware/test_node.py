@@ -107,7 +107,7 @@ def test_bad_endpoints_and_peers_are_configuration_errors(make_node) -> None:
         with pytest.raises(exon.ConfigurationError):
             req.link(bad, timeout=0.1)
     with pytest.raises(exon.ConfigurationError):
-        exon.Socket(type="dealer", node=node)
+        exon.Socket(type="pair", node=node)
     with pytest.raises(exon.ConfigurationError):
         node.socket("rep", tag=req.tag)  # tag taken
 
