@@ -180,10 +180,19 @@ def push_command(peer: str, data: str, count: int, timeout: float,
                    "beside the 1-link figure of the same run")
 @click.option("--asyncio", "use_asyncio", is_flag=True,
               help="instead: a req/rep round trip from a coroutine beside zmq.asyncio")
+@click.option("--patterns", "patterns", is_flag=True,
+              help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
+                   "requests in flight, beside pyzmq (exon/bench/patterns.py)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, links: tuple[int, ...],
-                  use_asyncio: bool) -> None:
+                  use_asyncio: bool, patterns: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if patterns:
+        from exon.bench.patterns import run_patterns_bench
+
+        run_patterns_bench(messages=messages, round_trips=max(round_trips, 10 * 64),
+                           size=(sizes or (64,))[0], with_zmq=not no_zmq)
+        return
     if use_asyncio:
         from exon.bench.aio import run_aio_bench
 
