@@ -23,7 +23,7 @@ import random
 from typing import Any
 
 from exon import errors
-from exon.core import LinkEstablished, PeerId
+from exon.core import LinkClosed, LinkEstablished, PeerId
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
 from exon.sockets.socket import Socket, _deadline
@@ -41,6 +41,7 @@ class DealerSocket(Socket):
         #: socket type of every peer linked so far (kept after the link closes: its
         #: messages may still be queued)
         self._peer_types: dict[PeerId, str] = {}
+        self._reps: set[PeerId] = set()  #: established links with a REP (framed requests)
         self._next_id = random.getrandbits(48)
         self.malformed_dropped = 0
 
@@ -54,10 +55,14 @@ class DealerSocket(Socket):
             for peer in [p for p in types if p not in live]:
                 del types[peer]
         types[ev.peer] = ev.peer_metadata.socket_type
+        if ev.peer_metadata.socket_type == "rep":
+            self._reps.add(ev.peer)
+        else:
+            self._reps.discard(ev.peer)
 
-    def _has_rep_locked(self) -> bool:
-        types = self._peer_types
-        return any(types.get(p) == "rep" for p in self._core.established(self.tag))
+    def _on_closed(self, ev: LinkClosed) -> None:
+        super()._on_closed(ev)
+        self._reps.discard(ev.peer)
 
     # ---- sending -------------------------------------------------------------------------
 
@@ -77,7 +82,7 @@ class DealerSocket(Socket):
     def _send_request_locked(self, payload: bytes, cookie: Any, deadline: float | None,
                              nowait: bool) -> None:
         self._check_open()
-        if not self._has_rep_locked():
+        if not self._reps:
             # ROUTERs only: the payload goes as it is, round-robin natively when it can
             self._send_locked(payload, cookie, None, deadline, nowait)
             return
