@@ -125,6 +125,7 @@ class Archive:
         self._lock_fd = fd
 
     def close(self) -> None:
+        """Close the writers and release the directory's lock (an owner's). Idempotent."""
         with self._lock:
             for w in self._writers.values():
                 w.close()
@@ -163,10 +164,13 @@ class Archive:
             return entry
 
     def writer(self, recording: str | int) -> RecordingWriter:
+        """The appender of a recording (owner only: the service uses it)."""
         self._require_owner()
         return self._writers[self.entry(recording).id]
 
     def mark_keyed(self, recording: str | int) -> None:
+        """Mark a recording as taking keyed (exactly-once) ingest; recovery then scans all of its
+        segments."""
         with self._lock:
             entry = self.entry(recording)
             if not entry.keyed:
@@ -218,6 +222,8 @@ class Archive:
     # ---- reading ---------------------------------------------------------------------------
 
     def entry(self, recording: str | int) -> CatalogEntry:
+        """The catalog entry of a recording by name or id (re-read from disk when not the owner);
+        :class:`RecordingNotFound` if none."""
         with self._lock:
             if not self.owner:
                 self.catalog = Catalog.load(self.directory)  # the service may have changed it
@@ -287,6 +293,7 @@ class Archive:
                              state=state)
 
     def recordings(self) -> list[RecordingInfo]:
+        """Every recording, ascending by id, as :class:`RecordingInfo`."""
         with self._lock:
             if not self.owner:
                 self.catalog = Catalog.load(self.directory)
@@ -294,6 +301,7 @@ class Archive:
         return [self._info(e) for e in entries]
 
     def recording(self, recording: str | int) -> RecordingInfo:
+        """One recording by name or id, as :class:`RecordingInfo`."""
         return self._info(self.entry(recording))
 
     def check_range(self, recording: str | int, start: int,
@@ -424,9 +432,12 @@ class Archive:
 
     def read_raw(self, files: RecordingFiles, start: int, end: int,
                  max_bytes: int) -> tuple[bytes, int, int]:
+        """Up to ``max_bytes`` of whole records of ``files`` from ``start`` (within one segment):
+        ``(bytes, their start, their end)``."""
         return files.raw(start, end, max_bytes)
 
     def files(self, recording: str | int) -> RecordingFiles:
+        """Read access to the segment files of a recording."""
         return RecordingFiles(self.directory, self.entry(recording))
 
     # ---- checking ------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ class ArchiveClient:
 
     @property
     def node(self) -> exon.Node:
+        """The node the client talks through (created on first use unless one was given);
+        :class:`exon.ClosedError` once closed."""
         if self._closed:
             raise errors.ClosedError("the archive client is closed")
         if self._node is None:
@@ -98,6 +100,7 @@ class ArchiveClient:
         return control.decode_response(reply.payload)
 
     def close(self) -> None:
+        """Unlink from the service and close the node if this client created it. Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -129,9 +132,11 @@ class ArchiveClient:
         return self._request("info")
 
     def recordings(self) -> list[RecordingInfo]:
+        """Every recording of the service, as :class:`RecordingInfo`."""
         return [RecordingInfo(**r) for r in self._request("recordings")["recordings"]]
 
     def recording(self, recording: str | int) -> RecordingInfo:
+        """One recording by name or id; :class:`RecordingNotFound` if there is none."""
         return RecordingInfo(**self._request("recording", recording=recording)["recording"])
 
     def stop_position(self, recording: str | int) -> int:
@@ -140,10 +145,14 @@ class ArchiveClient:
 
     def boundaries(self, recording: str | int, start: int, end: int | None,
                    max_records: int) -> list[int]:
+        """Record boundaries ``[start, p1, ..., end]`` cutting ``[start, end)`` into slices of at
+        most ``max_records`` records (``end=None``: the stop position)."""
         return list(self._request("boundaries", recording=recording, start=start, end=end,
                                   max_records=max_records)["positions"])
 
     def advance(self, recording: str | int, start: int, max_records: int) -> int:
+        """The position after at most ``max_records`` records from ``start`` (at most the stop
+        position)."""
         return int(self._request("advance", recording=recording, start=start,
                                  max_records=max_records)["position"])
 
@@ -253,6 +262,8 @@ class KeyedWriter:
         self._lost = 0
 
     def send(self, batch: int, partition: int, seq: int, payload: bytes) -> None:
+        """Send one keyed row (its cookie is ``seq``); blocks up to the client's timeout for
+        credit. The archive records a ``(query, partition, batch, seq)`` once."""
         self._push.send(control.encode_keyed(self._recording_id, partition, batch, seq,
                                              self._query, payload),
                         cookie=seq, timeout=self._client.timeout)
@@ -279,6 +290,8 @@ class KeyedWriter:
                                f"{self._client.address}; send the batch again")
 
     def close(self) -> None:
+        """Close the writer's PUSH (within a second: what was sent is delivered or its cookies are
+        lost)."""
         self._push.close(timeout=1.0)
 
     def __enter__(self) -> KeyedWriter:

@@ -78,18 +78,22 @@ class Record(tuple):  # type: ignore[type-arg]
 
     @property
     def position(self) -> int:
+        """The record's position in its recording (a replay from here starts with this record)."""
         return self[0]  # type: ignore[no-any-return]
 
     @property
     def payload(self) -> bytes:
+        """The message as its producer sent it."""
         return self[1]  # type: ignore[no-any-return]
 
     @property
     def producer(self) -> str:
+        """The sending socket, ``"HOST:PORT/TAG"``."""
         return self[2]  # type: ignore[no-any-return]
 
     @property
     def timestamp(self) -> int:
+        """The archive's receive time, ns since the Unix epoch."""
         return self[3]  # type: ignore[no-any-return]
 
     def __getnewargs__(self) -> tuple[int, bytes, str, int]:

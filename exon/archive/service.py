@@ -104,6 +104,7 @@ class ArchiveService:
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> ArchiveService:
+        """Start the control, recording and keyed-ingest threads; returns ``self``."""
         self._spawn(self._control_loop, "exon-archive-control")
         for name, sock in self.ingest.items():
             self._spawn(self._record_loop, f"exon-archive-record-{name}", name, sock)
@@ -118,6 +119,8 @@ class ArchiveService:
         return t
 
     def close(self, timeout: float = 5.0) -> None:
+        """Stop every thread (each joined within ``timeout``), close the node if this service
+        created it, then the archive (its files and lock). Idempotent."""
         self._stop.set()
         with self._lock:
             for ev in self._replays.values():

@@ -97,6 +97,7 @@ class Decision(enum.IntEnum):
 
     @property
     def accepted(self) -> bool:
+        """True for :attr:`ACCEPTED`."""
         return self is Decision.ACCEPTED
 
     @property
@@ -133,6 +134,7 @@ class LinkMetadata:
     custom: dict[str, Any] = field(default_factory=dict)  #: link-policy fields
 
     def to_wire(self) -> dict[str, Any]:
+        """The msgpack map (string keys) that carries this metadata."""
         out: dict[str, Any] = {
             "type": self.socket_type,
             "credits": self.credits,
@@ -147,6 +149,8 @@ class LinkMetadata:
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> LinkMetadata:
+        """Metadata from a decoded msgpack map; :class:`exon.ProtocolError` (a
+        ``FrameDecodeError``) when a field is missing or of the wrong type."""
         try:
             socket_type = data["type"]
             credits = data["credits"]

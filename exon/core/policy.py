@@ -102,11 +102,15 @@ class SharedSecretPolicy(LinkPolicy):
         return hmac.new(self._secret, msg, hashlib.sha256).digest()
 
     def metadata(self, ctx: PolicyContext, peer: LinkMetadata | None) -> dict[str, Any]:
+        """``custom["auth"]``: our proof (HMAC over both sockets and our nonce, answering the
+        peer's nonce when we answer a LINK)."""
         seen = peer.nonce if peer is not None else b""
         mac = self._mac(ctx.node_id, ctx.reply_address, ctx.tag, ctx.peer.tag, ctx.nonce, seen)
         return {"auth": {"mac": mac, "seen": seen}}
 
     def decide(self, ctx: PolicyContext, peer: LinkMetadata) -> tuple[Decision, str]:
+        """Accept a peer whose proof matches the secret and is fresh (answers our nonce, or carries
+        a strong nonce not seen before); else ``UNAUTHORIZED``."""
         auth = peer.custom.get("auth")
         if not isinstance(auth, dict):
             return Decision.UNAUTHORIZED, "peer did not authenticate"

@@ -185,6 +185,8 @@ class Node:
 
     @property
     def udp_enabled(self) -> bool:
+        """Whether the node also receives over UDP (from nodes of other drivers), not only over
+        IPC."""
         return self._transport is not None and self._transport.udp_enabled
 
     def socket(self, type: str, tag: int | None = None, **options: Any) -> Socket:
@@ -196,9 +198,12 @@ class Node:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` ran."""
         return self._closed
 
     def statistics(self) -> Any:
+        """An immutable snapshot of the node's core counters (frames, links, cookies, refusals,
+        drops): a ``CoreStatistics``."""
         with self._lock:
             return self._core.statistics()
 

@@ -34,6 +34,9 @@ _PEER_TYPES_MAX = 4096  # forget the types of closed links beyond this many entr
 
 
 class DealerSocket(Socket):
+    """DEALER: many requests in flight, round-robin out over ROUTERs and REPs, replies
+    fair-queued in (see :mod:`exon.sockets.dealer`)."""
+
     type = "dealer"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -106,10 +106,12 @@ class Message(tuple):  # type: ignore[type-arg]
 
     @property
     def payload(self) -> bytes:
+        """The message's bytes."""
         return self[0]  # type: ignore[no-any-return]
 
     @property
     def peer(self) -> Peer | None:
+        """The socket that sent it (None when unknown)."""
         return self[1]  # type: ignore[no-any-return]
 
     def __eq__(self, other: object) -> bool:

@@ -39,6 +39,9 @@ _Count = tuple[PeerId, int, Any, int]
 
 
 class PullSocket(Socket):
+    """PULL: receives fair-queued from its linked PUSHes, one at a time or in batches;
+    cannot send."""
+
     type = "pull"
     can_send = False
 
@@ -49,9 +52,11 @@ class PullSocket(Socket):
         super().__init__(*args, **kwargs)
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """A PULL cannot send: raises :class:`exon.StateError`."""
         raise errors.StateError("a pull socket cannot send; link a push socket to send")
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """A PULL cannot send: raises :class:`exon.StateError`."""
         raise errors.StateError("a pull socket cannot send; link a push socket to send")
 
     # ==== batches ===========================================================================

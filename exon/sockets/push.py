@@ -17,6 +17,8 @@ __all__ = ["PushSocket"]
 
 
 class PushSocket(Socket):
+    """PUSH: sends round-robin over its linked PULLs that have credit; receives only its cookies."""
+
     type = "push"
     can_receive = False
 

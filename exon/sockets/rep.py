@@ -21,6 +21,9 @@ __all__ = ["RepSocket"]
 
 
 class RepSocket(Socket):
+    """REP: receives requests fair-queued and sends each reply to its requester (receive, then
+    send)."""
+
     type = "rep"
     _wait_spin = CLIENT_SPIN
 
@@ -65,4 +68,6 @@ class RepSocket(Socket):
         self._reply(data, cookie, timeout, False)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """Send the reply now or raise :class:`exon.BackPressured` (the requester has no credit for
+        us)."""
         self._reply(data, cookie, None, True)

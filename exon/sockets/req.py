@@ -31,6 +31,9 @@ ENVELOPE = struct.Struct("<Q")
 
 
 class ReqSocket(Socket):
+    """REQ: one request at a time, round-robin over its linked REPs; accepts only the reply to its
+    pending request."""
+
     type = "req"
     _wait_spin = CLIENT_SPIN
 
@@ -67,6 +70,7 @@ class ReqSocket(Socket):
         self._send_request(data, cookie, timeout, False)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """Send a request now or raise :class:`exon.BackPressured` (no linked REP has credit)."""
         self._send_request(data, cookie, None, True)
 
     # ---- receiving -----------------------------------------------------------------------

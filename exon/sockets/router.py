@@ -35,6 +35,9 @@ _PEER_TYPES_MAX = 4096  # forget the state of closed links beyond this many entr
 
 
 class RouterSocket(Socket):
+    """ROUTER: receives fair-queued from DEALERs and REQs, each message naming its sender;
+    ``send(data, peer=...)`` answers that peer alone (see :mod:`exon.sockets.router`)."""
+
     type = "router"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

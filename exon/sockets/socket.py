@@ -644,9 +644,13 @@ class Socket(AsyncSocketMixin):
         return fast.tokens[rc].peer if rc >= 0 else None
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """Send ``data`` (with an optional ``cookie``); blocks up to ``timeout`` (None: no limit)
+        for credit. Socket types that cannot send raise :class:`exon.StateError`."""
         raise errors.StateError(f"a {self.type} socket cannot send")
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """Send now or raise :class:`exon.BackPressured`. Socket types that cannot send raise
+        :class:`exon.StateError`."""
         raise errors.StateError(f"a {self.type} socket cannot send")
 
     # ==== closing ============================================================================
@@ -659,6 +663,7 @@ class Socket(AsyncSocketMixin):
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` ran."""
         return self._closed
 
     def close(self, timeout: float | None = 5.0) -> None:

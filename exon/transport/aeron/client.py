@@ -81,10 +81,12 @@ class Aeron:
 
     @property
     def client_id(self) -> int:
+        """This client's id, as the driver knows it."""
         return int(lib.exon_client_id(self._live()))
 
     @property
     def is_closed(self) -> bool:
+        """True once :meth:`close` ran."""
         return self._handle is None
 
     @property
@@ -100,6 +102,7 @@ class Aeron:
         return addr
 
     def counter_value(self, counter_id: int) -> int:
+        """The current value of a counter of the driver's CnC."""
         return int(self.counter_addr(counter_id)[0])
 
     def counter_state(self, counter_id: int) -> int:
@@ -110,6 +113,7 @@ class Aeron:
         return rc
 
     def counter_label(self, counter_id: int) -> str:
+        """The label of a counter of the driver's CnC."""
         buf = ffi.new("char[]", 400)
         n = check(lib.exon_counters_label(lib.exon_client_counters(self._live()), counter_id,
                                           buf, 400))
@@ -131,10 +135,12 @@ class Aeron:
 
     @property
     def driver_heartbeat_age_ms(self) -> int:
+        """Milliseconds since the driver last heart-beat in its CnC."""
         return int(lib.exon_client_driver_heartbeat_age_ms(self._live()))
 
     @property
     def keepalives_sent(self) -> int:
+        """Keep-alives this client has sent to the driver so far."""
         return int(lib.exon_client_keepalives_sent(self._live()))
 
     # ---- publications ----------------------------------------------------------------
@@ -332,20 +338,24 @@ class Subscription:
 
     @property
     def images(self) -> list[Image]:
+        """The subscription's images (one per publication session it receives), now."""
         self._refresh()
         return list(self._images)
 
     @property
     def image_count(self) -> int:
+        """How many images the subscription has now."""
         self._refresh()
         return len(self._images)
 
     @property
     def is_connected(self) -> bool:
+        """Whether at least one image is connected."""
         return self.image_count > 0
 
     @property
     def is_closed(self) -> bool:
+        """True once :meth:`close` ran."""
         return self._closed
 
     @property

@@ -48,6 +48,7 @@ class CounterType(enum.IntEnum):
 
     @property
     def short_name(self) -> str:
+        """The short name ``exon stat`` shows (``pub-pos``, ``rcv-hwm``...)."""
         return _SHORT_NAMES[self]
 
 
@@ -113,6 +114,7 @@ class SystemCounter(enum.IntEnum):
 
     @property
     def label(self) -> str:
+        """The counter's label, from the C table."""
         return ffi.string(lib.exon_system_counter_label(int(self))).decode()
 
 
@@ -143,6 +145,7 @@ class Counter:
 
     @property
     def type_name(self) -> str:
+        """The short name of the counter's type (see :func:`type_name`)."""
         return type_name(self.type_id)
 
 
@@ -179,6 +182,7 @@ class CountersReader:
 
     @property
     def max_counters(self) -> int:
+        """How many counters the region has room for."""
         return int(self._counters.max_counters)
 
     def ids(self) -> Iterator[int]:
@@ -189,6 +193,7 @@ class CountersReader:
             counter_id = lib.exon_counters_next_allocated(self._counters, counter_id + 1)
 
     def value(self, counter_id: int) -> int:
+        """The current value of a counter; IndexError outside the region."""
         self._check_id(counter_id)
         return int(lib.exon_counter_get(self._counters, counter_id))
 
@@ -198,6 +203,7 @@ class CountersReader:
         return int(lib.exon_counters_state(self._counters, counter_id))
 
     def label(self, counter_id: int) -> str:
+        """The label of a counter."""
         n = check(
             lib.exon_counters_label(self._counters, counter_id, self._label_buf, MAX_LABEL_LENGTH),
             "counter label",
@@ -205,6 +211,7 @@ class CountersReader:
         return bytes(ffi.buffer(self._label_buf, n)).decode("utf-8", "replace")
 
     def key(self, counter_id: int) -> bytes:
+        """The key bytes of a counter (what identifies it, by type)."""
         buf = ffi.new("uint8_t[]", MAX_KEY_LENGTH)
         n = check(lib.exon_counters_key(self._counters, counter_id, buf, MAX_KEY_LENGTH), "key")
         return bytes(ffi.buffer(buf, n))

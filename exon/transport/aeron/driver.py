@@ -123,10 +123,12 @@ class MediaDriver:
 
     @property
     def dir(self) -> str:
+        """The driver's directory (``cnc.dat`` and log buffers)."""
         return self.settings.dir
 
     @property
     def is_closed(self) -> bool:
+        """True once :meth:`close` ran."""
         return self._handle is None
 
     @property

@@ -188,6 +188,7 @@ class Image(LogUser):
 
     @property
     def position(self) -> int:
+        """The subscriber's position in this image (bytes consumed)."""
         return int(lib.exon_image_position(self._img))
 
     @position.setter
@@ -196,18 +197,22 @@ class Image(LogUser):
 
     @property
     def session_id(self) -> int:
+        """The session id of the publication this image receives."""
         return self.log.session_id
 
     @property
     def stream_id(self) -> int:
+        """The stream id of the image."""
         return self.log.stream_id
 
     @property
     def end_of_stream_position(self) -> int:
+        """The position where the publication ended, once it has (else the maximum position)."""
         return int(lib.exon_image_end_of_stream_position(self._img))
 
     @property
     def is_end_of_stream(self) -> bool:
+        """Whether the subscriber has consumed up to the publication's end of stream."""
         return bool(lib.exon_image_is_end_of_stream(self._img))
 
     @property
