@@ -174,7 +174,11 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--no-zmq", is_flag=True, help="skip the pyzmq peer")
 @click.option("--transport", type=click.Choice(["ipc", "udp"]), default="ipc", show_default=True,
               help="ipc: both nodes on one driver, pyzmq over ipc://; udp: a driver per node, "
-                   "UDP over loopback, pyzmq over tcp://")
+                   "UDP over loopback, pyzmq over tcp:// (plus exon's round trip against a "
+                   "bare C UDP ping-pong, the floor)")
+@click.option("--processes", is_flag=True,
+              help="run the shared driver (ipc) as its own 'exon driver' process, as a host "
+                   "driver is deployed; nodes always run one per worker process")
 @click.option("--links", "links", multiple=True, type=click.IntRange(1, 1000),
               help="instead: one PULL fed by K PUSH sockets (repeat for several K), each "
                    "beside the 1-link figure of the same run")
@@ -184,7 +188,7 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
-                  no_zmq: bool, transport: str, links: tuple[int, ...],
+                  no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
                   use_asyncio: bool, patterns: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     if patterns:
@@ -206,7 +210,8 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
     from exon.bench.sockets import run_sockets_bench
 
     run_sockets_bench(sizes=sizes or (64, 1024), messages=messages, round_trips=round_trips,
-                      credits=credits, with_zmq=not no_zmq, transport=transport)
+                      credits=credits, with_zmq=not no_zmq, transport=transport,
+                      processes=processes)
 
 
 @bench.command("archive")

@@ -8,6 +8,15 @@
 process runs a node with its own embedded driver (UDP over loopback between them, the
 cross-host path); pyzmq's use ``tcp://127.0.0.1``; the cases are named ``..._udp``. One
 JSON line per case (:func:`exon.bench.report.emit`): ratio > 1 means exon is better.
+
+With ``transport="udp"`` two more lines give the physical floor: exon's req/rep round trip
+(p50, p99) against a bare C UDP ping-pong on loopback measured in the same run
+(:func:`udp_floor`: two sockets, one blocking ``recv`` per side, no driver), cases
+``req_rep_64B_p50_udp_floor`` / ``..._p99_udp_floor`` with ``peer_name="udp-floor"``.
+
+``processes=True`` runs the shared driver of the ipc case as its own ``exon driver``
+process (how a host driver is deployed) instead of inside the benchmark's process; the
+nodes always run in worker processes of their own, one node per process.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from exon.bench.peers import Latency, Throughput, zmq_push_pull, zmq_req_rep, zm
 from exon.bench.report import emit
 from exon.transport.aeron.settings import fresh_driver_dir
 
-__all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench"]
+__all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench", "udp_floor"]
 
 _DRIVER = {
     "ipc_term_buffer_length": 16 * 1024 * 1024,
@@ -77,9 +86,41 @@ def exon_req_rep(driver_dir: str, size: int, round_trips: int, credits: int) -> 
         return Latency(tuple(float(x) for x in out.split()))
 
 
+def udp_floor(size: int, round_trips: int, timeout: float = 5.0) -> Latency:
+    """Round trips (us) of a bare C UDP ping-pong on 127.0.0.1 (exon_bench_udp_floor)."""
+    from exon.native import check, ffi, lib
+
+    rtt = ffi.new("int64_t[]", round_trips)
+    done = check(lib.exon_bench_udp_floor(size, round_trips, int(timeout * 1e9), rtt),
+                 "udp floor ping-pong")
+    return Latency(tuple(rtt[i] / 1000.0 for i in range(done)))
+
+
+@contextmanager
+def _driver_process(directory: str) -> Iterator[str]:
+    """``exon driver --dir DIRECTORY`` as a child process (its first line: the dir)."""
+    args = [sys.executable, "-m", "exon.transport.aeron.driver_main", "--dir", directory]
+    for key, value in _DRIVER.items():
+        args += ["--set", f"{key}={value}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        if not proc.stdout.readline().strip():
+            raise RuntimeError(f"exon driver did not start in {directory}")
+        yield directory
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
                       round_trips: int = 10_000, credits: int | None = None,
-                      with_zmq: bool = True, transport: str = "ipc") -> list[dict[str, object]]:
+                      with_zmq: bool = True, transport: str = "ipc",
+                      processes: bool = False) -> list[dict[str, object]]:
     from exon.transport.aeron import MediaDriver
 
     if credits is None:
@@ -92,12 +133,16 @@ def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 20
         raise ValueError(f"transport must be 'ipc' or 'udp', not {transport!r}")
     udp = transport == "udp"
     suffix, zmq_transport = ("_udp", "tcp") if udp else ("", "ipc")
-    extra = {"exon_transport": "udp", "peer_transport": "tcp"} if udp else {}
+    extra: dict[str, object] = ({"exon_transport": "udp", "peer_transport": "tcp"} if udp
+                                else {})
+    extra["processes"] = processes
     lines = []
     try:
         with contextlib.ExitStack() as stack:
             if udp:
                 target = "-"  # each worker's node launches its own driver
+            elif processes:
+                target = stack.enter_context(_driver_process(directory))
             else:
                 stack.enter_context(MediaDriver.launch(dir=directory, **_DRIVER))
                 target = directory
@@ -117,6 +162,13 @@ def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 20
                                   peer=None if zlat is None else zlat.percentile(p),
                                   peer_name="pyzmq", unit="us", higher_is_better=False,
                                   round_trips=round_trips, **extra))
+            if udp:
+                floor = udp_floor(size, round_trips)
+                for p in (50, 99):
+                    lines.append(emit(f"req_rep_{size}B_p{p}_udp_floor", exon=lat.percentile(p),
+                                      peer=floor.percentile(p), peer_name="udp-floor",
+                                      unit="us", higher_is_better=False,
+                                      round_trips=round_trips, **extra))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return lines

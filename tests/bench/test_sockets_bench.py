@@ -10,18 +10,60 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize(("transport", "suffix"), [("ipc", ""), ("udp", "_udp")])
-def test_bench_sockets_prints_one_json_line_per_case(transport: str, suffix: str) -> None:
+def _bench(*args: str) -> list[dict[str, object]]:
     out = subprocess.run(
         [sys.executable, "-m", "exon.cli", "bench", "sockets", "--no-zmq", "--size", "64",
-         "--messages", "3000", "--round-trips", "200", "--transport", transport],
+         "--messages", "3000", "--round-trips", "200", *args],
         capture_output=True, text=True, timeout=180, check=True,
     ).stdout
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize(("transport", "processes"), [("ipc", False), ("ipc", True)])
+def test_bench_sockets_ipc_prints_one_json_line_per_case(transport: str, processes: bool) -> None:
+    lines = _bench("--transport", transport, *(["--processes"] if processes else []))
     assert [line["case"] for line in lines] == [
-        f"push_pull_64B{suffix}", f"req_rep_64B_p50{suffix}", f"req_rep_64B_p99{suffix}"]
+        "push_pull_64B", "req_rep_64B_p50", "req_rep_64B_p99"]
     for line in lines:
         assert line["exon"] > 0
         assert line["peer"] is None
         assert line["ratio"] is None
+        assert line["processes"] is processes
     assert lines[1]["exon"] <= lines[2]["exon"]  # p50 <= p99
+
+
+def test_bench_sockets_udp_reports_the_floor() -> None:
+    lines = _bench("--transport", "udp")
+    assert [line["case"] for line in lines] == [
+        "push_pull_64B_udp", "req_rep_64B_p50_udp", "req_rep_64B_p99_udp",
+        "req_rep_64B_p50_udp_floor", "req_rep_64B_p99_udp_floor"]
+    by_case = {line["case"]: line for line in lines}
+    for line in lines[:3]:
+        assert line["exon"] > 0
+        assert line["peer"] is None
+        assert line["ratio"] is None
+    for p in (50, 99):
+        floor = by_case[f"req_rep_64B_p{p}_udp_floor"]
+        assert floor["peer_name"] == "udp-floor"
+        # the same exon figure, measured against the bare ping-pong of this run
+        assert floor["exon"] == by_case[f"req_rep_64B_p{p}_udp"]["exon"]
+        assert floor["peer"] > 0
+        assert floor["ratio"] == pytest.approx(floor["peer"] / floor["exon"], rel=0.01)
+    assert lines[1]["exon"] <= lines[2]["exon"]  # p50 <= p99
+
+
+def test_udp_floor_counts_every_round_trip() -> None:
+    from exon.bench.sockets import udp_floor
+
+    lat = udp_floor(64, 500)
+    assert len(lat.samples_us) == 500
+    assert all(s > 0 for s in lat.samples_us)
+
+
+def test_udp_floor_rejects_bad_arguments() -> None:
+    from exon import errors
+    from exon.native import check, ffi, lib
+
+    rtt = ffi.new("int64_t[]", 1)
+    with pytest.raises(errors.ExonError):
+        check(lib.exon_bench_udp_floor(0, 1, 10**9, rtt))

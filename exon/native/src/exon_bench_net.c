@@ -4,6 +4,10 @@
 #include <sched.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "exon_common.h"
 #include "exon_bench_net.h"
@@ -168,4 +172,116 @@ out:
     EXON_STORE_RLX(&st.running, 0);
     pthread_join(pong_thread, NULL);
     return done;
+}
+
+/* ---- the bare UDP floor ------------------------------------------------------------- */
+
+typedef struct bench_udp_floor_stct
+{
+    int fd;
+    int32_t msg_len;
+    int64_t count;
+    int rc;
+}
+bench_udp_floor_t;
+
+static int bench_udp_socket(int64_t timeout_ns, struct sockaddr_in *bound)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fd < 0)
+    {
+        return exon_set_error(-errno, "udp floor: socket: %s", strerror(errno));
+    }
+    struct timeval tv = { .tv_sec = (time_t)(timeout_ns / 1000000000LL),
+                          .tv_usec = (suseconds_t)((timeout_ns % 1000000000LL) / 1000) };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    memset(bound, 0, sizeof(*bound));
+    bound->sin_family = AF_INET;
+    bound->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(*bound);
+    if (bind(fd, (struct sockaddr *)bound, sizeof(*bound)) < 0 ||
+        getsockname(fd, (struct sockaddr *)bound, &len) < 0)
+    {
+        int err = errno;
+        close(fd);
+        return exon_set_error(-err, "udp floor: bind: %s", strerror(err));
+    }
+    return fd;
+}
+
+static void *bench_udp_floor_echo(void *arg)
+{
+    bench_udp_floor_t *st = (bench_udp_floor_t *)arg;
+    char buf[65536];
+    for (int64_t i = 0; i < st->count; i++)
+    {
+        ssize_t n = recv(st->fd, buf, sizeof(buf), 0);
+        if (n < 0 || send(st->fd, buf, (size_t)n, 0) != n)
+        {
+            st->rc = -errno;
+            break;
+        }
+    }
+    return NULL;
+}
+
+int64_t exon_bench_udp_floor(int32_t msg_len, int64_t count, int64_t timeout_ns, int64_t *rtt_ns)
+{
+    if (msg_len <= 0 || msg_len > 65000 || count <= 0)
+    {
+        return exon_set_error(EXON_E_ARGUMENT, "udp floor: bad msg_len %d or count %lld", msg_len, (long long)count);
+    }
+    struct sockaddr_in a, b;
+    int fa = bench_udp_socket(timeout_ns, &a);
+    if (fa < 0)
+    {
+        return fa;
+    }
+    int fb = bench_udp_socket(timeout_ns, &b);
+    if (fb < 0)
+    {
+        close(fa);
+        return fb;
+    }
+    if (connect(fa, (struct sockaddr *)&b, sizeof(b)) < 0 || connect(fb, (struct sockaddr *)&a, sizeof(a)) < 0)
+    {
+        int err = errno;
+        close(fa);
+        close(fb);
+        return exon_set_error(-err, "udp floor: connect: %s", strerror(err));
+    }
+    int64_t warmup = count / 10;
+    bench_udp_floor_t echo = { .fd = fb, .msg_len = msg_len, .count = warmup + count, .rc = 0 };
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, bench_udp_floor_echo, &echo) != 0)
+    {
+        close(fa);
+        close(fb);
+        return exon_set_error(EXON_E_STATE, "udp floor: cannot start the echo thread");
+    }
+    char buf[65536];
+    memset(buf, 0x5a, (size_t)msg_len);
+    int64_t done = 0;
+    int64_t rc = 0;
+    for (int64_t i = 0; i < warmup + count; i++)
+    {
+        int64_t t0 = exon_nano_clock();
+        if (send(fa, buf, (size_t)msg_len, 0) != msg_len || recv(fa, buf, sizeof(buf), 0) < 0)
+        {
+            rc = exon_set_error(-errno, "udp floor: round trip %lld: %s", (long long)i, strerror(errno));
+            break;
+        }
+        if (i >= warmup)
+        {
+            rtt_ns[done++] = exon_nano_clock() - t0;
+        }
+    }
+    if (rc < 0)
+    {
+        shutdown(fb, SHUT_RDWR); /* ends the echo thread's recv */
+    }
+    pthread_join(thread, NULL);
+    close(fa);
+    close(fb);
+    return rc < 0 ? rc : done;
 }

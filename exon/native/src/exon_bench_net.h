@@ -34,4 +34,13 @@ int64_t exon_bench_net_pingpong(
     int64_t timeout_ns,
     int64_t *rtt_ns);
 
+/*
+ * The physical floor of a UDP round trip on this host: two UDP sockets on 127.0.0.1, no
+ * driver, no log. This thread sends msg_len bytes and blocks in recv for the echo; a second
+ * thread blocks in recv and echoes (one blocking recv per side, as a bare C ping-pong).
+ * `count` round trips after count/10 warm-up ones; rtt_ns[i] receives each (ns). Each recv
+ * waits at most timeout_ns. Returns the number of round trips done or a negative code.
+ */
+int64_t exon_bench_udp_floor(int32_t msg_len, int64_t count, int64_t timeout_ns, int64_t *rtt_ns);
+
 #endif /* EXON_BENCH_NET_H */
