@@ -98,6 +98,11 @@ class DriverTimeout(TransportError):
     """The media driver stopped answering (its heartbeat is stale or its process is gone)."""
 
 
+class DriverUnavailable(TransportError):
+    """No live media driver where one was asked for (``Node(driver="shared")`` with no host
+    driver running, or a stale directory); the message says where and how to start one."""
+
+
 class CncError(TransportError):
     """The command-and-control file is missing, truncated, corrupt or from another version."""
 

@@ -23,7 +23,7 @@ from exon.middleware.node import Node
 
 def main(argv: list[str]) -> None:
     role, driver_dir, count = argv[0], argv[1], int(argv[2])
-    with Node("127.0.0.1:0", driver_dir=None if driver_dir == "-" else driver_dir) as node:
+    with Node("127.0.0.1:0", driver="embedded" if driver_dir == "-" else driver_dir) as node:
         if role == "pull":
             sock = node.socket("pull", tag=1, credits=int(argv[3]))
             print(f"{node.address}/1", flush=True)

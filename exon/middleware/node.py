@@ -1,7 +1,7 @@
 """The Node: one SocketCore bound to the Aeron transport, and its threads.
 
-A node owns a media driver (embedded, or an external one with ``driver_dir=``), one Aeron
-client, the :class:`~exon.middleware.node_transport.NodeTransport` (its subscriptions and
+A node uses a media driver (see *Which driver* below), one Aeron client, the
+:class:`~exon.middleware.node_transport.NodeTransport` (its subscriptions and
 one exclusive publication per peer node), the socket registry and a dispatcher thread.
 
 Threading (one lock, ``Node._lock``, guards the core and every socket's state):
@@ -30,11 +30,28 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
   ``frames_dropped``), its links break or their handshakes count as temporary refusals
   (the core retries them), and the address is not tried again before a back-off (from
   0.25 s, doubling, up to 5 s) -- frames for it meanwhile are dropped the same way.
+
+Which driver (``Node(driver=...)``, default ``$EXON_NODE_DRIVER``, else ``"auto"``), as
+Aeron deploys one driver per host:
+
+* ``"auto"``: the host driver when one is live at :func:`~exon.transport.aeron.settings.
+  host_driver_dir` (``$EXON_DIR``, else ``/dev/shm/exon-<user>``, where ``exon driver``
+  runs with no ``--dir``): nodes of one host then talk over IPC with no configuration.
+  Otherwise an embedded driver of the node's own; a stale directory there (its driver
+  gone) is reported in a warning (logger ``exon.node``) and left alone.
+* ``"embedded"``: always a driver of its own (isolation: tests, benchmarks).
+* ``"shared"``: the host driver, or :class:`~exon.errors.DriverUnavailable`.
+* a directory (or ``driver_dir=DIR``): the driver of that directory.
+
+A node on a driver that dies (killed, stopped) learns it from its Aeron client (the
+driver's pid gone, or its heartbeat older than the driver timeout) and breaks every link:
+blocked callers wake with :class:`~exon.errors.BrokenLink`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import shutil
@@ -68,12 +85,19 @@ from exon.transport.aeron import (
     Aeron,
     MediaDriver,
 )
-from exon.transport.aeron.settings import fresh_driver_dir
+from exon.transport.aeron.driver import probe_driver
+from exon.transport.aeron.settings import fresh_driver_dir, host_driver_dir
 
 if TYPE_CHECKING:
     from exon.sockets.socket import Socket
 
-__all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "Node"]
+__all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES", "Node"]
+
+log = logging.getLogger("exon.node")
+
+#: the named choices of ``Node(driver=...)``; any other value is a driver directory
+DRIVER_CHOICES = ("auto", "embedded", "shared")
+_DRIVER_CHECK_INTERVAL = 0.05  #: seconds between two looks at the Aeron client's health
 
 DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher polls
 _DISPATCH_SLICE = 0.05  #: longest futex sleep of the dispatcher
@@ -104,13 +128,47 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
+def _choose_driver(driver: str | None, driver_dir: str | None) -> tuple[str | None, str]:
+    """(directory of the driver to use, or None to embed one; a note on why)."""
+    if driver_dir is not None:
+        if driver is not None and driver != driver_dir:
+            raise errors.ConfigurationError(
+                f"give driver= or driver_dir=, not both (driver={driver!r}, "
+                f"driver_dir={driver_dir!r})")
+        return driver_dir, "external"
+    choice = driver if driver is not None else (os.environ.get("EXON_NODE_DRIVER") or "auto")
+    if choice == "embedded":
+        return None, "embedded"
+    if choice in ("auto", "shared"):
+        found = probe_driver(host_driver_dir())
+        if found.state == "live":
+            return found.dir, "host"
+        if choice == "shared":
+            why = "nothing runs there" if found.state == "absent" else found.reason
+            raise errors.DriverUnavailable(
+                f"no live media driver in {found.dir} ({why}): start one with "
+                f"`exon driver`, or use Node(driver='embedded')")
+        if found.state == "stale":
+            log.warning("the host driver directory %s is stale (%s); this node embeds a "
+                        "driver of its own (start `exon driver` to share one)",
+                        found.dir, found.reason)
+        return None, "embedded"
+    if os.sep not in choice:
+        raise errors.ConfigurationError(
+            f"driver must be one of {', '.join(DRIVER_CHOICES)} or a driver directory, "
+            f"not {choice!r}")
+    return choice, "external"
+
+
 class Node:
     """An exon node: ``Node(endpoint="127.0.0.1:0")``; see :mod:`exon.middleware.node`.
 
     ``endpoint`` is ``"HOST:PORT"`` (port 0: pick a free one); :attr:`address` is the
-    address peers link to. ``driver_dir``: use the external (or another node's) media
-    driver of that directory instead of launching an embedded one. ``driver_options``:
-    :class:`~exon.transport.aeron.DriverSettings` fields for the embedded driver.
+    address peers link to. ``driver``: ``"auto"`` (the default, or ``$EXON_NODE_DRIVER``:
+    the host driver if one is live, else an embedded one), ``"embedded"``, ``"shared"``
+    (the host driver or :class:`~exon.errors.DriverUnavailable`) or a driver directory;
+    ``driver_dir=DIR`` is the same as ``driver=DIR``. ``driver_options``:
+    :class:`~exon.transport.aeron.DriverSettings` fields for an embedded driver.
     ``settings``: the core's :class:`~exon.core.LinkSettings` (credits, retry, ...).
     """
 
@@ -118,6 +176,7 @@ class Node:
         self,
         endpoint: str = "127.0.0.1:0",
         *,
+        driver: str | None = None,
         driver_dir: str | None = None,
         settings: LinkSettings | None = None,
         driver_options: dict[str, Any] | None = None,
@@ -133,7 +192,17 @@ class Node:
         self._transport: NodeTransport | None = None
         self._owned_dir: str | None = None
         self._closed = False
+        self._driver_failure: errors.ExonError | None = None
+        self._next_driver_check = 0.0
+        driver_dir, self.driver_kind = _choose_driver(driver, driver_dir)
         try:
+            if driver_dir is not None and self.driver_kind == "host":
+                try:
+                    self._aeron = Aeron.connect(driver_dir)
+                except errors.ExonError as exc:  # it died between the probe and now
+                    log.warning("the host driver in %s did not answer (%s); this node "
+                                "embeds a driver of its own", driver_dir, exc)
+                    driver_dir, self.driver_kind = None, "embedded"
             if driver_dir is None:
                 directory = fresh_driver_dir(f"exon-node-{os.getpid()}")
                 options = {**EMBEDDED_DRIVER_DEFAULTS, **(driver_options or {})}
@@ -141,7 +210,8 @@ class Node:
                 self._driver = MediaDriver.launch(dir=directory, **options)
                 self._owned_dir = directory
                 driver_dir = directory
-            self._aeron = Aeron.connect(driver_dir)
+            if self._aeron is None:
+                self._aeron = Aeron.connect(driver_dir)
             self._transport = NodeTransport(self._aeron, host=host, port=port, rng=self._rng,
                                             udp=udp)
         except BaseException:
@@ -631,6 +701,10 @@ class Node:
         if n or gone:
             return self._process_native(n, left, slots, gone)
         now = _monotonic()
+        if now >= self._next_driver_check:
+            self._next_driver_check = now + _DRIVER_CHECK_INTERVAL
+            if self._driver_failure is None and self._check_driver():
+                return 1
         due = self._core.next_timer()
         if due is not None and due <= now:
             self._core.handle_timer(now=now)
@@ -642,6 +716,38 @@ class Node:
             if self._lost:
                 self._pump_locked()
         return 0
+
+    def _check_driver(self) -> bool:
+        """True if the driver was just found dead (lock held): then every link of every
+        socket is broken (the peers are unreachable without a driver) and the callers
+        waiting on them wake with BrokenLink."""
+        aeron = self._aeron
+        if aeron is None:
+            return False
+        try:
+            aeron.check()
+        except errors.ExonError as exc:
+            self._driver_failure = exc
+        else:
+            return False
+        log.warning("node %s lost its media driver (%s): every link breaks",
+                    self.address, self._driver_failure)
+        addresses: set[str] = set()
+        for tag in self._sockets:
+            with contextlib.suppress(errors.ExonError):
+                addresses.update(peer.address for peer in self._core.links(tag))
+        if self._transport is not None:
+            addresses.update(self._transport.publications)
+        addresses.update(self._backlog)
+        now = _monotonic()
+        for address in addresses:
+            self._drop_peer(address)
+            self._core.peer_gone(address, now=now)
+        self._pump_locked()
+        for sock in self._sockets.values():
+            self._touched.add(sock)
+        self._notify_touched()
+        return True
 
     def _sleep_locked(self, timeout: float, spin: float = 0.0) -> None:
         """Futex-sleep on the transport (lock released), bounded by the next core timer;
@@ -674,6 +780,9 @@ class Node:
                 return True
             if self._closed:
                 raise errors.ClosedError("the node is closed")
+            if self._driver_failure is not None:
+                raise errors.BrokenLink(
+                    f"node {self.address} lost its media driver: {self._driver_failure}")
             now = _monotonic()
             if deadline is not None and now >= deadline:
                 return False

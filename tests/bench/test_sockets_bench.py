@@ -48,7 +48,7 @@ def test_bench_sockets_udp_reports_the_floor() -> None:
         # the same exon figure, measured against the bare ping-pong of this run
         assert floor["exon"] == by_case[f"req_rep_64B_p{p}_udp"]["exon"]
         assert floor["peer"] > 0
-        assert floor["ratio"] == pytest.approx(floor["peer"] / floor["exon"], rel=0.01)
+        assert floor["ratio"] == pytest.approx(floor["peer"] / floor["exon"], rel=0.01, abs=0.001)
     assert lines[1]["exon"] <= lines[2]["exon"]  # p50 <= p99
 
 

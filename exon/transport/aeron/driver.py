@@ -9,13 +9,17 @@ stops the agents, removes the log files and, with ``dir_delete_on_shutdown``, th
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from exon.native import check, ffi, lib
 from exon.transport.aeron.settings import DriverSettings
 
-__all__ = ["DEFAULT_DRIVER_TIMEOUT_MS", "MediaDriver", "driver_context"]
+__all__ = ["DEFAULT_DRIVER_TIMEOUT_MS", "DriverProbe", "MediaDriver", "driver_context",
+           "probe_driver"]
 
 DEFAULT_DRIVER_TIMEOUT_MS = 10_000
 
@@ -92,6 +96,71 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     return ctx
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriverProbe:
+    """What :func:`probe_driver` found in a driver directory."""
+
+    #: "live": a driver serves it; "absent": no ``cnc.dat``; "stale": a ``cnc.dat`` whose
+    #: driver is gone (its pid is dead, its heartbeat is old or zero) or unreadable
+    state: Literal["live", "absent", "stale"]
+    dir: str
+    #: the driver's pid as its CnC says (0 when unknown)
+    pid: int = 0
+    #: why the directory is stale, for the message a caller prints
+    reason: str = ""
+
+
+def probe_driver(directory: str) -> DriverProbe:
+    """Whether a live media driver serves ``directory``: its ``cnc.dat`` opens, its
+    heartbeat is younger than its driver timeout and (same host) its pid exists."""
+    from exon import errors
+    from exon.transport.aeron.cnc import CncFile
+
+    if not os.path.exists(os.path.join(directory, "cnc.dat")):
+        return DriverProbe(state="absent", dir=directory)
+    try:
+        cnc = CncFile.open(directory)
+    except errors.ExonError as exc:
+        return DriverProbe(state="stale", dir=directory, reason=f"unreadable cnc.dat: {exc}")
+    with cnc:
+        pid = cnc.pid
+        if cnc.driver_heartbeat_ms() == 0:
+            return DriverProbe(state="stale", dir=directory, pid=pid,
+                               reason="its driver shut down")
+        if not cnc.is_driver_alive():
+            return DriverProbe(state="stale", dir=directory, pid=pid,
+                               reason=f"heartbeat {cnc.driver_heartbeat_age_ms()} ms old")
+        if pid > 0 and not _pid_alive(pid):
+            return DriverProbe(state="stale", dir=directory, pid=pid,
+                               reason=f"driver process {pid} is gone")
+    return DriverProbe(state="live", dir=directory, pid=pid)
+
+
+def _refuse_live_or_clean_dead(directory: str) -> None:
+    """Two drivers never share a directory: a live one there refuses the launch (the C
+    launch checks the heartbeat again, which closes the race). A driver killed moments ago
+    still has a fresh heartbeat; its pid is gone, so its files are removed here."""
+    from exon import errors
+
+    found = probe_driver(directory)
+    if found.state == "live":
+        raise errors.StateError(
+            f"driver already active in {directory} (pid {found.pid}): two drivers cannot "
+            f"share a directory; use that driver, stop it, or choose another dir")
+    if found.state == "stale" and found.pid > 0 and not _pid_alive(found.pid):
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno != errno.ESRCH
+    return True
+
+
 class MediaDriver:
     """A running embedded media driver (``exon_driver_t``)."""
 
@@ -116,6 +185,7 @@ class MediaDriver:
             settings = DriverSettings.from_env(**overrides)
         elif overrides:
             settings = DriverSettings.from_env({}, **{**settings.model_dump(), **overrides})
+        _refuse_live_or_clean_dead(settings.dir)
         ctx = driver_context(settings, driver_timeout_ms=driver_timeout_ms)
         out = ffi.new("exon_driver_t **")
         check(lib.exon_driver_launch(out, ctx), f"launch driver in {settings.dir}")

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from exon.errors import ExonError
 from exon.transport.aeron.driver import DEFAULT_DRIVER_TIMEOUT_MS, MediaDriver
 from exon.transport.aeron.settings import DriverSettings
 
@@ -27,9 +28,12 @@ def run_driver(
     ready: threading.Event | None = None,
     stop: threading.Event | None = None,
 ) -> int:
-    """Launch a driver on ``dir`` (settings from ``EXON_*`` then ``settings_overrides``),
+    """Launch a driver on ``dir`` (default: ``$EXON_DIR``, else the host driver's directory
+    :func:`~exon.transport.aeron.settings.default_driver_dir`, ``/dev/shm/exon-<user>``),
     print its directory, run until SIGINT/SIGTERM (or ``stop`` is set, or a client sends
-    TERMINATE_DRIVER), then close it cleanly. Returns the exit status (0)."""
+    TERMINATE_DRIVER), then close it cleanly. Returns the exit status: 0, or 1 when the
+    driver cannot start (a live driver already owns the directory, say; the reason goes to
+    stderr)."""
     overrides = dict(settings_overrides or {})
     if dir is not None:
         overrides["dir"] = dir
@@ -40,7 +44,12 @@ def run_driver(
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        with MediaDriver.launch(settings, driver_timeout_ms=driver_timeout_ms) as driver:
+        try:
+            launched = MediaDriver.launch(settings, driver_timeout_ms=driver_timeout_ms)
+        except ExonError as exc:
+            print(f"exon driver: {exc}", file=sys.stderr, flush=True)
+            return 1
+        with launched as driver:
             print(driver.dir, flush=True)
             if ready is not None:
                 ready.set()

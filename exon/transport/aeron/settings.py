@@ -68,6 +68,13 @@ def default_driver_dir() -> str:
     return os.path.join(driver_dir_base(), f"exon-{user}")
 
 
+def host_driver_dir() -> str:
+    """Where the host's shared driver runs: ``$EXON_DIR`` if set, else
+    :func:`default_driver_dir`. ``exon driver`` with no ``--dir`` runs there and
+    ``exon.Node()`` looks for a live driver there."""
+    return os.environ.get("EXON_DIR") or default_driver_dir()
+
+
 def fresh_driver_dir(prefix: str) -> str:
     """A new driver directory path, ``PREFIX-<random>`` under :func:`driver_dir_base` (an
     embedded driver's, a benchmark's, a test's)."""

@@ -1,0 +1,14 @@
+"""Suite-wide setup.
+
+Nodes of the test suite embed their own driver unless a test asks otherwise: a host
+driver someone left running at /dev/shm/exon-<user> (``exon driver``) must not be picked
+up by ``exon.Node()``'s default (``driver="auto"``). Set at import time, so the worker
+processes the tests start inherit it. Tests of the choice itself pass ``driver=`` or
+change the variable with ``monkeypatch``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["EXON_NODE_DRIVER"] = "embedded"
