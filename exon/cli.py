@@ -18,7 +18,9 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--dir", "driver_dir", default=None, help="driver directory (CnC and log files)")
+@click.option("--dir", "driver_dir", default=None,
+              help="driver directory (CnC and log files); default: the host driver's, "
+                   "$EXON_DIR or /dev/shm/exon-USER, where exon.Node() looks for one")
 @click.option(
     "--threading-mode",
     type=click.Choice(["DEDICATED", "SHARED_NETWORK", "SHARED"], case_sensitive=False),

@@ -145,8 +145,9 @@ def _refuse_live_or_clean_dead(directory: str) -> None:
     found = probe_driver(directory)
     if found.state == "live":
         raise errors.StateError(
-            f"driver already active in {directory} (pid {found.pid}): two drivers cannot "
-            f"share a directory; use that driver, stop it, or choose another dir")
+            f"launch driver in {directory}: driver already active in {directory} (pid "
+            f"{found.pid}); two drivers cannot share a directory: use that driver, stop it, "
+            f"or choose another dir")
     if found.state == "stale" and found.pid > 0 and not _pid_alive(found.pid):
         import shutil
 

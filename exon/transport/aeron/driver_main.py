@@ -31,9 +31,8 @@ def run_driver(
     """Launch a driver on ``dir`` (default: ``$EXON_DIR``, else the host driver's directory
     :func:`~exon.transport.aeron.settings.default_driver_dir`, ``/dev/shm/exon-<user>``),
     print its directory, run until SIGINT/SIGTERM (or ``stop`` is set, or a client sends
-    TERMINATE_DRIVER), then close it cleanly. Returns the exit status: 0, or 1 when the
-    driver cannot start (a live driver already owns the directory, say; the reason goes to
-    stderr)."""
+    TERMINATE_DRIVER), then close it cleanly. Returns the exit status (0); a driver that
+    cannot start (a live driver already owns the directory, say) raises."""
     overrides = dict(settings_overrides or {})
     if dir is not None:
         overrides["dir"] = dir
@@ -44,12 +43,7 @@ def run_driver(
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        try:
-            launched = MediaDriver.launch(settings, driver_timeout_ms=driver_timeout_ms)
-        except ExonError as exc:
-            print(f"exon driver: {exc}", file=sys.stderr, flush=True)
-            return 1
-        with launched as driver:
+        with MediaDriver.launch(settings, driver_timeout_ms=driver_timeout_ms) as driver:
             print(driver.dir, flush=True)
             if ready is not None:
                 ready.set()
@@ -64,7 +58,8 @@ def run_driver(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="exon-driver", description=__doc__)
-    parser.add_argument("--dir", default=None, help="driver directory (default /dev/shm/exon-USER)")
+    parser.add_argument("--dir", default=None,
+                        help="driver directory (default $EXON_DIR, else /dev/shm/exon-USER)")
     parser.add_argument("--driver-timeout-ms", type=int, default=DEFAULT_DRIVER_TIMEOUT_MS)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="a DriverSettings field, e.g. threading_mode=SHARED")
@@ -75,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             parser.error(f"--set wants FIELD=VALUE, got {item!r}")
         overrides[key.strip()] = value.strip()
-    return run_driver(args.dir, overrides, driver_timeout_ms=args.driver_timeout_ms)
+    try:
+        return run_driver(args.dir, overrides, driver_timeout_ms=args.driver_timeout_ms)
+    except ExonError as exc:  # one line, as `exon driver` says it
+        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":
