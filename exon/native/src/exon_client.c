@@ -555,6 +555,13 @@ int exon_client_connect(
         c->driver_timeout_ms = 10000;
     }
     c->keepalive_interval_ns = keepalive_interval_ns > 0 ? keepalive_interval_ns : EXON_CLIENT_DEFAULT_KEEPALIVE_NS;
+    if (keepalive_interval_ns <= 0 && h->client_liveness_timeout_ns > 0 &&
+        c->keepalive_interval_ns > h->client_liveness_timeout_ns / 4)
+    {
+        /* a driver with a short client liveness (tests, embedded nodes): keep at least four
+         * keepalives within it, so that one late wake-up does not time this client out */
+        c->keepalive_interval_ns = h->client_liveness_timeout_ns / 4;
+    }
     c->driver_pid = h->pid;
     c->instance_id = h->driver_instance_id;
     c->conductor_thread_index = h->agent_thread_index[EXON_AGENT_CONDUCTOR];

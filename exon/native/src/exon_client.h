@@ -80,7 +80,8 @@ exon_image_event_t;
 /*
  * Connect to the driver of `dir`. timeout_ns bounds the wait for a CnC being created and
  * the CLIENT_CONNECT answer. driver_timeout_ms <= 0: use the CnC's value.
- * keepalive_interval_ns <= 0: 500 ms. Errors: -ENOENT/EXON_E_CNC_* naming the file,
+ * keepalive_interval_ns <= 0: 500 ms, or a quarter of the CnC's client liveness timeout when
+ * that is shorter. Errors: -ENOENT/EXON_E_CNC_* naming the file,
  * EXON_E_DRIVER_TIMEOUT when no live driver answers.
  */
 int exon_client_connect(

@@ -69,6 +69,19 @@ def test_clients_have_distinct_ids_and_send_keepalives(driver_dir: str) -> None:
         a.check()
 
 
+def test_default_keepalive_fits_a_short_client_liveness(driver_dir: str) -> None:
+    # 400 ms of liveness: the default 500 ms keepalive would time the client out; it sends
+    # one every 100 ms instead (a quarter), so several arrive within one liveness period
+    with (
+        MediaDriver.launch(dir=driver_dir, **{**SMALL,
+                                              "client_liveness_timeout_ns": 400_000_000}),
+        Aeron.connect(driver_dir) as client,
+    ):
+        assert wait_until(lambda: client.keepalives_sent >= 4, 3.0)
+        assert client.keepalives_sent <= 40  # not a spin
+        client.check()
+
+
 def test_closed_client_and_objects(aeron: Aeron) -> None:
     pub = aeron.add_publication("aeron:ipc", 50)
     sub = aeron.add_subscription("aeron:ipc", 50)
