@@ -77,6 +77,9 @@ ADVICE: dict[str, str] = {
                    "channel, port in use, no space for a log buffer).",
     "DriverTimeout": "The media driver stopped answering: restart it (systemd does) and "
                      "recreate the nodes that used it; `exon stat` shows its heartbeat age.",
+    "DriverUnavailable": "`Node(driver=\"shared\")` found no live host driver: start "
+                         "`exon driver` (or its systemd unit), or use `driver=\"auto\"` / "
+                         "`\"embedded\"`.",
     "CncError": "No driver at that directory, or a stale or foreign `cnc.dat`: start `exon "
                 "driver --dir DIR` or point `driver_dir` / `EXON_NODE_DRIVER_DIR` at it.",
     "LogBufferError": "A log buffer file is truncated or inconsistent: usually `/dev/shm` ran "
