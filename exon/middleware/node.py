@@ -739,6 +739,7 @@ class Node:
         if self._transport is not None:
             addresses.update(self._transport.publications)
         addresses.update(self._backlog)
+        addresses.update(self._pending)
         now = _monotonic()
         for address in addresses:
             self._drop_peer(address)
