@@ -8,6 +8,21 @@ compiled module.
 
 Run ``python exon/native/build.py`` to rebuild in place during development; ``pip install``
 runs it through setuptools (``cffi_modules`` in setup.py).
+
+Sanitizers: ``EXON_NATIVE_SANITIZE=1`` builds all three extensions (``_exon``, ``_fast``,
+``_archive``) with AddressSanitizer and UndefinedBehaviorSanitizer (``-O1 -g
+-fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined``).
+The Python interpreter is not instrumented, so the ASan runtime must be loaded first::
+
+    EXON_NATIVE_SANITIZE=1 python setup.py -q build_ext --inplace   # in a copy of the tree
+    LD_PRELOAD=$(gcc -print-file-name=libasan.so) \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 python -m pytest tests/fuzz
+
+(``detect_leaks=0``: CPython's own allocations look like leaks at exit.) Do it in a copy of
+the tree, not the shared worktree: the sanitized modules only load with the runtime
+preloaded. ``tools/fuzz_campaign.py`` makes such a copy and runs the decoders under it.
+``EXON_NATIVE_DEBUG=1`` is the older switch: ``_exon`` alone, at ``-O0``.
 """
 
 from __future__ import annotations
@@ -34,6 +49,18 @@ def _relative(path: pathlib.Path) -> str:
         return str(path)
 
 
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+
+
+def sanitize() -> bool:
+    """True when EXON_NATIVE_SANITIZE=1 asks for an ASan/UBSan build (see the module doc)."""
+    return os.environ.get("EXON_NATIVE_SANITIZE") == "1"
+
+
+def _opt_flags() -> list[str]:
+    return ["-O1", "-g", "-fno-omit-frame-pointer", *SANITIZE_FLAGS] if sanitize() else ["-O3"]
+
+
 def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted(CDEF.glob("*.h"))))
@@ -49,8 +76,11 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
         "-Wno-missing-field-initializers",
         "-fno-strict-aliasing",
     ]
-    cflags += ["-O0", "-g", "-fsanitize=address,undefined"] if debug else ["-O3", "-g"]
-    ldflags = ["-fsanitize=address,undefined"] if debug else []
+    if sanitize():
+        cflags += ["-O1", "-g", "-fno-omit-frame-pointer", *SANITIZE_FLAGS]
+    else:
+        cflags += ["-O0", "-g", "-fsanitize=address,undefined"] if debug else ["-O3", "-g"]
+    ldflags = SANITIZE_FLAGS if sanitize() else ["-fsanitize=address,undefined"] if debug else []
     ffi.set_source(
         "exon.native._exon",
         "\n".join(f'#include "{name}"' for name in headers),
@@ -76,7 +106,9 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
     return Extension(
         "exon.native._fast",
         sources=[str(source) if absolute_paths else _relative(source)],
-        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+        extra_link_args=SANITIZE_FLAGS if sanitize() else [],
+        extra_compile_args=[*_opt_flags(), "-std=gnu11", "-Wall", "-Wextra",
+                            "-Wno-unused-parameter",
                             "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
     )
 
@@ -88,7 +120,9 @@ def archive_extension(*, absolute_paths: bool = False) -> Extension:
     return Extension(
         "exon.native._archive",
         sources=[str(source) if absolute_paths else _relative(source)],
-        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+        extra_link_args=SANITIZE_FLAGS if sanitize() else [],
+        extra_compile_args=[*_opt_flags(), "-std=gnu11", "-Wall", "-Wextra",
+                            "-Wno-unused-parameter",
                             "-Wno-missing-field-initializers"],
     )
 
