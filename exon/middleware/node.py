@@ -60,7 +60,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exon import errors
 from exon.core import (
@@ -76,7 +76,9 @@ from exon.core import (
     PeerId,
     SocketCore,
 )
+from exon.core.address import Peer, split_address
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
+from exon.middleware.hosted import HostedSocket, make_socket
 from exon.middleware.node_transport import ConnectBackoff, NodeTransport
 from exon.native import node_lock
 from exon.transport.aeron import (
@@ -87,9 +89,6 @@ from exon.transport.aeron import (
 )
 from exon.transport.aeron.driver import probe_driver
 from exon.transport.aeron.settings import fresh_driver_dir, host_driver_dir
-
-if TYPE_CHECKING:
-    from exon.sockets.socket import Socket
 
 __all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES", "Node"]
 
@@ -183,8 +182,6 @@ class Node:
         udp: bool = True,
         seed: int | None = None,
     ) -> None:
-        from exon.sockets.messages import split_address
-
         host, port = split_address(endpoint, what="endpoint")
         self._rng = random.Random(seed)
         self._driver: MediaDriver | None = None
@@ -228,7 +225,7 @@ class Node:
         self._fast.set_flow_delay(self._core.settings.flow_delay)  # FLOW timers stay native
         self._lock = node_lock()  # shared with the sockets' native doors (exon_fast.c)
         self._dispatch_cond = threading.Condition(self._lock)
-        self._sockets: dict[int, Socket] = {}
+        self._sockets: dict[int, HostedSocket] = {}
         self._next_tag = 1 << 31
         self._role: int | None = None  # thread ident holding the poll role
         self._role_waiters: list[threading.Condition] = []
@@ -244,7 +241,7 @@ class Node:
         self._connecting = threading.Lock()
         self.connects_failed = 0  #: peer nodes that did not answer in CONNECT_TIMEOUT
         self._lost: set[str] = set()
-        self._touched: set[Socket] = set()
+        self._touched: set[HostedSocket] = set()
         self._peer_cache: dict[PeerId, Any] = {}
         self.frames_dropped = 0  #: frames for unreachable peer nodes
         self._dispatcher = threading.Thread(target=self._dispatch_loop,
@@ -259,12 +256,10 @@ class Node:
         IPC."""
         return self._transport is not None and self._transport.udp_enabled
 
-    def socket(self, type: str, tag: int | None = None, **options: Any) -> Socket:
+    def socket(self, type: str, tag: int | None = None, **options: Any) -> Any:
         """A new socket of ``type`` ("req", "rep", "push", "pull", "dealer", "router",
-        "pub", "sub") on this node."""
-        from exon.sockets.socket import Socket
-
-        return Socket(type=type, tag=tag, node=self, **options)
+        "pub", "sub") on this node: an :class:`exon.Socket` subclass."""
+        return make_socket(self, type, tag, options)
 
     @property
     def closed(self) -> bool:
@@ -353,7 +348,7 @@ class Node:
 
     # ==== sockets (called by exon.sockets) ==================================================
 
-    def _open_socket(self, sock: Socket, socket_type: str, tag: int | None,
+    def _open_socket(self, sock: HostedSocket, socket_type: str, tag: int | None,
                      core_options: dict[str, Any]) -> int:
         with self._lock:
             if self._closed:
@@ -377,7 +372,6 @@ class Node:
     def _peer(self, peer_id: PeerId) -> Any:
         peer = self._peer_cache.get(peer_id)
         if peer is None:
-            from exon.sockets.messages import Peer, split_address
 
             try:
                 host, port = split_address(peer_id.address)

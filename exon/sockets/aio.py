@@ -22,7 +22,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
 
@@ -71,9 +71,9 @@ class LoopWaker:
     threads call :meth:`wake` (the node's lock held); the loop retries the woken sockets'
     waiters."""
 
-    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWaker] = \
+    _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWaker]] = \
         weakref.WeakKeyDictionary()
-    _guard = threading.Lock()
+    _guard: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> LoopWaker:

@@ -41,6 +41,7 @@ from exon.core import (
 )
 from exon.core.events import ErrorReceived
 from exon.core.frames import ErrorCode
+from exon.middleware.hosted import register_socket_factory
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.messages import Cookie, CookieLost, Message, Peer
 
@@ -718,3 +719,6 @@ class Socket(AsyncSocketMixin):
 
     def __repr__(self) -> str:
         return f"<exon.Socket {self.type} {self.node.address}/{self.tag}>"
+
+
+register_socket_factory(Socket)  # Node.socket(type) builds sockets through this

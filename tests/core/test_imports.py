@@ -57,3 +57,15 @@ def test_transport_and_native_stay_below_the_core_and_the_middleware() -> None:
     bad = [(f.name, name) for f in files for name in imported_modules(f)
            if any(name == x or name.startswith(x + ".") for x in above)]
     assert bad == []
+
+
+def test_the_middleware_never_imports_the_sockets() -> None:
+    """The Node hosts sockets through exon.middleware.hosted (a protocol and a factory the
+    sockets register), so exon.middleware has no import of exon.sockets: no circle."""
+    import exon.middleware
+
+    above = ("exon.sockets", "exon.archive", "exon.spark", "exon.cli")
+    files = sorted(Path(exon.middleware.__file__).parent.rglob("*.py"))
+    bad = [(f.name, name) for f in files for name in imported_modules(f)
+           if any(name == x or name.startswith(x + ".") for x in above)]
+    assert bad == []

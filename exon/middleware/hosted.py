@@ -1,0 +1,61 @@
+"""What a Node needs of the sockets it hosts, so the middleware never imports the sockets.
+
+:class:`HostedSocket` is the interface a socket offers its node: the node calls these when
+the core or the native fast path has something for the socket (the node's lock held).
+The socket classes themselves live above, in ``exon.sockets``; they give the node their
+constructor through :func:`register_socket_factory` when they are imported (``import
+exon`` does), and ``Node.socket(type)`` calls it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from exon import errors
+from exon.core import ErrorReceived, LinkClosed, LinkEstablished, LinkRefused, MessageReceived
+
+__all__ = ["HostedSocket", "make_socket", "register_socket_factory"]
+
+
+class HostedSocket(Protocol):
+    """A socket as its node sees it (every call with the node's lock held)."""
+
+    tag: int
+    _cond: threading.Condition  # waiters of blocking calls: notified when touched
+    _fast_slot: int  # the node's link-table slot, or -1
+    _aio_wakers: dict[Any, int]  # event loops with tasks waiting on it (exon.sockets.aio)
+
+    def _on_message(self, ev: MessageReceived) -> None: ...
+    def _on_fast(self, token: Any, payload: bytes) -> None: ...
+    def _on_cookie(self, value: Any, *, lost: bool) -> None: ...
+    def _on_established(self, ev: LinkEstablished) -> None: ...
+    def _on_refused(self, ev: LinkRefused) -> None: ...
+    def _on_closed(self, ev: LinkClosed) -> None: ...
+    def _on_error(self, ev: ErrorReceived) -> None: ...
+    def _wake_async(self) -> None: ...
+    def close(self, timeout: float | None = ...) -> None: ...
+
+
+_factory: Callable[..., Any] | None = None
+
+
+def register_socket_factory(factory: Callable[..., Any]) -> None:
+    """Called by ``exon.sockets`` at import: ``factory(type=, tag=, node=, **options)``."""
+    global _factory
+    _factory = factory
+
+
+#: the package that registers the default socket types, loaded by name on first use (the
+#: middleware has no import of it: the sockets plug into the node, not the other way)
+DEFAULT_SOCKETS = "exon.sockets"
+
+
+def make_socket(node: Any, socket_type: str, tag: int | None, options: dict[str, Any]) -> Any:
+    if _factory is None:
+        importlib.import_module(DEFAULT_SOCKETS)
+    if _factory is None:
+        raise errors.StateError(f"no socket types are registered ({DEFAULT_SOCKETS} did not)")
+    return _factory(type=socket_type, tag=tag, node=node, **options)
