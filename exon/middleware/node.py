@@ -233,6 +233,7 @@ class Node:
         self._activity = 0  # bumped by client calls; the dispatcher stays off while it moves
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self._async_waiters = 0
+        self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
         self._backlog: dict[str, deque[bytes]] = {}
         self._to_connect: set[str] = set()  # addresses whose publication must be created
         self._pending: dict[str, tuple[Any, float]] = {}  # address -> (publication, deadline)
@@ -693,6 +694,11 @@ class Node:
         n, left, slots = self._poller.batch(self._fast.queues)
         self._fast.flush_flows()
         if n or gone:
+            if self._async_sockets:
+                # asyncio waiters learn of every change, as a polling thread's ready() would:
+                # credit or state can move without an event for their socket (a FLOW the
+                # core applied, say)
+                self._touched.update(self._async_sockets)
             return self._process_native(n, left, slots, gone)
         now = _monotonic()
         if now >= self._next_driver_check:

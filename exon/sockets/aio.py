@@ -175,6 +175,10 @@ class AsyncSocketMixin:
             else:
                 wakers.pop(waker, None)
             self.node._async_waiters += delta
+            if wakers:
+                self.node._async_sockets.add(self)
+            else:
+                self.node._async_sockets.discard(self)
             if delta > 0:
                 self.node._dispatch_cond.notify_all()  # the dispatcher polls for the loop
 
