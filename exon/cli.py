@@ -259,6 +259,25 @@ def bench_spark(events: int, per_trigger: int, rate: float, seconds: float,
                     cases=cases or ("source", "latency", "sink"), workdir=workdir)
 
 
+@bench.command("plot")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, metavar="OUT.png|OUT.svg",
+              help="the figure to write; its extension picks the format (.png, .svg, .pdf)")
+@click.option("--title", default=None, help="the figure's title")
+def bench_plot(results: str, output: str, title: str | None) -> None:
+    """Draw exon beside its peer for every case of RESULTS (JSON lines saved from an
+    'exon bench' command), one panel per unit (needs the plot extra: matplotlib)."""
+    from exon.bench.plot import load_results, plot_results
+    from exon.errors import ConfigurationError
+
+    try:
+        with open(results, encoding="utf-8") as stream:
+            cases = load_results(stream, source=results)
+        click.echo(plot_results(cases, output, title=title))
+    except ConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def _archive_group() -> click.Group:
     from exon.archive.cli import archive_group
 

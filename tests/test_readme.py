@@ -34,7 +34,8 @@ def test_readme_quickstart_has_exactly_two_commands() -> None:
     ci = (README.parent / ".ci" / "run").read_text()
     assert "pytest -q" in commands[1]
     assert "python -m pytest -q" in ci
-    # the README's test command installs what CI installs: the test, spark and docs extras
+    # the README's test command installs what CI installs: the test, spark, docs and plot
+    # extras
     readme_install = re.findall(r"pip install (?:-q )?-e '(\.\[[^]]*\])'", commands[1])
     ci_install = re.findall(r"pip install (?:-q )?-e '(\.\[[^]]*\])'", ci)
-    assert readme_install == ci_install == [".[test,spark,docs]"]
+    assert readme_install == ci_install == [".[test,spark,docs,plot]"]

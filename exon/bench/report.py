@@ -33,6 +33,7 @@ def emit(
         "exon": None if exon is None else round(exon, 3),
         "peer": None if peer is None else round(peer, 3),
         "peer_name": peer_name,
+        "higher_is_better": higher_is_better,
         "ratio": None
         if exon is None or peer is None
         else _round(ratio(exon, peer, higher_is_better=higher_is_better)),
