@@ -24,7 +24,7 @@ def _require_mkdocs() -> None:
 
 def test_mkdocs_build_strict(tmp_path: pathlib.Path) -> None:
     _require_mkdocs()
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
                              "--site-dir", str(tmp_path / "site")], cwd=ROOT,
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -77,7 +77,7 @@ def test_a_broken_reference_fails_the_build(tmp_path: pathlib.Path) -> None:
         .replace('paths: ["."]', f'paths: ["{ROOT}"]')
         .replace("  - tools/mkdocs_hooks.py", f"  - {ROOT}/tools/mkdocs_hooks.py")
         .replace('base_path: ["."]', f'base_path: ["{ROOT}"]'))
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",
                              "-f", str(tmp_path / "mkdocs.yml"), "--site-dir",
                              str(tmp_path / "site")], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, check=False)

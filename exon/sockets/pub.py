@@ -61,6 +61,10 @@ class _Subscriber:
 
 
 class PubSocket(Socket):
+    """PUB: sends each message to every linked SUB subscribed to a prefix of it (the PUB
+    filters); ``overflow="block"`` or ``"drop"`` says what a subscriber without credit
+    costs (see :mod:`exon.sockets.pub`)."""
+
     type = "pub"
     can_receive = False
     _native_queue = False  # subscriptions are applied as they arrive (_on_fast/_on_message)
@@ -255,18 +259,24 @@ class PubSocket(Socket):
     # ---- not for a PUB ---------------------------------------------------------------------
 
     def receive(self, timeout: float | None = None) -> Any:
+        """A PUB receives nothing: raises :class:`exon.StateError`."""
         raise errors.StateError("a pub socket cannot receive; link a sub socket to receive")
 
     def receive_nowait(self) -> Any:
+        """A PUB receives nothing: raises :class:`exon.StateError`."""
         raise errors.StateError("a pub socket cannot receive; link a sub socket to receive")
 
     def subscribe(self, prefix: bytes = b"", timeout: float | None = 5.0) -> None:
+        """Only a SUB subscribes: raises :class:`exon.StateError`."""
         raise errors.StateError("subscribe() is for sub sockets; a pub filters for its subs")
 
     def unsubscribe(self, prefix: bytes = b"", timeout: float | None = 5.0) -> None:
+        """Only a SUB unsubscribes: raises :class:`exon.StateError`."""
         raise errors.StateError("unsubscribe() is for sub sockets; a pub filters for its subs")
 
     def statistics(self) -> PubStatistics:
+        """A snapshot of the PUB's counters: messages published, and per subscriber the
+        messages dropped for it (``overflow="drop"``)."""
         with self._lock:
             peer = self.node._peer
             return PubStatistics(

@@ -46,6 +46,9 @@ class _Told:
 
 
 class SubSocket(Socket):
+    """SUB: receives, fair-queued, the messages of its PUBs that start with one of its
+    prefixes (:meth:`subscribe`); cannot send (see :mod:`exon.sockets.sub`)."""
+
     type = "sub"
     can_send = False
 
@@ -214,7 +217,9 @@ class SubSocket(Socket):
     # ---- not for a SUB --------------------------------------------------------------------
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
+        """A SUB cannot send: raises :class:`exon.StateError`."""
         raise errors.StateError("a sub socket cannot send; publish with a pub socket")
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
+        """A SUB cannot send: raises :class:`exon.StateError`."""
         raise errors.StateError("a sub socket cannot send; publish with a pub socket")
