@@ -674,6 +674,18 @@ class Node:
         self.frames_dropped += 1
         return False
 
+    def poll_once_if_idle(self) -> bool:
+        """Lock held: look at the transport once unless another thread holds the poll
+        role (a non-blocking receive that found nothing queued). True if it looked."""
+        if self._role is not None:
+            return False
+        self._role = threading.get_ident()
+        try:
+            self._poll_once()
+        finally:
+            self._role = None
+        return True
+
     def _poll_once(self) -> int:
         """Poll the transport once (lock held on entry and exit, released while polling)."""
         transport = self._transport

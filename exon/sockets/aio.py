@@ -259,12 +259,7 @@ class AsyncSocketMixin:
                     item = self._take_locked()
                     if item is not None:
                         return item  # type: ignore[no-any-return]
-                    if self.node._role is None:  # look at the transport once, as nowait does
-                        self.node._role = threading.get_ident()
-                        try:
-                            self.node._poll_once()
-                        finally:
-                            self.node._role = None
+                    if self.node.poll_once_if_idle():  # as receive_nowait does
                         item = self._take_locked()
                         if item is not None:
                             return item  # type: ignore[no-any-return]

@@ -555,12 +555,7 @@ class Socket(AsyncSocketMixin):
             return item
         self._check_receive_locked()
         # nothing queued: look at the transport once if nobody else is polling
-        if self.node._role is None:
-            self.node._role = threading.get_ident()
-            try:
-                self.node._poll_once()
-            finally:
-                self.node._role = None
+        if self.node.poll_once_if_idle():
             item = self._take_locked()
             if item is not None:
                 return item
