@@ -48,7 +48,7 @@
 #define EXON_COUNTER_STATE_ALLOCATED 1
 #define EXON_COUNTER_STATE_RECLAIMED (-1)
 #define EXON_COUNTER_NOT_FREE_TO_REUSE INT64_MAX
-#define EXON_COUNTER_OWNER_DRIVER 0
+#define EXON_COUNTER_OWNER_DRIVER (-1) /* as Aeron: never a client id (the first client gets 0) */
 #define EXON_COUNTER_DEFAULT_REGISTRATION_ID 0
 
 /* ---- type ids (Aeron's numbers; DOORBELL is exon's) ---- */

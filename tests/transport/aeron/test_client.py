@@ -105,3 +105,25 @@ def test_client_close_releases_driver_resources(driver: MediaDriver) -> None:
         assert wait_until(lambda: sub.image_count == 0, 3.0)
         labels = watcher.allocated_counters().values()
         assert not any(label.startswith("pub-lmt") for label in labels)
+
+
+def test_the_first_client_leaving_frees_none_of_the_drivers_counters() -> None:
+    """A driver's first client gets client id 0 (the first correlation id). The counters
+    the driver owns (system counters, publication and image positions) must not be taken
+    for that client's when it leaves: freed, their ids went to new counters the driver
+    still incremented as before ('Status Messages sent' moving a new image's subscriber
+    position by one every 200 ms, so its reader read garbage and lost every frame)."""
+    path = unique_dir("owner")
+    with MediaDriver.launch(dir=path, **SMALL) as driver:
+        first = Aeron.connect(driver.dir)
+        assert first.client_id == 0
+        system = {k: v for k, v in first.allocated_counters().items() if k < 8}
+        assert len(system) == 8
+        first.close()
+        with Aeron.connect(driver.dir) as second:
+            # the driver removes the first client (its heartbeat counter goes)
+            assert wait_until(lambda: not any(
+                "client-heartbeat: id=0" in label
+                for label in second.allocated_counters().values()), 5)
+            counters = second.allocated_counters()
+            assert {k: counters.get(k) for k in system} == system
