@@ -8,8 +8,9 @@ blocking ``send`` would wait, up to its timeout, and raise ``exon.Timeout``). Ea
 ``receive()`` on the PULL gives credit back; the PUSH can send again once the grant reached
 it. Cookies report, per message, that the receiving application took it.
 
-Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else starts an embedded one
-and says so. Prints ``ok`` and exits 0 when the counts are as described.
+Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else the host's (``exon
+driver``) if one runs, else embeds one; it says which.
+Prints ``ok`` and exits 0 when the counts are as described.
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ TIMEOUT = 10.0
 
 
 def make_node() -> exon.Node:
-    driver_dir = os.environ.get("EXON_NODE_DRIVER_DIR") or None
-    if driver_dir is None:
-        print("no EXON_NODE_DRIVER_DIR: starting an embedded media driver")
-    return exon.Node("127.0.0.1:0", driver_dir=driver_dir)
+    """A node on the driver of ``$EXON_NODE_DRIVER_DIR``, else the host's (``exon
+    driver``) if one runs, else a driver of its own; says which."""
+    node = exon.Node("127.0.0.1:0", driver_dir=os.environ.get("EXON_NODE_DRIVER_DIR") or None)
+    if node.driver_kind == "embedded":
+        print("no media driver running here: this node embeds one of its own")
+    else:
+        print(f"using the media driver in {node.driver_dir}")
+    return node
 
 
 def main() -> int:

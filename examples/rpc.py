@@ -7,9 +7,9 @@ pause). The client's REQ is linked with both and sends each request to the next 
 (round-robin); it accepts only the reply to its pending request. A call that times out is
 abandoned: its late reply is dropped (``stale_dropped``) and the next call works as usual.
 
-Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` (a running ``exon driver``) when set,
-else starts an embedded one and says so. Prints ``ok`` and exits 0 when every answer was
-right.
+Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else the host's (``exon
+driver``) if one runs, else embeds one; it says which.
+Prints ``ok`` and exits 0 when every answer was right.
 """
 
 from __future__ import annotations
@@ -26,10 +26,14 @@ TIMEOUT = 10.0
 
 
 def make_node() -> exon.Node:
-    driver_dir = os.environ.get("EXON_NODE_DRIVER_DIR") or None
-    if driver_dir is None:
-        print("no EXON_NODE_DRIVER_DIR: starting an embedded media driver")
-    return exon.Node("127.0.0.1:0", driver_dir=driver_dir)
+    """A node on the driver of ``$EXON_NODE_DRIVER_DIR``, else the host's (``exon
+    driver``) if one runs, else a driver of its own; says which."""
+    node = exon.Node("127.0.0.1:0", driver_dir=os.environ.get("EXON_NODE_DRIVER_DIR") or None)
+    if node.driver_kind == "embedded":
+        print("no media driver running here: this node embeds one of its own")
+    else:
+        print(f"using the media driver in {node.driver_dir}")
+    return node
 
 
 def serve(rep: exon.Socket, name: str, served: list[str], stop: threading.Event) -> None:

@@ -9,8 +9,9 @@ with no policy at all, are refused with ``exon.LinkRefused`` (reason ``UNAUTHORI
 permanent: retrying cannot help). The secret never travels; the payloads are not
 encrypted (see the guide's security page).
 
-Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else starts an embedded one
-and says so. Prints ``ok`` and exits 0 when exactly the right cases were refused.
+Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else the host's (``exon
+driver``) if one runs, else embeds one; it says which.
+Prints ``ok`` and exits 0 when exactly the right cases were refused.
 """
 
 from __future__ import annotations
@@ -26,10 +27,14 @@ SECRET = b"correct horse battery staple"
 
 
 def make_node() -> exon.Node:
-    driver_dir = os.environ.get("EXON_NODE_DRIVER_DIR") or None
-    if driver_dir is None:
-        print("no EXON_NODE_DRIVER_DIR: starting an embedded media driver")
-    return exon.Node("127.0.0.1:0", driver_dir=driver_dir)
+    """A node on the driver of ``$EXON_NODE_DRIVER_DIR``, else the host's (``exon
+    driver``) if one runs, else a driver of its own; says which."""
+    node = exon.Node("127.0.0.1:0", driver_dir=os.environ.get("EXON_NODE_DRIVER_DIR") or None)
+    if node.driver_kind == "embedded":
+        print("no media driver running here: this node embeds one of its own")
+    else:
+        print(f"using the media driver in {node.driver_dir}")
+    return node
 
 
 def try_link(node: exon.Node, peer: str, policy: SharedSecretPolicy | None,

@@ -8,8 +8,8 @@ the sink's PULL, which fair-queues them. A slow worker gets fewer tasks: it gran
 back only as it takes them. Every task goes with a cookie, which comes back to the
 ventilator once a worker's application took that task.
 
-Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` (a running ``exon driver``) when set,
-else starts an embedded one and says so. Every blocking call has a timeout; the script
+Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else the host's (``exon
+driver``) if one runs, else embeds one; it says which. Every blocking call has a timeout; the script
 exits 0 and prints ``ok`` when every result arrived once and every cookie came back.
 """
 
@@ -26,10 +26,14 @@ TIMEOUT = 10.0  # seconds for any single step
 
 
 def make_node() -> exon.Node:
-    driver_dir = os.environ.get("EXON_NODE_DRIVER_DIR") or None
-    if driver_dir is None:
-        print("no EXON_NODE_DRIVER_DIR: starting an embedded media driver")
-    return exon.Node("127.0.0.1:0", driver_dir=driver_dir)
+    """A node on the driver of ``$EXON_NODE_DRIVER_DIR``, else the host's (``exon
+    driver``) if one runs, else a driver of its own; says which."""
+    node = exon.Node("127.0.0.1:0", driver_dir=os.environ.get("EXON_NODE_DRIVER_DIR") or None)
+    if node.driver_kind == "embedded":
+        print("no media driver running here: this node embeds one of its own")
+    else:
+        print(f"using the media driver in {node.driver_dir}")
+    return node
 
 
 # --8<-- [start:worker]
