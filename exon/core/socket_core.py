@@ -112,6 +112,7 @@ class _Link:
     deadline: float | None = None
     flow_deadline: float | None = None
     stored: bool = False
+    channel: int | None = None  #: the transport stream the peer's handshake came on
     fast: Any = None  #: the accelerator's token while the link is attached to it
 
     @property
@@ -180,6 +181,7 @@ class CoreStatistics:
     links_closed: int
     cookies_returned: int
     cookies_lost: int
+    relinks_refused: int  #: LINKs that would have replaced a live link, from another stream
 
 
 class SocketCore:
@@ -211,6 +213,7 @@ class SocketCore:
         self._next_incarnation = self._rng.getrandbits(30) + 1
         self._stats: dict[str, int] = dict.fromkeys(CoreStatistics.__slots__, 0)
         self._last_now = 0.0
+        self._channel: int | None = None  # the channel of the frame being received
 
     # ==== sockets ===========================================================================
 
@@ -298,8 +301,19 @@ class SocketCore:
 
     def peer_gone(self, address: str, *, now: float) -> None:
         """The transport lost the peer node at ``address``: break every link with it."""
+        self._break_links(address, None, now)
+        self._sources = {s: a for s, a in self._sources.items() if a != address}
+
+    def channel_gone(self, address: str, channel: int, *, now: float) -> None:
+        """The transport lost one stream (``channel``, see :meth:`receive_frame`) from the
+        peer node at ``address``, while another stream from that address remains (the
+        peer node restarted): break the links whose handshake came on that stream."""
+        self._break_links(address, channel, now)
+
+    def _break_links(self, address: str, channel: int | None, now: float) -> None:
         for sock in list(self._sockets.values()):
-            for link in [lk for lk in sock.links.values() if lk.peer.address == address]:
+            for link in [lk for lk in sock.links.values() if lk.peer.address == address
+                         and (channel is None or lk.channel == channel)]:
                 if link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING):
                     self._force_close(sock, link, "PEER_GONE", error=True)
                 elif link.state in (LinkState.LINK_SENT, LinkState.GOT_DECISION,
@@ -310,7 +324,6 @@ class SocketCore:
                     link.machine.state = (LinkState.RETRY_WAIT if verdict is Verdict.RETRY
                                           else LinkState.IDLE)
                     self._after(sock, link)
-        self._sources = {s: a for s, a in self._sources.items() if a != address}
 
     def link_state(self, tag: int, peer: PeerId | tuple[str, int]) -> LinkState:
         link = self._socket(tag).links.get(PeerId(*peer))
@@ -427,9 +440,19 @@ class SocketCore:
 
     # ==== the wire ==========================================================================
 
-    def receive_frame(self, source: str, data: bytes | memoryview, *, now: float) -> None:
-        """Feed one frame from the transport. Malformed frames are dropped and counted."""
+    def receive_frame(self, source: str, data: bytes | memoryview, *, now: float,
+                      channel: int | None = None) -> None:
+        """Feed one frame from the transport. Malformed frames are dropped and counted.
+
+        ``channel`` (optional) identifies the transport stream the frame came on (the
+        Node: the Aeron image, one per sending node process). A LINK that would replace
+        an established or unlinking link is accepted only on the stream that link's
+        handshake came on; from another stream it is refused for now (TEMPORARY, counted
+        ``relinks_refused``) and nothing is torn down, until that stream is gone
+        (:meth:`channel_gone`): whoever claims the peer's address must show that the old
+        link is dead before it replaces it (docs/protocol.md 2.7)."""
         self._stats["frames_received"] += 1
+        self._channel = channel
         try:
             frame = decode_frame(data)
         except ExonError:
@@ -560,9 +583,24 @@ class SocketCore:
             return link
         if frame.type is not FrameType.LINK or (same_node and inc < link.peer_incarnation):
             self._stats["stale_dropped"] += 1
+            if frame.type in (FrameType.DATA, FrameType.UNLINK):
+                # its sender holds a link we do not: it must learn it (never send into a void)
+                self._not_linked(sock, link, frame)
             return None
         # a newer incarnation of the peer's end (re-link, or the peer node restarted)
-        if link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING) or not link.initiator:
+        live = link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING)
+        if (live and self._channel is not None and link.channel is not None
+                and self._channel != link.channel):
+            # from another stream while the link's own stream lives: not proven to be the
+            # same peer. Refuse for now; the link goes on. (A peer node that restarted
+            # retries until its old stream is gone, which breaks the old link.)
+            self._stats["relinks_refused"] += 1
+            self._stats["refusals_sent"] += 1
+            self._emit_frame(link.peer.address, encode_linkack(
+                sock.tag, peer.tag, link.incarnation, Decision.TEMPORARY, None,
+                "an established link with this peer is alive", answers=inc))
+            return None
+        if live or not link.initiator:
             self._force_close(sock, link, "PEER_RELINKED", error=True)
             return self._new_link(sock, peer)
         link.peer_incarnation = None
@@ -718,6 +756,7 @@ class SocketCore:
         link.peer_meta = meta
         link.peer_incarnation = frame.incarnation
         link.peer_node = meta.node_id
+        link.channel = self._channel
         link.ledger = CreditLedger(
             limit=meta.credits,
             capacity=sock.initial_credits,

@@ -622,6 +622,7 @@ class Node:
                 touched = self._touched
                 receive = core.receive_frame
                 addresses: dict[int, str | None] = {}
+                channels: dict[int, int] = {}
                 head = HEADER_LENGTH  # exon frame header bytes in front of a DATA payload
                 for k in range(0, 5 * n, 5):
                     link = ints[k]
@@ -653,10 +654,15 @@ class Node:
                                 addresses[image] = address
                             continue
                         addresses[image] = address
-                    receive(address, frame, now=now)
+                    channel = channels.get(image)
+                    if channel is None:
+                        channel = channels[image] = transport.image_channel(image)
+                    receive(address, frame, now=now, channel=channel)
         for address in gone:
             self._drop_peer(address)
             core.peer_gone(address, now=now)
+        if transport is not None and transport.gone_channels:
+            self._channels_gone(now)
         due = core.next_timer()
         if due is not None and due <= now:
             core.handle_timer(now=now)
@@ -664,6 +670,16 @@ class Node:
             self._retry_backlog()
         self._pump_locked()
         return count + len(gone)
+
+    def _channels_gone(self, now: float) -> None:
+        """Images gone while their address lives on in another image (the peer node
+        restarted): break the links whose handshake came on them. Lock held."""
+        transport = self._transport
+        if transport is None:
+            return
+        gone, transport.gone_channels = transport.gone_channels, []
+        for address, channel in gone:
+            self._core.channel_gone(address, channel, now=now)
 
     def _fast_orphan(self, token: Any) -> bool:
         """A fast DATA for a socket object that is gone. True: undo its count and let the
@@ -692,6 +708,9 @@ class Node:
         if transport is None:
             return 0
         gone = transport.refresh(self._poller, self._fast.key_of)
+        if transport.gone_channels and not gone:
+            self._channels_gone(_monotonic())
+            self._pump_locked()
         if self._pending:
             self._progress_connections(_monotonic())
             if self._lost:

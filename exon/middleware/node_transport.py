@@ -180,6 +180,9 @@ class NodeTransport:
         self._image_address: dict[int, str] = {}  # id(image) -> reply address
         self.publications: dict[str, ExclusivePublication] = {}
         self.hello_dropped = 0
+        #: (address, channel) of images gone while another image still has that address
+        #: (the peer node restarted): the Node breaks the links of that channel only
+        self.gone_channels: list[tuple[str, int]] = []
 
     # ---- registry ------------------------------------------------------------------
 
@@ -286,8 +289,12 @@ class NodeTransport:
         for img in self._images:
             if id(img) not in live:
                 address = self._image_address.pop(id(img), None)
-                if address is not None and address not in self._image_address.values():
+                if address is None:
+                    continue
+                if address not in self._image_address.values():
                     gone.append(address)
+                else:
+                    self.gone_channels.append((address, img.correlation_id))
         self._images = images
         self._image_array = (ffi.new("exon_image_t *[]", [img.cdata for img in images])
                              if images else None)
@@ -310,6 +317,11 @@ class NodeTransport:
 
     def image_address(self, index: int) -> str | None:
         return self._image_address.get(id(self._images[index]))
+
+    def image_channel(self, index: int) -> int:
+        """The stream identity of image ``index`` (unique per image of the driver): the
+        core's ``channel`` of the frames that come on it."""
+        return int(self._images[index].correlation_id)
 
     def hello(self, index: int, frame: bytes) -> str | None:
         """The first frame of image ``index``: its reply address, or None (dropped)."""
@@ -360,7 +372,7 @@ class NodeTransport:
     # ---- life cycle ------------------------------------------------------------------
 
     def close(self) -> None:
-        for address in list(self.publications):
+        for address in list(getattr(self, "publications", ())):  # (a failed __init__ too)
             self.drop_publication(address)
         # the sharers of the first subscription's doorbell go first: the driver frees that
         # counter with its owner, and must not ring it for another image after that
