@@ -126,6 +126,8 @@ class PubSocket(Socket):
     # ---- sending ----------------------------------------------------------------------------
 
     def _credit(self, peer: PeerId, sub: _Subscriber) -> int:
+        """Credit towards ``peer``; -1 when its link is no longer ESTABLISHED (unlinking:
+        it takes no more DATA, so it is no target any more)."""
         token = sub.token
         if token is None or not token.attached:
             token = sub.token = self.node._fast.by_link.get((self.tag, peer))
@@ -134,7 +136,7 @@ class PubSocket(Socket):
             rec = sub.rec
             return int(rec.limit - rec.sent)
         if self._core.link_state(self.tag, peer) is not LinkState.ESTABLISHED:
-            return 0
+            return -1
         return self._core.credits(self.tag, peer)
 
     def _emit(self, peer: PeerId, sub: _Subscriber, payload: bytes) -> None:
@@ -180,14 +182,16 @@ class PubSocket(Socket):
         subs = self._subs
         while True:
             targets = [(p, s) for p, s in subs.items() if s.filter.matches(data)]
-            if all(self._credit(p, s) > 0 for p, s in targets):
+            credits = [self._credit(p, s) for p, s in targets]
+            if 0 not in credits:
+                targets = [t for t, c in zip(targets, credits, strict=True) if c > 0]
                 break
             if nowait:
                 raise errors.BackPressured(f"pub {self.tag}: a subscriber has no credit")
 
             def ready() -> bool:
                 return self._closed or all(
-                    self._credit(p, s) > 0 for p, s in subs.items() if s.filter.matches(data))
+                    self._credit(p, s) != 0 for p, s in subs.items() if s.filter.matches(data))
 
             if not self.node._await(self._cond, ready, deadline):
                 raise errors.Timeout("a subscriber had no credit before the timeout "
@@ -209,6 +213,8 @@ class PubSocket(Socket):
             if not match and not sub.pending:
                 continue
             credit = self._credit(peer, sub)
+            if credit < 0:
+                continue  # unlinking: no more DATA to it
             if sub.pending:
                 if credit <= 0:
                     if match:
@@ -240,7 +246,8 @@ class PubSocket(Socket):
                     if sub.pending and self._credit(peer, sub) > 0:
                         self._tell_drops(peer, sub)
                 self.node._flush_fast()
-                return self._closed or not any(s.pending for s in subs.values())
+                return self._closed or not any(
+                    s.pending and self._credit(p, s) >= 0 for p, s in subs.items())
 
             if not self.node._await(self._cond, told, deadline):
                 waiting = sum(1 for s in subs.values() if s.pending)

@@ -182,6 +182,40 @@ def test_block_send_nowait_and_timeout_send_to_none(make_node) -> None:
     assert other.receive(timeout=5).payload == b"3"
 
 
+def test_a_departing_subscriber_does_not_hold_a_blocked_publisher(make_node) -> None:
+    a = make_node()
+    pub = a.socket("pub", tag=1)
+    stuck, good = make_node().socket("sub", credits=1), make_node().socket("sub")
+    for sub in (stuck, good):
+        sub.subscribe(b"")
+        sub.link(f"{a.address}/1", timeout=5)
+    pub.send(b"1", timeout=5)  # `stuck` never reads: no credit from now on
+    failures: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            pub.send(b"2", timeout=3)
+        except BaseException as exc:
+            failures.append(exc)
+
+    sender = threading.Thread(target=publish)
+    sender.start()
+    assert good.receive(timeout=5).payload == b"1"
+    with pytest.raises(exon.Timeout):
+        good.receive(timeout=0.3)  # "2" waits for `stuck` (policy "block")
+    # `stuck` leaves; its close drains (waits for its application to take "1"), and its
+    # link is unlinking meanwhile: the PUB sends it nothing more, so it waits no more
+    closer = threading.Thread(target=stuck.close, kwargs={"timeout": 10})
+    closer.start()
+    sender.join(timeout=10)
+    assert not sender.is_alive()
+    assert not failures
+    assert good.receive(timeout=5).payload == b"2"
+    assert stuck.receive(timeout=5).payload == b"1"  # the drain completes, close returns
+    closer.join(timeout=10)
+    assert not closer.is_alive()
+
+
 def _replay(items: list) -> tuple[int, int, int]:
     """Check a SUB's stream of "i" messages and Dropped notices against the sequence sent:
     every notice sits exactly at its gap. (messages, dropped, position reached)."""
