@@ -113,7 +113,7 @@ CLIENT_SPIN = 0.00005
 #: settings of an embedded driver unless the caller overrides them
 EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
     "ipc_term_buffer_length": 8 * 1024 * 1024,
-    "threading_mode": "SHARED",
+    "threading_mode": "INVOKER",
     "publication_linger_timeout_ns": 0,
     "client_liveness_timeout_ns": 2_000_000_000,
 }
@@ -209,8 +209,10 @@ class Node:
                 driver_dir = directory
             if self._aeron is None:
                 self._aeron = Aeron.connect(driver_dir)
+            invoker = (self._driver.handle if self._driver is not None and self._driver.invoker
+                       else None)
             self._transport = NodeTransport(self._aeron, host=host, port=port, rng=self._rng,
-                                            udp=udp)
+                                            udp=udp, invoker=invoker)
         except BaseException:
             self._release_transport()
             raise
@@ -707,6 +709,7 @@ class Node:
         transport = self._transport
         if transport is None:
             return 0
+        transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
         gone = transport.refresh(self._poller, self._fast.key_of)
         if transport.gone_channels and not gone:
             self._channels_gone(_monotonic())

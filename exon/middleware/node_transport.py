@@ -146,8 +146,12 @@ class NodeTransport:
     """Subscriptions of one node and its exclusive publications towards peer nodes."""
 
     def __init__(self, aeron: Aeron, *, host: str, port: int, rng: random.Random | None = None,
-                 udp: bool = True) -> None:
+                 udp: bool = True, invoker: Any = None) -> None:
         self.aeron = aeron
+        #: the ``exon_driver_t *`` of an embedded INVOKER driver: the waits run its sender
+        #: and receiver duty cycles (exon_invoker.h); NULL otherwise
+        self._invoker = ffi.NULL if invoker is None else invoker
+        self._bridged = False
         self._rng = rng or random.Random()
         self.host = host
         explicit = port != 0
@@ -175,6 +179,10 @@ class NodeTransport:
             raise
         self._doorbell = lib.exon_doorbell_word(aeron.counters_values,
                                                 self.subscriptions[0].doorbell_counter_id)
+        if self._invoker != ffi.NULL:
+            # rings of this process (wake, image events, the agent's receiver) end an
+            # invoker's park, which waits in ppoll rather than on the futex
+            self._bridged = lib.exon_invoker_bridge(self._invoker, self._doorbell) == 0
         self._images: list[Image] = []
         self._image_array: Any = None
         self._image_address: dict[int, str] = {}  # id(image) -> reply address
@@ -361,9 +369,19 @@ class NodeTransport:
         spin (no syscall) for the first ``spin`` seconds of it (a client thread expecting
         an answer soon: no futex wake on either side when it comes within the spin)."""
         arr = self._image_array
-        rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
-                              self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
+        if self._bridged:
+            rc = lib.exon_invoker_wait(self._invoker, ffi.NULL if arr is None else arr,
+                                       len(self._images), self._doorbell, int(spin * 1e9),
+                                       max(0, int(timeout * 1e9)))
+        else:
+            rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
+                                  self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
         return rc >= 0
+
+    def invoke(self) -> int:
+        """INVOKER: one sender + receiver duty cycle of the embedded driver on this thread
+        (what was offered leaves, what arrived is in the images); 0 otherwise."""
+        return int(lib.exon_driver_invoke(self._invoker)) if self._bridged else 0
 
     def wake(self) -> None:
         """Interrupt a :meth:`wait` in another thread."""
@@ -372,6 +390,9 @@ class NodeTransport:
     # ---- life cycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        if getattr(self, "_bridged", False):
+            lib.exon_invoker_unbridge(self._invoker, self._doorbell)
+            self._bridged = False
         for address in list(getattr(self, "publications", ())):  # (a failed __init__ too)
             self.drop_publication(address)
         # the sharers of the first subscription's doorbell go first: the driver frees that

@@ -53,6 +53,7 @@ typedef struct exon_driver_context_stct {
     int64_t nak_retry_max_delay_ns;           /* UDP: a repeated NAK backs off up to this */
     int64_t nak_rate_window_ns;               /* UDP: NAK cap window per image (0 = no cap) */
     int32_t nak_rate_max_per_window;
+    int32_t invoker;
     ...;
 } exon_driver_context_t;
 
@@ -65,3 +66,8 @@ int exon_driver_terminate_requested(exon_driver_t *driver);
 const char *exon_driver_dir(exon_driver_t *driver);
 int32_t exon_driver_runner_count(exon_driver_t *driver);
 int exon_driver_delete_dir(const char *dir);
+int exon_driver_invoke(exon_driver_t *driver);
+int exon_driver_invoker_enabled(exon_driver_t *driver);
+int exon_invoker_wait(exon_driver_t *driver, exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns, int64_t timeout_ns);
+int exon_invoker_bridge(exon_driver_t *driver, int32_t *doorbell);
+int exon_invoker_unbridge(exon_driver_t *driver, int32_t *doorbell);

@@ -1,5 +1,8 @@
 /* exon_doorbell.c: futex doorbells shared between processes, and ringing a log's readers. */
+#include <errno.h>
 #include <linux/futex.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,9 +40,75 @@ int exon_doorbell_wait(int32_t *word, int32_t expected, int64_t timeout_ns)
     return exon_set_error(-err, "doorbell wait failed: errno %d", err);
 }
 
+typedef struct exon_doorbell_bridge_stct
+{
+    int32_t *word;
+    int fd;
+}
+exon_doorbell_bridge_t;
+
+static exon_doorbell_bridge_t exon_doorbell_bridges[EXON_DOORBELL_BRIDGES];
+static int32_t exon_doorbell_bridge_count; /* entries in use are [0, count) */
+static pthread_mutex_t exon_doorbell_bridge_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int exon_doorbell_bridge_add(int32_t *word, int fd)
+{
+    pthread_mutex_lock(&exon_doorbell_bridge_lock);
+    int32_t count = exon_doorbell_bridge_count;
+    if (count >= EXON_DOORBELL_BRIDGES)
+    {
+        pthread_mutex_unlock(&exon_doorbell_bridge_lock);
+        return exon_set_error(EXON_E_NO_SPACE, "doorbell bridge table full (%d)", EXON_DOORBELL_BRIDGES);
+    }
+    exon_doorbell_bridges[count].fd = fd;
+    EXON_STORE_REL(&exon_doorbell_bridges[count].word, word);
+    EXON_STORE_REL(&exon_doorbell_bridge_count, count + 1);
+    pthread_mutex_unlock(&exon_doorbell_bridge_lock);
+    return 0;
+}
+
+int exon_doorbell_bridge_remove(int32_t *word, int fd)
+{
+    pthread_mutex_lock(&exon_doorbell_bridge_lock);
+    int32_t count = exon_doorbell_bridge_count;
+    for (int32_t i = 0; i < count; i++)
+    {
+        if (exon_doorbell_bridges[i].word == word && exon_doorbell_bridges[i].fd == fd)
+        {
+            /* a ring racing with this sees the old entry, or none: one write to an fd that
+             * is still open (the driver closes it after its nodes are gone) is harmless */
+            EXON_STORE_REL(&exon_doorbell_bridges[i].word, exon_doorbell_bridges[count - 1].word);
+            exon_doorbell_bridges[i].fd = exon_doorbell_bridges[count - 1].fd;
+            EXON_STORE_REL(&exon_doorbell_bridge_count, count - 1);
+            pthread_mutex_unlock(&exon_doorbell_bridge_lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&exon_doorbell_bridge_lock);
+    return -ENOENT;
+}
+
+static void exon_doorbell_bridge_ring(const int32_t *word)
+{
+    int32_t count = EXON_LOAD_ACQ(&exon_doorbell_bridge_count);
+    for (int32_t i = 0; i < count; i++)
+    {
+        if (EXON_LOAD_ACQ(&exon_doorbell_bridges[i].word) == word)
+        {
+            uint64_t one = 1;
+            ssize_t rc = write(exon_doorbell_bridges[i].fd, &one, sizeof(one));
+            (void)rc; /* EAGAIN: the counter is saturated, the reader is awake anyway */
+        }
+    }
+}
+
 int exon_doorbell_ring(int32_t *word)
 {
     EXON_FETCH_ADD(word, 1);
+    if (EXON_LOAD_RLX(&exon_doorbell_bridge_count) > 0)
+    {
+        exon_doorbell_bridge_ring(word);
+    }
     long woken = futex(word, FUTEX_WAKE, INT32_MAX, NULL);
     if (woken < 0)
     {

@@ -38,8 +38,16 @@ static inline int32_t *exon_doorbell_word(uint8_t *counters_values, int32_t coun
  */
 int exon_doorbell_wait(int32_t *word, int32_t expected, int64_t timeout_ns);
 
-/* Bump the word (release) and wake every waiter. Returns the number woken or -errno. */
+/* Bump the word (release) and wake every waiter. Returns the number woken or -errno.
+ * A word bridged in this process (exon_doorbell_bridge_add) also gets its eventfd written. */
 int exon_doorbell_ring(int32_t *word);
+
+/* Process-wide bridges from a doorbell word to an eventfd (the INVOKER mode parks in ppoll,
+ * not on the futex). 0, or EXON_E_NO_SPACE when all EXON_DOORBELL_BRIDGES are taken; remove
+ * returns -ENOENT for an unknown pair. */
+#define EXON_DOORBELL_BRIDGES 64
+int exon_doorbell_bridge_add(int32_t *word, int fd);
+int exon_doorbell_bridge_remove(int32_t *word, int fd);
 
 /* Current value of the word (acquire); read it before re-checking for data, then wait. */
 int32_t exon_doorbell_read(const int32_t *word);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 
 #include "exon_common.h"
 #include "exon_driver.h"
@@ -161,6 +162,15 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         return exon_set_error(-ENOMEM, "out of memory");
     }
     d->context = *ctx;
+    d->invoker_epoll_fd = -1;
+    d->invoker_wake_fd = -1;
+    pthread_mutex_init(&d->sender_lock, NULL);
+    if (ctx->invoker && ctx->threading_mode != EXON_THREADING_SHARED)
+    {
+        free(d);
+        return exon_set_error(EXON_E_ARGUMENT, "the INVOKER mode runs its agents SHARED (threading mode %d)",
+            ctx->threading_mode);
+    }
     uint64_t instance = 0;
     if (getrandom(&instance, sizeof(instance), GRND_NONBLOCK) != (ssize_t)sizeof(instance))
     {
@@ -236,6 +246,23 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         /* the sender's and receiver's runners: their sockets end the runner's parks */
         d->conductor.sender_epoll_fd = d->runners[agent_runner[EXON_AGENT_SENDER]].epoll_fd;
         d->conductor.receiver_epoll_fd = d->runners[agent_runner[EXON_AGENT_RECEIVER]].epoll_fd;
+        if (ctx->invoker)
+        {
+            /* the receive sockets wake the client thread that waits (exon_invoker_wait), not
+             * the agent: one wake-up per datagram */
+            d->invoker_epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+            d->invoker_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+            struct epoll_event wake = { .events = EPOLLIN, .data = { .fd = d->invoker_wake_fd } };
+            if (d->invoker_epoll_fd < 0 || d->invoker_wake_fd < 0 ||
+                epoll_ctl(d->invoker_epoll_fd, EPOLL_CTL_ADD, d->invoker_wake_fd, &wake) < 0)
+            {
+                rc = exon_set_error(-errno, "cannot create the invoker's epoll set: %s", strerror(errno));
+            }
+            else
+            {
+                d->conductor.receiver_epoll_fd = d->invoker_epoll_fd;
+            }
+        }
         /* a command for the sender ends the sender runner's park */
         struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = d->conductor.sender_commands.wake_fd } };
         epoll_ctl(d->conductor.sender_epoll_fd, EPOLL_CTL_ADD, d->conductor.sender_commands.wake_fd, &ev);
@@ -269,6 +296,15 @@ int exon_driver_close(exon_driver_t *d)
     d->conductor.sender_epoll_fd = -1;
     d->conductor.receiver_epoll_fd = -1;
     exon_driver_conductor_close(&d->conductor);
+    if (d->invoker_epoll_fd >= 0)
+    {
+        close(d->invoker_epoll_fd);
+    }
+    if (d->invoker_wake_fd >= 0)
+    {
+        close(d->invoker_wake_fd);
+    }
+    pthread_mutex_destroy(&d->sender_lock);
     exon_cnc_set_driver_heartbeat_ms(&d->cnc, 0);
     exon_cnc_close(&d->cnc);
     int rc = 0;

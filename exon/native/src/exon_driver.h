@@ -18,6 +18,7 @@
 #define EXON_DRIVER_H
 
 #include <stdint.h>
+#include <pthread.h>
 
 #include "exon_common.h"
 #include "exon_cnc.h"
@@ -35,6 +36,9 @@ typedef struct exon_driver_stct
     int32_t runner_count;
     int32_t closed;
     int64_t instance_id;
+    pthread_mutex_t sender_lock;  /* the sender's duty cycle: its agent, or an invoker */
+    int invoker_epoll_fd;         /* INVOKER: the receive endpoints' sockets + invoker_wake_fd */
+    int invoker_wake_fd;          /* INVOKER: eventfd, written when a bridged doorbell rings */
 }
 exon_driver_t;
 

@@ -67,6 +67,7 @@ typedef struct exon_driver_context_stct
     int64_t nak_retry_max_delay_ns;           /* UDP: a repeated NAK backs off up to this */
     int64_t nak_rate_window_ns;               /* UDP: NAK cap window per image (0 = no cap) */
     int32_t nak_rate_max_per_window;
+    int32_t invoker;                          /* 1: INVOKER (see exon_invoker.h), SHARED threading */
 }
 exon_driver_context_t;
 

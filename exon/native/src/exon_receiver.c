@@ -15,9 +15,16 @@
 #include "exon_driver.h"
 #include "exon_publication_image.h"
 
+int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns);
+
 int exon_receiver_do_work(void *state, int64_t now_ns)
 {
-    exon_driver_t *d = (exon_driver_t *)state;
+    return exon_receiver_duty_cycle((exon_driver_t *)state, now_ns);
+}
+
+/* One duty cycle, from the agent or an INVOKER thread (the receiver lock serializes them). */
+int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns)
+{
     exon_driver_conductor_t *c = &d->conductor;
     int work = 0;
     bool setup_queued = false;

@@ -10,6 +10,7 @@
  * and the command queue's eventfd, and a commit to a network publication's log rings the
  * sender's agent doorbell.
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "exon_common.h"
@@ -50,9 +51,22 @@ static void exon_sender_on_command(void *state, const exon_agent_command_t *cmd)
     }
 }
 
+int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns);
+
+/* The agent's duty cycle: under the sender lock, as an INVOKER thread may run it too
+ * (uncontended otherwise). */
 int exon_sender_do_work(void *state, int64_t now_ns)
 {
     exon_driver_t *d = (exon_driver_t *)state;
+    pthread_mutex_lock(&d->sender_lock);
+    int work = exon_sender_duty_cycle(d, now_ns);
+    pthread_mutex_unlock(&d->sender_lock);
+    return work;
+}
+
+/* One duty cycle; the caller holds d->sender_lock. */
+int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns)
+{
     exon_driver_conductor_t *c = &d->conductor;
     int work = exon_command_queue_drain(&c->sender_commands, exon_sender_on_command, c, 64);
     for (int32_t i = 0; i < c->sender_pub_count; i++)

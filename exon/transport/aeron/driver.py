@@ -27,6 +27,7 @@ _THREADING = {
     "DEDICATED": lib.EXON_THREADING_DEDICATED,
     "SHARED_NETWORK": lib.EXON_THREADING_SHARED_NETWORK,
     "SHARED": lib.EXON_THREADING_SHARED,
+    "INVOKER": lib.EXON_THREADING_SHARED,  # + ctx.invoker
 }
 _IDLE = {
     "spin": lib.EXON_IDLE_SPIN,
@@ -48,6 +49,7 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.dir_delete_on_start = int(settings.dir_delete_on_start)
     ctx.dir_delete_on_shutdown = int(settings.dir_delete_on_shutdown)
     ctx.threading_mode = _THREADING[settings.threading_mode]
+    ctx.invoker = int(settings.threading_mode == "INVOKER")
     ctx.idle_strategy = _IDLE[settings.idle_strategy]
     ctx.idle_max_spins = settings.idle_max_spins
     ctx.idle_max_yields = settings.idle_max_yields
@@ -201,6 +203,17 @@ class MediaDriver:
     def is_closed(self) -> bool:
         """True once :meth:`close` ran."""
         return self._handle is None
+
+    @property
+    def handle(self) -> Any:
+        """The ``exon_driver_t *`` (for the INVOKER calls of the process that embeds it)."""
+        return self._handle
+
+    @property
+    def invoker(self) -> bool:
+        """True in INVOKER mode: this process's threads run the sender and receiver duty
+        cycles while they wait (``exon_invoker_wait``)."""
+        return self._handle is not None and bool(lib.exon_driver_invoker_enabled(self._handle))
 
     @property
     def thread_count(self) -> int:

@@ -21,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from exon.errors import ConfigurationError
 from exon.transport.aeron import layout
 
-ThreadingMode = Literal["DEDICATED", "SHARED_NETWORK", "SHARED"]
+#: INVOKER: SHARED agents, plus the embedding process's threads run the sender's and the
+#: receiver's duty cycles while they wait (exon_invoker.h); for a driver embedded in a node
+ThreadingMode = Literal["DEDICATED", "SHARED_NETWORK", "SHARED", "INVOKER"]
 IdleStrategyName = Literal["backoff", "spin", "yield", "sleep", "noop"]
 
 KIB = 1024

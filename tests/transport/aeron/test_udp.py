@@ -61,7 +61,7 @@ def connect(pub: Any, timeout: float = 5.0) -> None:
     assert wait_until(lambda: pub.is_connected, timeout), "publication never connected"
 
 
-@pytest.mark.parametrize("mode", ["DEDICATED", "SHARED_NETWORK", "SHARED"])
+@pytest.mark.parametrize("mode", ["DEDICATED", "SHARED_NETWORK", "SHARED", "INVOKER"])
 def test_round_trip_between_two_drivers(stack: ExitStack, mode: str) -> None:
     _, rx = launch(stack, threading_mode=mode)
     _, tx = launch(stack, threading_mode=mode)
