@@ -124,10 +124,12 @@ def test_a_node_embeds_an_invoker_driver(stack: ExitStack) -> None:
     import exon
 
     node = stack.enter_context(exon.Node(driver="embedded"))
-    assert node._driver is not None and node._driver.invoker
+    assert node._driver is not None
+    assert node._driver.invoker
     other = stack.enter_context(exon.Node(driver="embedded",
                                           driver_options={"threading_mode": "SHARED"}))
-    assert other._driver is not None and not other._driver.invoker
+    assert other._driver is not None
+    assert not other._driver.invoker
     rep = node.socket("rep", tag=1)
     req = other.socket("req")
     req.link(f"{node.address}/1", timeout=5)
