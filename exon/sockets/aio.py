@@ -223,16 +223,17 @@ class AsyncSocketMixin:
     # ---- the API ------------------------------------------------------------------------------
 
     def asend(self: Socket, data: bytes, *, cookie: Any = None,  # type: ignore[misc]
-              timeout: float | None = None) -> Any:
+              timeout: float | None = None, **options: Any) -> Any:
         """Send like :meth:`send`, as an awaitable: waits (without blocking the loop) while
-        no linked peer has credit; raises :class:`exon.Timeout` after ``timeout`` seconds."""
+        no linked peer has credit; raises :class:`exon.Timeout` after ``timeout`` seconds.
+        ``options`` go to the socket's ``send_nowait`` (a ROUTER's ``peer=``)."""
         _running_loop("asend")
         timeout = _check_timeout(timeout)
         epoch = self._broken_epoch
 
         def attempt() -> None:
             try:
-                self.send_nowait(data, cookie=cookie)
+                self.send_nowait(data, cookie=cookie, **options)
             except errors.BackPressured:
                 with self._lock:
                     broke = self._every_link_broke(epoch)
@@ -281,7 +282,7 @@ class AsyncSocketMixin:
     def alink(self: Socket, peer: str | Peer,  # type: ignore[misc]
               timeout: float | None = 5.0) -> Any:
         """Link with ``peer`` like :meth:`link`, as an awaitable."""
-        _running_loop("alink")
+        loop = _running_loop("alink")
         timeout = _check_timeout(timeout)
         pid = self._peer_id(peer)
         established = self._link_begin(pid)
@@ -292,15 +293,24 @@ class AsyncSocketMixin:
                     raise WOULD_BLOCK
                 self._link_conclude(pid, True, timeout)  # established, or raises
 
+        def applied() -> None:
+            with self._lock:
+                self._check_open()
+                if not self._link_applied_locked(pid):
+                    raise WOULD_BLOCK
+
         async def run() -> None:
-            if established:
-                return
-            try:
-                await self._park("alink", attempt, timeout)
-            except errors.Timeout:
-                with self._lock:
-                    self._link_conclude(pid, False, timeout)  # raises the precise error
-                raise
+            started = loop.time()
+            if not established:
+                try:
+                    await self._park("alink", attempt, timeout)
+                except errors.Timeout:
+                    with self._lock:
+                        self._link_conclude(pid, False, timeout)  # raises the precise error
+                    raise
+            # what the socket type still needs once linked (a SUB: the PUB has its prefixes)
+            left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+            await self._park("alink", applied, left)
 
         return run()
 

@@ -219,6 +219,11 @@ class Socket(AsyncSocketMixin):
         refusal = self._refusals.get(pid)
         return isinstance(refusal, LinkRefused) and refusal.retry_at is None
 
+    def _link_applied_locked(self, pid: PeerId) -> bool:
+        """Lock held: whatever this socket type needs once a link is established is done
+        (a SUB: the PUB applied its prefixes). True for most types."""
+        return True
+
     def _link_conclude(self, pid: PeerId, settled: bool, timeout: float | None) -> None:
         """Lock held: return when the link is established, else raise why not (``settled``
         False: the wait timed out, and linking stops)."""

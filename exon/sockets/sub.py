@@ -177,6 +177,10 @@ class SubSocket(Socket):
         with self._lock:
             self._wait_applied_locked(pid, deadline, timeout)
 
+    def _link_applied_locked(self, pid: PeerId) -> bool:
+        """The PUB ``pid`` has applied every current prefix (alink waits for it too)."""
+        return self._closed or (not self._unconfirmed.get(pid) and pid not in self._untold)
+
     # ---- node callbacks (lock held) -----------------------------------------------------------
 
     def _on_established(self, ev: LinkEstablished) -> None:

@@ -228,3 +228,31 @@ def test_cancelled_waiter_leaves_the_line(make_node: NodeFactory) -> None:
 
     assert run(main()) == b"for the second"
     assert b._async_waiters == 0 and not pull._aio_waiters
+
+
+def test_router_answers_and_sub_links_through_the_async_face(make_node: NodeFactory) -> None:
+    a, b = make_node(), make_node()
+    router = a.socket("router", tag=8)
+    dealer = b.socket("dealer")
+    pub = a.socket("pub", tag=9)
+    sub = b.socket("sub")
+    sub.subscribe(b"keep")
+
+    async def main() -> tuple[list[bytes], bytes]:
+        await dealer.alink(f"{a.address}/8", timeout=5)
+        for i in range(5):
+            await dealer.asend(b"q%d" % i, timeout=5)
+        for _ in range(5):
+            request = await router.areceive(timeout=5)
+            await router.asend(request.payload.upper(), peer=request.peer, timeout=5)
+        answers = sorted([(await dealer.areceive(timeout=5)).payload for _ in range(5)])
+        # alink returns once the PUB applied the SUB's prefixes, as link does: the very
+        # first publication after it is filtered and delivered
+        await sub.alink(f"{a.address}/9", timeout=5)
+        pub.send(b"drop this", timeout=5)
+        pub.send(b"keep this", timeout=5)
+        return answers, (await sub.areceive(timeout=5)).payload
+
+    answers, first = run(main())
+    assert answers == [b"Q%d" % i for i in range(5)]
+    assert first == b"keep this"
