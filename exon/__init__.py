@@ -8,6 +8,7 @@ The transport lives in :mod:`exon.transport.aeron`; the sans-IO middleware core 
 from __future__ import annotations
 
 from exon.errors import (
+    ArgumentTypeError,
     BackPressured,
     BrokenLink,
     BrokenLinkError,
@@ -59,6 +60,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "BackPressured",
     "BrokenLink",
     "BrokenLinkError",

@@ -20,6 +20,12 @@ class ConfigurationError(ExonError, ValueError):
     """A setting, argument or channel URI is invalid."""
 
 
+class ArgumentTypeError(ExonError, TypeError):
+    """An argument of the wrong type: a payload that is not bytes-like (``bytes``,
+    ``bytearray``, ``memoryview`` or another buffer; a ``str`` must be encoded first), a
+    timeout that is not a number."""
+
+
 class ChannelUriError(ConfigurationError):
     """A channel URI is malformed; the message names the bad part."""
 

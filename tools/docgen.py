@@ -41,6 +41,9 @@ SKIP_MODULES = ("exon.bench", "exon.spark.query_main")
 ADVICE: dict[str, str] = {
     "ExonError": "Catch it to handle every exon failure in one place; log `type(exc).__name__` "
                  "and the message, which names the object and the cause.",
+    "ArgumentTypeError": "Pass the type the message names: payloads are `bytes`, `bytearray` or "
+                         "`memoryview` (encode a `str` first; an `int` is never a payload), "
+                         "timeouts a number of seconds or `None`. Also a `TypeError`.",
     "ConfigurationError": "Fix the argument, setting or `EXON_*` variable the message names; "
                           "retrying cannot help. Also a `ValueError`.",
     "ChannelUriError": "Fix the channel URI (`aeron:udp?endpoint=HOST:PORT`, `aeron:ipc`); the "

@@ -228,7 +228,7 @@ class SocketCore:
         max_links: int | None = None,
     ) -> None:
         """Register a socket. ``tag`` is a u32 unique on this node."""
-        if not 0 <= tag <= TAG_MAX:
+        if type(tag) is not int or not 0 <= tag <= TAG_MAX:
             raise ConfigurationError(f"tag {tag} is not an unsigned 32-bit integer")
         if tag in self._sockets:
             raise ConfigurationError(f"a socket with tag {tag} is already open on this node")

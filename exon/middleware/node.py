@@ -278,9 +278,14 @@ class Node:
     def close(self, timeout: float = 5.0) -> None:
         """Close every socket gracefully (bounded by ``timeout``), then the transport and
         the embedded driver. Idempotent."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise errors.ArgumentTypeError(
+                f"timeout must be a number of seconds, not {type(timeout).__name__}")
+        if not timeout >= 0:  # negative, or nan
+            raise errors.ConfigurationError(f"timeout must be >= 0, not {timeout!r}")
         if self._closed:
             return
-        deadline = _monotonic() + timeout
+        deadline = _monotonic() + min(timeout, 1e9)
         for sock in list(self._sockets.values()):
             with contextlib.suppress(errors.ExonError):
                 sock.close(timeout=max(0.0, deadline - _monotonic()))

@@ -26,7 +26,7 @@ from exon import errors
 from exon.core import LinkClosed, LinkEstablished, PeerId
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _deadline
+from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["DealerSocket"]
 
@@ -72,13 +72,13 @@ class DealerSocket(Socket):
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send ``data`` to the next linked peer with credit (round-robin); blocks up to
         ``timeout`` seconds while none has credit."""
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         with self._lock:
             self._send_request_locked(payload, cookie, _deadline(timeout), False)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
         """Send now or raise :class:`exon.BackPressured` (no linked peer has credit)."""
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         with self._lock:
             self._send_request_locked(payload, cookie, None, True)
 

@@ -31,7 +31,7 @@ from exon import errors
 from exon.core import LinkClosed, LinkEstablished, LinkState, MessageReceived, PeerId
 from exon.core.pubsub import MESSAGE, PrefixFilter, SubKind, decode_subscription, encode_dropped
 from exon.sockets.messages import Peer
-from exon.sockets.socket import Socket, _deadline, _monotonic
+from exon.sockets.socket import Socket, _deadline, _monotonic, _payload
 
 __all__ = ["PubSocket", "PubStatistics"]
 
@@ -165,7 +165,7 @@ class PubSocket(Socket):
         if cookie is not None:
             raise errors.ConfigurationError(
                 "a pub socket takes no cookie: a message goes to many subscribers, or none")
-        data = data if type(data) is bytes else bytes(data)
+        data = _payload(data)
         payload = MESSAGE + data
         with self._lock:
             self._check_open()

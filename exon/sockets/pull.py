@@ -25,7 +25,7 @@ from typing import Any, cast
 from exon import errors
 from exon.core import PeerId
 from exon.sockets.messages import HeldBatch, Message
-from exon.sockets.socket import Socket
+from exon.sockets.socket import Socket, _check_timeout
 
 __all__ = ["PullSocket"]
 
@@ -143,8 +143,13 @@ class PullSocket(Socket):
 
     def _batch_locked(self, op: str, max_messages: int, timeout: float | None,
                       hold: bool) -> list[Message] | HeldBatch:
+        if type(max_messages) is not int:
+            raise errors.ArgumentTypeError(
+                f"max_messages is an int, not {type(max_messages).__name__}")
         if max_messages < 1:
             raise errors.ConfigurationError("max_messages must be >= 1")
+        if timeout is not None:
+            _check_timeout(timeout)
         self._check_batch_locked(op, hold)
         self.node._activity += 1
         got = self._grab_locked(max_messages, hold)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from exon import errors
-from exon.sockets.socket import Socket, _deadline
+from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["PushSocket"]
 
@@ -37,7 +37,7 @@ class PushSocket(Socket):
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send ``data`` to the next linked PULL with credit; blocks up to ``timeout``."""
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         deadline = _deadline(timeout)
         with self._lock:
             node = self.node
@@ -51,7 +51,7 @@ class PushSocket(Socket):
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
         """Send now or raise :class:`exon.BackPressured` (no linked PULL has credit)."""
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         with self._lock:
             self._send_locked(payload, cookie, None, None, True)
 

@@ -15,7 +15,7 @@ from exon.core import PeerId
 from exon.middleware.node import CLIENT_SPIN
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _deadline
+from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["RepSocket"]
 
@@ -50,7 +50,7 @@ class RepSocket(Socket):
         return Message(payload[ENVELOPE.size:], self.node._peer(peer))
 
     def _reply(self, data: bytes, cookie: Any, timeout: float | None, nowait: bool) -> None:
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         deadline = None if nowait else _deadline(timeout)
         with self._lock:
             self._check_open()

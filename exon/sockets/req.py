@@ -23,7 +23,7 @@ from exon import errors
 from exon.core import LinkClosed, PeerId
 from exon.middleware.node import CLIENT_SPIN
 from exon.sockets.messages import Message
-from exon.sockets.socket import Socket, _deadline
+from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["ENVELOPE", "ReqSocket"]
 
@@ -49,7 +49,7 @@ class ReqSocket(Socket):
 
     def _send_request(self, data: bytes, cookie: Any, timeout: float | None,
                       nowait: bool) -> None:
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         deadline = None if nowait else _deadline(timeout)
         with self._lock:
             self._check_open()

@@ -27,7 +27,7 @@ from exon import errors
 from exon.core import LinkEstablished, LinkState, PeerId
 from exon.sockets.messages import Message, Peer
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _deadline
+from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["RouterSocket"]
 
@@ -94,7 +94,7 @@ class RouterSocket(Socket):
             raise errors.ConfigurationError(
                 "a router socket sends to one peer: send(data, peer=message.peer)")
         pid = self._peer_id(peer)
-        payload = data if type(data) is bytes else bytes(data)
+        payload = _payload(data)
         with self._lock:
             self._check_open()
             if self._core.link_state(self.tag, pid) is not LinkState.ESTABLISHED:

@@ -22,6 +22,7 @@ messages not yet confirmed on that link come back as ``CookieLost``.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -56,12 +57,48 @@ _RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer 
 _OFFER_SPINS = 200
 
 
-def _deadline(timeout: float | None) -> float | None:
+def _check_timeout(timeout: float | None) -> float | None:
+    """A blocking call's ``timeout``: seconds (int or float, >= 0), or None / ``math.inf``
+    for no limit (None returned). ArgumentTypeError for a non-number, ConfigurationError
+    (a ValueError) for nan or a negative."""
     if timeout is None:
         return None
-    if timeout < 0:
-        raise errors.ConfigurationError("timeout must be >= 0 or None")
-    return _monotonic() + timeout
+    cls = type(timeout)
+    if cls is not float and cls is not int and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise errors.ArgumentTypeError(
+            f"timeout must be a number of seconds or None, not {cls.__name__}")
+    if not timeout >= 0:  # negative, or nan
+        raise errors.ConfigurationError(f"timeout must be >= 0 or None, not {timeout!r}")
+    if timeout == math.inf:
+        return None
+    return float(timeout)
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """The monotonic deadline of ``timeout`` (see :func:`_check_timeout`); None: no limit."""
+    seconds = _check_timeout(timeout)
+    return None if seconds is None else _monotonic() + seconds
+
+
+def _payload(data: Any) -> bytes:
+    """A payload as ``bytes``: ``bytes`` as is, any other buffer (``bytearray``,
+    ``memoryview``, ...) copied; anything else (``int``: ``bytes(12345)`` would be 12,345
+    zero bytes; ``str``: encode it first) raises :class:`exon.ArgumentTypeError`."""
+    if type(data) is bytes:
+        return data
+    if isinstance(data, (str, int)):
+        hint = " (encode a str first)" if isinstance(data, str) else ""
+        raise errors.ArgumentTypeError(
+            f"a payload is bytes-like (bytes, bytearray, memoryview), not "
+            f"{type(data).__name__}{hint}")
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise errors.ArgumentTypeError(
+            f"a payload is bytes-like (bytes, bytearray, memoryview), not "
+            f"{type(data).__name__}") from None
+    return view.tobytes()
 
 
 class Socket(AsyncSocketMixin):
@@ -90,6 +127,9 @@ class Socket(AsyncSocketMixin):
             if type is None:
                 raise errors.ConfigurationError(
                     "exon.Socket needs type= (req, rep, push, pull, dealer, router, pub, sub)")
+            if not isinstance(type, str):
+                raise errors.ConfigurationError(
+                    f"a socket type is a name (req, rep, push, pull, ...), not {type!r}")
             sub = Socket._types.get(type.lower())
             if sub is None:
                 raise errors.ConfigurationError(
@@ -484,6 +524,8 @@ class Socket(AsyncSocketMixin):
 
     def receive(self, timeout: float | None = None) -> Message | Cookie | CookieLost:
         """The next cookie or message; blocks up to ``timeout`` seconds."""
+        if timeout is not None:
+            _check_timeout(timeout)
         with self._lock:
             try:
                 return self._receive_locked(timeout)
