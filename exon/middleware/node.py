@@ -79,7 +79,12 @@ from exon.core import (
 from exon.core.address import Peer, split_address
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.hosted import HostedSocket, make_socket
-from exon.middleware.node_transport import ConnectBackoff, NodeTransport
+from exon.middleware.node_transport import (
+    NODE_DIR_PREFIX,
+    ConnectBackoff,
+    NodeTransport,
+    sweep_stale_node_dirs,
+)
 from exon.native import node_lock
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -88,7 +93,7 @@ from exon.transport.aeron import (
     MediaDriver,
 )
 from exon.transport.aeron.driver import probe_driver
-from exon.transport.aeron.settings import fresh_driver_dir, host_driver_dir
+from exon.transport.aeron.settings import driver_dir_base, fresh_driver_dir, host_driver_dir
 
 __all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES", "Node"]
 
@@ -201,7 +206,8 @@ class Node:
                                 "embeds a driver of its own", driver_dir, exc)
                     driver_dir, self.driver_kind = None, "embedded"
             if driver_dir is None:
-                directory = fresh_driver_dir(f"exon-node-{os.getpid()}")
+                sweep_stale_node_dirs(driver_dir_base())  # what killed nodes left behind
+                directory = fresh_driver_dir(f"{NODE_DIR_PREFIX}-{os.getpid()}")
                 options = {**EMBEDDED_DRIVER_DEFAULTS, **(driver_options or {})}
                 options.setdefault("dir_delete_on_shutdown", True)
                 self._driver = MediaDriver.launch(dir=directory, **options)

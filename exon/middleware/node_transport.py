@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import socket as pysocket
 import struct
 import time
@@ -89,6 +90,33 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+#: an embedded driver's directory: ``exon-node-<pid>-<random>`` under the driver dir base
+NODE_DIR_PREFIX = "exon-node"
+
+
+def sweep_stale_node_dirs(base: str) -> list[str]:
+    """Remove the embedded-driver directories (``exon-node-<pid>-*`` in ``base``) whose
+    process is gone, as Aeron cleans a dead driver's directory at the next start: a node
+    killed with SIGKILL or SIGTERM leaves its directory (log buffers, CnC) in /dev/shm.
+    A directory whose pid is alive (or not ours to signal) is never touched. Returns the
+    names removed."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(NODE_DIR_PREFIX + "-"):
+            continue
+        pid_text = name[len(NODE_DIR_PREFIX) + 1:].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or pid_alive(int(pid_text)):
+            continue
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        if not os.path.exists(os.path.join(base, name)):
+            removed.append(name)
+    return removed
 
 
 def join_address(host: str, port: int) -> str:
