@@ -254,6 +254,48 @@ def _error_log_seeds() -> list[bytes]:
     return [bytes(ffi.buffer(buf, 512))]
 
 
+_COUNTERS = 8  # counters in a fuzzed metadata buffer
+
+
+def _counters_seeds() -> list[bytes]:
+    meta = ffi.new("uint8_t[]", _COUNTERS * lib.EXON_COUNTER_METADATA_LENGTH)
+    values = ffi.new("uint8_t[]", _COUNTERS * lib.EXON_COUNTER_VALUE_LENGTH)
+    counters = ffi.new("exon_counters_t *")
+    lib.exon_counters_init(counters, meta, len(meta), values, len(values), 0)
+    for n in range(3):
+        label = b"rcv-pos: 42 11 aeron:udp?endpoint=127.0.0.1:4000 %d" % n
+        key = b"k%d" % n
+        lib.exon_counters_allocate(counters, 5, key, len(key), label, len(label), n, n, 1)
+    return [bytes(ffi.buffer(meta))]
+
+
+def _run_counters(data: bytes) -> None:
+    """A counters metadata section (as a client maps it from a CnC file) of any content:
+    ids, states, labels and keys are read within the records."""
+    length = len(data) - len(data) % 8
+    meta = ffi.new("uint8_t[]", max(length, 8))
+    ffi.memmove(meta, data, length)
+    values = ffi.new("uint8_t[]", _COUNTERS * lib.EXON_COUNTER_VALUE_LENGTH)
+    counters = ffi.new("exon_counters_t *")
+    if lib.exon_counters_init(counters, meta, length, values, len(values), 0) < 0:
+        raise AssertionError(f"counters refused an 8-aligned buffer: {data.hex()}")
+    label = ffi.new("char[]", 512)
+    key = ffi.new("uint8_t[]", 512)
+    seen = 0
+    counter_id = lib.exon_counters_next_allocated(counters, 0)
+    while counter_id >= 0:
+        n = lib.exon_counters_label(counters, counter_id, label, 512)
+        if not 0 <= n <= lib.EXON_COUNTER_MAX_LABEL_LENGTH:
+            raise AssertionError(f"label of {n} bytes: {data.hex()}")
+        lib.exon_counters_key(counters, counter_id, key, 512)
+        lib.exon_counters_type_id(counters, counter_id)
+        lib.exon_counters_registration_id(counters, counter_id)
+        seen += 1
+        if seen > _COUNTERS:
+            raise AssertionError("more counters than records")
+        counter_id = lib.exon_counters_next_allocated(counters, counter_id + 1)
+
+
 # ---- archive records (exon/archive/format.py and exon.native._archive) ---------------------
 
 
@@ -297,6 +339,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("link_metadata", _metadata_seeds, _run_metadata, (FrameDecodeError,)),
     Target("cnc_file", _cnc_seeds, _run_cnc, (CncError,), python_allocates=False),
     Target("cnc_error_log", _error_log_seeds, _run_error_log, (), python_allocates=False),
+    Target("cnc_counters", _counters_seeds, _run_counters, (), python_allocates=False),
     Target("archive_records", _archive_seeds, _run_archive_py, (ArchiveCorrupt,)),
     Target("archive_native", _archive_seeds, _run_archive_native, (ArchiveCorrupt,)),
 )}
