@@ -735,6 +735,9 @@ class Socket(AsyncSocketMixin):
             self._closed = True
             self._close_doors()
             node._forget_socket(self.tag)
+            # the native queue holds our _on_due (a cycle the collector cannot see into):
+            # drop it, or the closed socket and its queue stay alive for good
+            self._nq = None
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self._cond.notify_all()
             self._wake_async()  # async waiters see the close (ClosedError)
