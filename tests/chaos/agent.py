@@ -202,7 +202,9 @@ class Agent:
         driver = dict(kv.split("=", 1) for kv in args.driver)
         settings = LinkSettings(**dict(kv.split("=", 1) for kv in args.link))
         self.incarnation = int.from_bytes(secrets.token_bytes(8), "little") or 1
-        self.node = exon.Node(args.endpoint, driver_options=driver, settings=settings)
+        # a driver of its own, always: a host driver would be one of the root namespace
+        self.node = exon.Node(args.endpoint, driver="embedded", driver_options=driver,
+                              settings=settings)
         self.sockets: dict[str, Any] = {}
         self.sinks: dict[str, Sink] = {}
         self.servers: dict[str, Server] = {}
