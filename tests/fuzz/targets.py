@@ -17,7 +17,9 @@ tests bound the Python allocations of ``run``).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import struct
 import tempfile
 from collections.abc import Callable
@@ -151,6 +153,7 @@ def _cnc_template() -> tuple[str, bytes, int]:
 
     directory = tempfile.mkdtemp(prefix="exon-fuzz-cnc-", dir="/dev/shm"
                                  if os.path.isdir("/dev/shm") else None)
+    atexit.register(shutil.rmtree, directory, True)  # no file left behind in /dev/shm
     cnc = CncFile.create(directory, **_CNC_SIZES)
     log = ffi.new("exon_error_log_t *")
     lib.exon_cnc_error_log(cnc.handle, log)
