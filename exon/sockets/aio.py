@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import threading
 import weakref
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
+from exon.sockets.timeouts import check_timeout as _check_timeout
 
 if TYPE_CHECKING:
     from exon.sockets.messages import Cookie, CookieLost, Message, Peer
@@ -43,17 +43,6 @@ def _running_loop(what: str) -> asyncio.AbstractEventLoop:
         raise errors.StateError(
             f"{what} needs a running asyncio event loop in this thread (await it inside a "
             f"coroutine run by asyncio; from plain threads use the blocking calls)") from None
-
-
-def _check_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise errors.ConfigurationError(f"timeout must be a number of seconds or None, "
-                                        f"not {type(timeout).__name__}")
-    if math.isnan(timeout) or timeout < 0:
-        raise errors.ConfigurationError(f"timeout must be >= 0 or None, not {timeout!r}")
-    return None if math.isinf(timeout) else float(timeout)
 
 
 class _Waiter:

@@ -22,7 +22,6 @@ messages not yet confirmed on that link come back as ``CookieLost``.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import deque
@@ -45,6 +44,7 @@ from exon.core.frames import ErrorCode
 from exon.middleware.hosted import register_socket_factory
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.messages import Cookie, CookieLost, Message, Peer
+from exon.sockets.timeouts import check_timeout as _check_timeout
 
 if TYPE_CHECKING:
     from exon.middleware.node import Node
@@ -55,24 +55,6 @@ _monotonic = time.monotonic
 _new_message = tuple.__new__
 _RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer again
 _OFFER_SPINS = 200
-
-
-def _check_timeout(timeout: float | None) -> float | None:
-    """A blocking call's ``timeout``: seconds (int or float, >= 0), or None / ``math.inf``
-    for no limit (None returned). ArgumentTypeError for a non-number, ConfigurationError
-    (a ValueError) for nan or a negative."""
-    if timeout is None:
-        return None
-    cls = type(timeout)
-    if cls is not float and cls is not int and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
-        raise errors.ArgumentTypeError(
-            f"timeout must be a number of seconds or None, not {cls.__name__}")
-    if not timeout >= 0:  # negative, or nan
-        raise errors.ConfigurationError(f"timeout must be >= 0 or None, not {timeout!r}")
-    if timeout == math.inf:
-        return None
-    return float(timeout)
 
 
 def _deadline(timeout: float | None) -> float | None:

@@ -256,3 +256,17 @@ def test_router_answers_and_sub_links_through_the_async_face(make_node: NodeFact
     answers, first = run(main())
     assert answers == [b"Q%d" % i for i in range(5)]
     assert first == b"keep this"
+
+
+def test_async_timeouts_follow_the_sync_rule(make_node: NodeFactory) -> None:
+    pull = make_node().socket("pull", tag=11)
+
+    async def main() -> None:
+        with pytest.raises(exon.ArgumentTypeError):
+            await pull.areceive(timeout="1")  # type: ignore[arg-type]
+        with pytest.raises(exon.ConfigurationError):
+            await pull.areceive(timeout=-0.5)
+        with pytest.raises(exon.Timeout):
+            await pull.areceive(timeout=0.01)
+
+    run(main())
