@@ -2,7 +2,8 @@
 
 ``exon.Socket(type="push")`` with no ``node=`` uses it. Its endpoint is
 ``$EXON_ENDPOINT`` (default ``127.0.0.1:0``) and its driver ``$EXON_NODE_DRIVER_DIR`` when
-set (an external driver), else an embedded one. It is closed at interpreter exit.
+set (an external driver), else what ``exon.Node()`` chooses (``driver="auto"``: the host
+driver when one runs, else an embedded one). It is closed at interpreter exit.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from exon import errors
+from exon.core.address import join_address
 from exon.native import ffi, lib
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -119,15 +120,16 @@ def sweep_stale_node_dirs(base: str) -> list[str]:
     return removed
 
 
-def join_address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def free_port(host: str) -> int:
     """A UDP port that is free on ``host`` right now."""
     family = pysocket.AF_INET6 if ":" in host else pysocket.AF_INET
     with pysocket.socket(family, pysocket.SOCK_DGRAM) as s:
-        s.bind((host, 0))
+        try:
+            s.bind((host, 0))
+        except OSError as exc:
+            raise errors.ConfigurationError(
+                f"endpoint host {host!r} cannot take a UDP port on this machine (is it one of "
+                f"its addresses?): {exc.strerror or exc}") from exc
         return int(s.getsockname()[1])
 
 

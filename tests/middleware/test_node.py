@@ -159,3 +159,9 @@ def test_a_back_pressured_frame_goes_out_without_inbound_traffic(make_node) -> N
     assert refused, "the FLOW was never refused: the test did not exercise the backlog"
     assert got == [exon.Cookie(0), exon.Cookie(1), exon.Cookie(2)]
     assert not receiver._backlog
+
+
+def test_an_endpoint_host_this_machine_lacks_is_a_configuration_error() -> None:
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: binding fails, nothing is sent
+    with pytest.raises(exon.ConfigurationError, match="192.0.2.1"):
+        exon.Node(endpoint="192.0.2.1:0", driver="embedded")
