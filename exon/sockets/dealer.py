@@ -30,8 +30,6 @@ from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["DealerSocket"]
 
-_PEER_TYPES_MAX = 4096  # forget the types of closed links beyond this many entries
-
 
 class DealerSocket(Socket):
     """DEALER: many requests in flight, round-robin out over ROUTERs and REPs, replies
@@ -52,12 +50,7 @@ class DealerSocket(Socket):
 
     def _on_established(self, ev: LinkEstablished) -> None:
         super()._on_established(ev)
-        types = self._peer_types
-        if len(types) >= _PEER_TYPES_MAX:
-            live = self._core.links(self.tag)
-            for peer in [p for p in types if p not in live]:
-                del types[peer]
-        types[ev.peer] = ev.peer_metadata.socket_type
+        self._learn_peer_type(self._peer_types, ev)
         if ev.peer_metadata.socket_type == "rep":
             self._reps.add(ev.peer)
         else:

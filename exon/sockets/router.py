@@ -31,8 +31,6 @@ from exon.sockets.socket import Socket, _deadline, _payload
 
 __all__ = ["RouterSocket"]
 
-_PEER_TYPES_MAX = 4096  # forget the state of closed links beyond this many entries
-
 
 class RouterSocket(Socket):
     """ROUTER: receives fair-queued from DEALERs and REQs, each message naming its sender;
@@ -51,13 +49,8 @@ class RouterSocket(Socket):
 
     def _on_established(self, ev: LinkEstablished) -> None:
         super()._on_established(ev)
-        types = self._peer_types
-        if len(types) >= _PEER_TYPES_MAX:
-            live = self._core.links(self.tag)
-            for peer in [p for p in types if p not in live]:
-                del types[peer]
-                self._envelopes.pop(peer, None)
-        types[ev.peer] = ev.peer_metadata.socket_type
+        for peer in self._learn_peer_type(self._peer_types, ev):
+            self._envelopes.pop(peer, None)
         self._envelopes.pop(ev.peer, None)  # a new link: the old requests died with the old one
 
     # ---- receiving -----------------------------------------------------------------------

@@ -241,6 +241,22 @@ class Socket(AsyncSocketMixin):
         refusal = self._refusals.get(pid)
         return isinstance(refusal, LinkRefused) and refusal.retry_at is None
 
+    #: how many peers' socket types _learn_peer_type remembers before it forgets closed links
+    _PEER_TYPES_MAX: ClassVar[int] = 4096
+
+    def _learn_peer_type(self, types: dict[PeerId, str], ev: LinkEstablished) -> list[PeerId]:
+        """Lock held: note ``ev.peer``'s socket type in ``types`` (kept after its link
+        closes: its messages may still be queued); past ``_PEER_TYPES_MAX`` entries the
+        peers whose links are gone are forgotten first. Returns the forgotten peers."""
+        forgotten: list[PeerId] = []
+        if len(types) >= self._PEER_TYPES_MAX:
+            live = self._core.links(self.tag)
+            forgotten = [p for p in types if p not in live]
+            for peer in forgotten:
+                del types[peer]
+        types[ev.peer] = ev.peer_metadata.socket_type
+        return forgotten
+
     def _link_applied_locked(self, pid: PeerId) -> bool:
         """Lock held: whatever this socket type needs once a link is established is done
         (a SUB: the PUB applied its prefixes). True for most types."""

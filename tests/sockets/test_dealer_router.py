@@ -300,3 +300,26 @@ def test_router_socket_types_exported() -> None:
 
     assert DealerSocket is exon.DealerSocket
     assert RouterSocket is exon.RouterSocket
+
+
+def test_a_router_forgets_closed_peers_past_its_bound(make_node) -> None:
+    a = make_node()
+    router = a.socket("router", tag=40)
+    router._PEER_TYPES_MAX = 2  # a small bound for the test (the class default is 4096)
+    first = make_node().socket("req")
+    first.link(f"{a.address}/40", timeout=5)
+    second = make_node().socket("dealer")
+    second.link(f"{a.address}/40", timeout=5)
+    first.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # until the REQ's link is gone at the router
+        with router._lock:
+            if len(router._core.links(router.tag)) == 1:
+                break
+        time.sleep(0.01)
+    third = make_node().socket("dealer")
+    third.link(f"{a.address}/40", timeout=5)
+    router.wait_for_links(2, timeout=5)
+    with router._lock:
+        kinds = sorted(router._peer_types.values())
+    assert kinds == ["dealer", "dealer"]  # the closed REQ was forgotten, the live ones kept
