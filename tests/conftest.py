@@ -15,7 +15,7 @@ os.environ["EXON_NODE_DRIVER"] = "embedded"
 
 # Hypothesis' per-example deadline (200 ms) measures the machine, not the code: on a shared,
 # loaded CI host it fails tests that are correct. Speed is measured by the benchmarks.
-from hypothesis import settings  # noqa: E402
+from hypothesis import settings
 
 settings.register_profile("exon-suite", deadline=None)
 settings.load_profile("exon-suite")

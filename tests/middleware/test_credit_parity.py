@@ -6,7 +6,6 @@ on each verdict (fast or for the core), and on the FLOW frames the native side s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +98,12 @@ OPS = st.one_of(
 
 
 @pytest.fixture
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield tmp_path_factory.mktemp("parity")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("parity")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(limit=st.integers(0, 40), capacity=st.integers(1, 64), batch=st.integers(1, 16),
        native_timers=st.booleans(), ops=st.lists(OPS, max_size=120))
 def test_ledger_and_link_table_agree(workdir: Path, limit: int, capacity: int, batch: int,
@@ -148,7 +148,7 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
         if ledger.hold_flow or delivered > limit:
             assert verdict == -1  # the core decides; nothing moved natively
             return
-        newly, before = ledger.apply_flow(delivered, limit)
+        _newly, before = ledger.apply_flow(delivered, limit)
         gave_credit = before <= 0 and ledger.credit > 0
         assert verdict == (lib.EXON_LT_FLOW_CREDIT - 0 if gave_credit else lib.EXON_LT_FLOW_DONE)
         return
@@ -181,7 +181,8 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
             delivered, limit = ledger.make_flow()
             [frame] = native.sent_frames()
             assert frame.type == F.FrameType.FLOW
-            assert (frame.source_tag, frame.destination_tag, frame.incarnation) == (OUR_TAG, PEER_TAG, OUR_INC)
+            assert (frame.source_tag, frame.destination_tag, frame.incarnation) == (
+                OUR_TAG, PEER_TAG, OUR_INC)
             assert F.decode_frame(F.encode_flow(OUR_TAG, PEER_TAG, OUR_INC, delivered, limit)) \
                 == frame
         else:

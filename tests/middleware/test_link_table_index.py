@@ -37,9 +37,11 @@ def classify(table: Any, key: int, ours: int, theirs: int) -> int:
     return int(desc[0].link)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
-def test_index_and_rings_follow_the_model(tmp_path_factory: Any, ops: list[tuple[Any, ...]]) -> None:
+def test_index_and_rings_follow_the_model(tmp_path_factory: Any,
+                                          ops: list[tuple[Any, ...]]) -> None:
     directory: Path = tmp_path_factory.mktemp("index")
     log = LogBuffer.create(directory / "x.logbuffer", term_length=64 * 1024)
     pub = Publication.standalone(log, limit=1 << 40)

@@ -163,5 +163,5 @@ def test_a_back_pressured_frame_goes_out_without_inbound_traffic(make_node) -> N
 
 def test_an_endpoint_host_this_machine_lacks_is_a_configuration_error() -> None:
     # 192.0.2.1 (TEST-NET-1) is no address of this machine: binding fails, nothing is sent
-    with pytest.raises(exon.ConfigurationError, match="192.0.2.1"):
+    with pytest.raises(exon.ConfigurationError, match=r"192\.0\.2\.1"):
         exon.Node(endpoint="192.0.2.1:0", driver="embedded")

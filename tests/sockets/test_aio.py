@@ -227,7 +227,8 @@ def test_cancelled_waiter_leaves_the_line(make_node: NodeFactory) -> None:
         return (await second).payload
 
     assert run(main()) == b"for the second"
-    assert b._async_waiters == 0 and not pull._aio_waiters
+    assert b._async_waiters == 0
+    assert not pull._aio_waiters
 
 
 def test_router_answers_and_sub_links_through_the_async_face(make_node: NodeFactory) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-
 # ---- frame types, flags, sizes ------------------------------------------------------
 
 FRAME_VERSION: Final = 0
