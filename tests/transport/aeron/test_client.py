@@ -114,7 +114,7 @@ def test_the_first_client_leaving_frees_none_of_the_drivers_counters() -> None:
     still incremented as before ('Status Messages sent' moving a new image's subscriber
     position by one every 200 ms, so its reader read garbage and lost every frame)."""
     path = unique_dir("owner")
-    with MediaDriver.launch(dir=path, **SMALL) as driver:
+    with MediaDriver.launch(dir=path, dir_delete_on_shutdown=True, **SMALL) as driver:
         first = Aeron.connect(driver.dir)
         assert first.client_id == 0
         system = {k: v for k, v in first.allocated_counters().items() if k < 8}
