@@ -323,7 +323,7 @@ class BatchBuilder:
                 else:
                     corrupt.append(payload)
                 continue
-            for column, v in zip(columns, values):
+            for column, v in zip(columns, values, strict=True):
                 column.append(v)
             corrupt.append(None)
         return columns, corrupt

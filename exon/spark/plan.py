@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Protocol
 
 from exon.spark.options import PositionSpec
@@ -124,10 +125,10 @@ def _cut(archive: ArchiveView, name: str, begin: int, stop: int,
          max_records: int) -> list[RangeSlice]:
     cuts = [int(p) for p in archive.boundaries(name, begin, stop, max_records)]
     if not cuts or cuts[0] != begin or cuts[-1] != stop or any(
-            b <= a for a, b in zip(cuts, cuts[1:])):
+            b <= a for a, b in pairwise(cuts)):
         raise ValueError(f"exon: the archive cut [{begin}, {stop}) of {name!r} into "
                          f"{cuts!r}, not an increasing list from start to end")
-    return [RangeSlice(name, a, b) for a, b in zip(cuts, cuts[1:])]
+    return [RangeSlice(name, a, b) for a, b in pairwise(cuts)]
 
 
 def plan_slices(archive: ArchiveView, start: Mapping[str, int], end: Mapping[str, int],

@@ -52,7 +52,7 @@ except ImportError:  # 4.0 / 4.1: latestOffset() takes no argument
         """Absent before 4.2: a plain base class."""
 
 
-__all__ = ["ExonDataSource", "ExonPartition", "ExonStreamReader", "ExonBatchReader"]
+__all__ = ["ExonBatchReader", "ExonDataSource", "ExonPartition", "ExonStreamReader"]
 
 #: rows per Arrow batch handed to Spark
 _ROWS_PER_BATCH = 8192

@@ -210,7 +210,7 @@ def test_a_corrupt_catalog_is_named(tmp_path) -> None:
     d = tmp_path / "arch"
     d.mkdir()
     (d / "catalog.json").write_text("{not json")
-    with pytest.raises(ArchiveCorrupt, match="catalog.json"):
+    with pytest.raises(ArchiveCorrupt, match=r"catalog\.json"):
         Archive(str(d))
     with pytest.raises(ArchiveError, match="no such archive directory"):
         Archive(str(tmp_path / "missing"))

@@ -253,7 +253,7 @@ def test_reserved_tags_are_refused(tmp_path) -> None:
 
 def test_an_unreachable_archive_times_out_naming_it() -> None:
     with ArchiveClient("127.0.0.1:9", timeout=0.5) as ac, \
-            pytest.raises(exon.Timeout, match="127.0.0.1:9"):
+            pytest.raises(exon.Timeout, match=r"127\.0\.0\.1:9"):
         ac.recordings()
 
 

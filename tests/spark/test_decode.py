@@ -88,7 +88,7 @@ def test_json_decodes_by_name_and_bad_rows_land_in_corrupt() -> None:
         "k1", 2.0, 3, None)
     assert (rows[1]["key"], rows[1]["value"], rows[1]["n"], rows[1]["_corrupt"]) == (
         "k2", None, None, None)
-    for row, payload in zip(rows[2:], [wrong_type, too_big, not_json, not_object]):
+    for row, payload in zip(rows[2:], [wrong_type, too_big, not_json, not_object], strict=False):
         assert (row["key"], row["value"], row["n"]) == (None, None, None)
         assert row["_corrupt"] == payload.decode()
     assert rows[6]["_corrupt"] == invalid_utf8.decode("utf-8", "replace")

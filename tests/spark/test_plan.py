@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_slices_cover_the_range_once_with_at_most_max_records(max_records: int) 
         mine = [s for s in slices if s.recording == name]
         assert mine[0].start == start[name]
         assert mine[-1].end == end[name]
-        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        assert all(a.end == b.start for a, b in pairwise(mine))
         counts = [archive.count(name, s.start, s.end) for s in mine]
         assert all(0 < c <= max_records for c in counts)
         assert sum(counts) == archive.count(name, start[name], end[name])
@@ -109,7 +110,7 @@ def test_min_partitions_cuts_small_batches_into_balanced_slices(
     counts = [archive.count("orders", s.start, s.end) for s in planned]
     assert sum(counts) == count
     assert planned[0].start == 0 and planned[-1].end == end["orders"]
-    assert all(a.end == b.start for a, b in zip(planned, planned[1:]))
+    assert all(a.end == b.start for a, b in pairwise(planned))
     assert max(counts) <= max_records
     assert max(counts) <= 2 * -(-count // slices)  # about equal
 
