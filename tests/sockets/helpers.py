@@ -53,6 +53,34 @@ def make_node(driver: MediaDriver) -> Iterator[Callable[..., exon.Node]]:
         node.close(timeout=2.0)
 
 
+def udp_nodes_with(driver_options: dict[str, Any]) -> Iterator[Callable[[], exon.Node]]:
+    """Make nodes that each embed a driver (``driver_options``) and talk UDP; closed after
+    (a fixture body: ``yield from udp_nodes_with(OPTIONS)``)."""
+    nodes: list[exon.Node] = []
+
+    def make() -> exon.Node:
+        node = exon.Node("127.0.0.1:0", driver_options=driver_options)
+        assert node.udp_enabled
+        nodes.append(node)
+        return node
+
+    yield make
+    for node in reversed(nodes):
+        node.close(timeout=2.0)
+
+
+def assert_refused_as_incompatible(make_node: Callable[..., exon.Node], left: str,
+                                   right: str) -> None:
+    """A ``left`` socket linking with a ``right`` one gets a permanent INCOMPATIBLE."""
+    a, b = make_node(), make_node()
+    b.socket(right, tag=1)
+    sock = a.socket(left)
+    with pytest.raises(exon.LinkRefused) as info:
+        sock.link(f"{b.address}/1", timeout=5)
+    assert info.value.reason == "INCOMPATIBLE"
+    assert info.value.permanent
+
+
 def python_process(code: str, *args: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=ROOT)
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,

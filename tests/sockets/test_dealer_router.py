@@ -9,6 +9,7 @@ import time
 import pytest
 
 import exon
+from tests.sockets.helpers import assert_refused_as_incompatible
 
 
 def _serve(router, count: int, errors: list[BaseException], transform=bytes.upper) -> None:
@@ -269,13 +270,7 @@ def test_dealer_without_links_times_out_and_nowait_backpressures(make_node) -> N
     ("push", "router"),
 ])
 def test_incompatible_pairs_are_refused_permanently(make_node, left: str, right: str) -> None:
-    a, b = make_node(), make_node()
-    b.socket(right, tag=1)
-    sock = a.socket(left)
-    with pytest.raises(exon.LinkRefused) as info:
-        sock.link(f"{b.address}/1", timeout=5)
-    assert info.value.reason == "INCOMPATIBLE"
-    assert info.value.permanent
+    assert_refused_as_incompatible(make_node, left, right)
 
 
 def test_reply_from_rep_shorter_than_envelope_is_counted(make_node) -> None:

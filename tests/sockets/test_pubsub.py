@@ -11,6 +11,7 @@ import pytest
 
 import exon
 from exon.core import PeerId
+from tests.sockets.helpers import assert_refused_as_incompatible
 
 
 def _pub_sub(make_node, *prefixes: bytes, overflow: str = "block", credits: int | None = None):
@@ -336,13 +337,7 @@ def test_bad_calls_raise_typed_errors(make_node) -> None:
     ("sub", "sub"), ("req", "pub"), ("sub", "rep"), ("dealer", "pub"), ("sub", "router"),
 ])
 def test_incompatible_pairs_are_refused_permanently(make_node, left: str, right: str) -> None:
-    a, b = make_node(), make_node()
-    b.socket(right, tag=1)
-    sock = a.socket(left)
-    with pytest.raises(exon.LinkRefused) as info:
-        sock.link(f"{b.address}/1", timeout=5)
-    assert info.value.reason == "INCOMPATIBLE"
-    assert info.value.permanent
+    assert_refused_as_incompatible(make_node, left, right)
 
 
 def test_malformed_payloads_are_counted(make_node) -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import exon
-from tests.sockets.helpers import kill, python_process, read_line
+from tests.sockets.helpers import kill, python_process, read_line, udp_nodes_with
 
 pytestmark = pytest.mark.net
 
@@ -22,17 +22,7 @@ SMALL = {
 
 @pytest.fixture
 def udp_nodes():
-    nodes: list[exon.Node] = []
-
-    def make() -> exon.Node:
-        node = exon.Node("127.0.0.1:0", driver_options=SMALL)
-        assert node.udp_enabled
-        nodes.append(node)
-        return node
-
-    yield make
-    for node in reversed(nodes):
-        node.close(timeout=2.0)
+    yield from udp_nodes_with(SMALL)
 
 
 def test_req_rep_over_udp(udp_nodes) -> None:

@@ -17,6 +17,7 @@ from exon.middleware.node_transport import UDP_STREAM_ID
 from exon.sockets.messages import split_address
 from exon.transport.aeron import frames as F
 from exon.transport.aeron.counters import SystemCounter
+from tests.sockets.helpers import udp_nodes_with
 
 pytestmark = pytest.mark.net
 
@@ -63,17 +64,7 @@ class Flood:
 
 @pytest.fixture
 def udp_nodes():
-    nodes: list[exon.Node] = []
-
-    def make() -> exon.Node:
-        node = exon.Node("127.0.0.1:0", driver_options=SMALL)
-        assert node.udp_enabled
-        nodes.append(node)
-        return node
-
-    yield make
-    for node in reversed(nodes):
-        node.close(timeout=2.0)
+    yield from udp_nodes_with(SMALL)
 
 
 def _round_trip(req: exon.Socket, rep: exon.Socket, n: int) -> None:
