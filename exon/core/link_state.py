@@ -18,6 +18,10 @@ Rules (seed 002, "Links"):
   closes when every DATA of the peer was delivered to the application, and every DATA of
   ours was confirmed by FLOW, or when the unlink timeout expires (cookies then lost).
 * A frame that is not LINK from a socket we hold no link with gets SOCKET_NOT_LINKED.
+* Aeron delivers every frame of a stream, but a stream can be replaced under a handshake
+  (the peer node restarted, and its old stream is still read): an initiator in LINK_SENT
+  repeats its LINK, same incarnation, with a growing interval, until an answer comes; a
+  socket in DECIDED answers a repeated LINK with its LINKACK (and metadata) again.
 * An UNLINK reaching LINK_SENT belongs to an older attempt (the peer answers our current
   LINK with a LINKACK before anything else, and would have sent its own LINK before an
   UNLINK of its own): it gets SOCKET_NOT_LINKED, which ends the peer's old record, and the
@@ -68,6 +72,7 @@ class LinkInput(enum.Enum):
     OPEN = "open"  #: the application asked for the link
     CLOSE = "close"  #: the application asked to unlink
     TIMER = "timer"  #: the record's deadline passed (retry, unlink timeout)
+    RESEND = "resend"  #: LINK_SENT: no answer yet; repeat the LINK
     DRAINED = "drained"  #: UNLINKING finished: both directions delivered and confirmed
 
 
@@ -92,6 +97,8 @@ class Action(enum.Enum):
     IGNORE = "ignore"  #: drop (duplicate, late or stale), counted
     NOT_LINKED = "not_linked"  #: answer ERROR SOCKET_NOT_LINKED, drop
     SEND_LINK = "send_link"  #: new incarnation + nonce, send LINK with our metadata
+    RESEND_LINK = "resend_link"  #: send the same LINK again (same incarnation); back off
+    RESEND_ANSWER = "resend_answer"  #: the peer repeated its LINK: our LINKACK + metadata again
     ANSWER_LINK = "answer_link"  #: decide; send LINKACK with decision + metadata
     DECIDE_ON_LINK = "decide_on_link"  #: decide; send LINKACK w/o metadata; conclude if possible
     DECIDE_ON_ACK = "decide_on_ack"  #: decide; send LINKACK w/o metadata if peer accepted; conclude
@@ -156,6 +163,7 @@ TABLE: dict[tuple[LinkState, LinkInput], Transition] = {
     (S.LINK_SENT, I.OPEN): _t(A.IGNORE, S.LINK_SENT),
     (S.LINK_SENT, I.CLOSE): _t(A.CANCEL, S.IDLE),
     (S.LINK_SENT, I.TIMER): _t(A.IGNORE, S.LINK_SENT),
+    (S.LINK_SENT, I.RESEND): _t(A.RESEND_LINK, S.LINK_SENT),
     (S.LINK_SENT, I.LINK): _t(A.DECIDE_ON_LINK, _DECISION_FROM_LINK_SENT),
     (S.LINK_SENT, I.LINKACK_META): _t(A.DECIDE_ON_ACK, _FINAL),
     (S.LINK_SENT, I.LINKACK): _t(A.NOTE_DECISION, _EARLY),
@@ -178,7 +186,7 @@ TABLE: dict[tuple[LinkState, LinkInput], Transition] = {
     (S.DECIDED, I.OPEN): _t(A.IGNORE, S.DECIDED),
     (S.DECIDED, I.CLOSE): _t(A.START_UNLINK, S.UNLINKING),
     (S.DECIDED, I.TIMER): _t(A.IGNORE, S.DECIDED),
-    (S.DECIDED, I.LINK): _t(A.IGNORE, S.DECIDED),
+    (S.DECIDED, I.LINK): _t(A.RESEND_ANSWER, S.DECIDED),
     (S.DECIDED, I.LINKACK_META): _t(A.CONCLUDE, _FINAL),
     (S.DECIDED, I.LINKACK): _t(A.CONCLUDE, _FINAL),
     (S.DECIDED, I.DATA): _t(A.IMPLICIT_ACCEPT, {V.ACCEPT: S.ESTABLISHED, V.REFUSE: S.IDLE}),

@@ -24,6 +24,9 @@ class LinkSettings(BaseModel):
     retry_max: float = Field(2.0, gt=0.0, le=600.0, description="cap of the retry delay (s)")
     retry_multiplier: float = Field(2.0, ge=1.0, le=10.0)
     retry_jitter: float = Field(0.5, ge=0.0, lt=1.0, description="delay x U(1-j, 1+j)")
+    resend_initial: float = Field(
+        1.0, gt=0.0, le=60.0, description="LINK unanswered: first repeat after (s); doubles")
+    resend_max: float = Field(4.0, gt=0.0, le=600.0, description="cap of the LINK repeat (s)")
     unlink_timeout: float = Field(5.0, gt=0.0, le=3600.0, description="drain bound (s)")
     tombstone_ttl: float = Field(60.0, ge=0.0, description="remember closed incarnations (s)")
     max_links_per_socket: int | None = Field(None, ge=1, description="None: unlimited")

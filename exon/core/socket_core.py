@@ -111,6 +111,8 @@ class _Link:
     attempts: int = 0
     deadline: float | None = None
     flow_deadline: float | None = None
+    resend_deadline: float | None = None  #: LINK_SENT: when the LINK is repeated
+    resend_interval: float = 0.0
     stored: bool = False
     channel: int | None = None  #: the transport stream the peer's handshake came on
     fast: Any = None  #: the accelerator's token while the link is attached to it
@@ -182,6 +184,7 @@ class CoreStatistics:
     cookies_returned: int
     cookies_lost: int
     relinks_refused: int  #: LINKs that would have replaced a live link, from another stream
+    links_resent: int  #: LINKs repeated unanswered, and LINKACKs repeated for a repeated LINK
 
 
 class SocketCore:
@@ -304,26 +307,43 @@ class SocketCore:
         self._break_links(address, None, now)
         self._sources = {s: a for s, a in self._sources.items() if a != address}
 
-    def channel_gone(self, address: str, channel: int, *, now: float) -> None:
+    def channel_gone(self, address: str, channel: int, *, now: float) -> bool:
         """The transport lost one stream (``channel``, see :meth:`receive_frame`) from the
         peer node at ``address``, while another stream from that address remains (the
-        peer node restarted): break the links whose handshake came on that stream."""
-        self._break_links(address, channel, now)
+        peer node restarted): break the links whose handshake came on that stream.
 
-    def _break_links(self, address: str, channel: int | None, now: float) -> None:
+        True when links were broken and no established or unlinking link with
+        ``address`` remains: the node that held them is gone, and whatever we send to that
+        address should start on a new stream, which its successor reads from the start
+        (the transport replaces ours). False: nothing to replace (a stream with no link,
+        e.g. a refused impostor's, went; or live links remain)."""
+        broke = self._break_links(address, channel, now)
+        return broke and not self._live_with(address)
+
+    def _live_with(self, address: str) -> bool:
+        live = (LinkState.ESTABLISHED, LinkState.UNLINKING)
+        return any(lk.peer.address == address and lk.state in live
+                   for sock in self._sockets.values() for lk in sock.links.values())
+
+    def _break_links(self, address: str, channel: int | None, now: float) -> bool:
+        """True if a link was broken."""
+        broke = False
         for sock in list(self._sockets.values()):
             for link in [lk for lk in sock.links.values() if lk.peer.address == address
                          and (channel is None or lk.channel == channel)]:
                 if link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING):
+                    broke = True
                     self._force_close(sock, link, "PEER_GONE", error=True)
                 elif link.state in (LinkState.LINK_SENT, LinkState.GOT_DECISION,
                                     LinkState.DECIDED):
+                    broke = True
                     link.peer_decision = Decision.TEMPORARY
                     link.peer_reason = "peer node gone"
                     verdict = self._conclude(sock, link, now)
                     link.machine.state = (LinkState.RETRY_WAIT if verdict is Verdict.RETRY
                                           else LinkState.IDLE)
                     self._after(sock, link)
+        return broke
 
     def link_state(self, tag: int, peer: PeerId | tuple[str, int]) -> LinkState:
         link = self._socket(tag).links.get(PeerId(*peer))
@@ -525,6 +545,10 @@ class SocketCore:
                 self._clear_flow_timer(link)
                 self._send_flow(link)
                 self._check_drained(sock, link, now)
+            elif kind == "resend":
+                link.resend_deadline = None
+                if link.state is LinkState.LINK_SENT:
+                    self._input(sock, link, LinkInput.RESEND, None, now)
             else:
                 link.deadline = None
                 self._input(sock, link, LinkInput.TIMER, None, now)
@@ -665,7 +689,7 @@ class SocketCore:
             self._tombstones[(sock.tag, link.peer)] = (
                 link.peer_node, link.peer_incarnation, self._last_now + self.settings.tombstone_ttl
             )
-        link.deadline = link.flow_deadline = None
+        link.deadline = link.flow_deadline = link.resend_deadline = None
         self._maybe_forget_socket(sock)
 
     def _maybe_forget_socket(self, sock: _Socket) -> None:
@@ -684,6 +708,8 @@ class SocketCore:
             link.flow_deadline = when
             if link.ledger is not None:
                 link.ledger.flow_timer = 1  # a native record stops asking for the timer
+        elif kind == "resend":
+            link.resend_deadline = when
         else:
             link.deadline = when
         self._timer_seq += 1
@@ -692,7 +718,11 @@ class SocketCore:
     def _timer_valid(self, when: float, kind: str, link: _Link) -> bool:
         if not link.stored:
             return False
-        return (link.flow_deadline if kind == "flow" else link.deadline) == when
+        if kind == "flow":
+            return link.flow_deadline == when
+        if kind == "resend":  # only while the LINK is unanswered
+            return link.resend_deadline == when and link.state is LinkState.LINK_SENT
+        return link.deadline == when
 
     # ==== internals: frames out =============================================================
 
@@ -891,6 +921,26 @@ class SocketCore:
         meta = self._metadata(sock, link, None)
         self._emit_frame(link.peer.address,
                          encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
+        link.resend_interval = self.settings.resend_initial
+        self._arm(link, "resend", now + link.resend_interval)
+
+    def _do_resend_link(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> None:
+        """No answer yet: the LINK again, same incarnation (its answer may have gone to a
+        stream that was replaced); the interval doubles up to ``resend_max``."""
+        self._stats["links_resent"] += 1
+        meta = self._metadata(sock, link, None)
+        self._emit_frame(link.peer.address,
+                         encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
+        link.resend_interval = min(self.settings.resend_max, link.resend_interval * 2)
+        self._arm(link, "resend", now + link.resend_interval)
+
+    def _do_resend_answer(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> None:
+        """The peer repeated its LINK: it has not seen our LINKACK. Send it again, with
+        our metadata (our own LINK, if we sent one, may be lost with it)."""
+        self._stats["links_resent"] += 1
+        self._send_linkack(sock, link, with_metadata=True)
 
     def _do_answer_link(self, sock: _Socket, link: _Link, frame: Frame | None,
                         now: float) -> Verdict:

@@ -692,7 +692,11 @@ class Node:
             return
         gone, transport.gone_channels = transport.gone_channels, []
         for address, channel in gone:
-            self._core.channel_gone(address, channel, now=now)
+            if self._core.channel_gone(address, channel, now=now):
+                # the node those links were with is gone; a successor at its address reads
+                # a new stream of ours from its start (HELLO first), never the old one's
+                # middle (UDP: one session continues) nor a dead IPC stream id
+                self._drop_peer(address)
 
     def _fast_orphan(self, token: Any) -> bool:
         """A fast DATA for a socket object that is gone. True: undo its count and let the

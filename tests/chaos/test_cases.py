@@ -230,20 +230,7 @@ def test_kill_receiver_and_restart(lab: Lab, figures: dict[str, object], at_once
     assert (first, last, distinct) == (start, start + 4999, 5000)  # nothing of before
 
 
-#: a sender restarted on its address before its peer noticed the old one died cannot link
-_RESTART_AT_ONCE_BUG = (
-    "exon bug (node_transport, rel-node): the PULL's node keeps its exclusive publication "
-    "to the dead node's address; the restarted node's driver joins that publication "
-    "mid-stream (no HELLO: counted in hello_dropped and dropped), so every LINKACK goes "
-    "nowhere and link() times out; the old image's timeout does not report the address "
-    "gone because the new image holds it. It links only if it started after the peer "
-    "noticed the old one's death")
-
-
-@pytest.mark.parametrize("at_once", [
-    False, pytest.param(True, marks=pytest.mark.xfail(reason=_RESTART_AT_ONCE_BUG,
-                                                      strict=True))],
-    ids=["after-notice", "at-once"])
+@pytest.mark.parametrize("at_once", [False, True], ids=["after-notice", "at-once"])
 def test_kill_sender_and_restart(lab: Lab, figures: dict[str, object], at_once: bool) -> None:
     """kill -9 of the PUSH's node mid-stream: the PULL drops the link within the liveness
     timeout; the restarted node (same address, new incarnation; started after that, or at

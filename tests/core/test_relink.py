@@ -138,3 +138,78 @@ def test_data_of_a_replaced_link_gets_an_error_not_silence() -> None:
         ("ERROR:SOCKET_NOT_LINKED", True)]
     assert [e.cookie for e in events if type(e).__name__ == "CookieLost"] == ["c1"]
     assert not [e for e in events if isinstance(e, LinkEstablished)]
+
+
+def test_channel_gone_asks_to_replace_our_stream_only_when_the_peer_is_gone() -> None:
+    """True (replace the stream to A) when links broke and none with A lives on; False for
+    a stream that carried no link (a refused impostor's) or while live links remain."""
+    a, b = linked()
+    b.receive_frame("A", forged_link(10**6), now=1, channel=FORGER)  # refused, no record
+    assert b.channel_gone("A", FORGER, now=2) is False
+    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
+    assert b.channel_gone("A", A_CHANNEL, now=3) is True
+    assert b.link_state(2, ("A", 1)) is LinkState.IDLE
+    assert b.channel_gone("A", A_CHANNEL, now=4) is False  # nothing left to break
+
+
+def test_a_restarted_peer_links_by_repeating_its_link_when_the_refusal_was_lost() -> None:
+    """The restart at once: B's refusal went to the old node's stream, so A2 never sees it.
+    A2 repeats its LINK (same incarnation) until B, once the old stream is gone, accepts."""
+    a, b = linked()
+    a2 = make_core("A", seed=1)
+    a2.node_id = "node-A-restarted"
+    a2.open_socket(1, "push")
+    a2.link(1, ("B", 2), now=2)
+    (first,) = move(a2, b, 3, now=2)
+    assert b.statistics().relinks_refused == 1
+    b.frames_to_send()  # the TEMPORARY refusal: lost with the old stream
+    assert a2.link_state(1, ("B", 2)) is LinkState.LINK_SENT
+    repeats = []
+    now = 2.0
+    for _ in range(4):
+        due = a2.next_timer()
+        assert due is not None
+        repeats.append(due - now)
+        now = due
+        a2.handle_timer(now=now)
+        (frame,) = move(a2, b, 3, now=now)
+        assert frame == first  # the same LINK: same incarnation and nonce
+        b.frames_to_send()
+    assert repeats == [1.0, 2.0, 4.0, 4.0]  # resend_initial, doubling, capped at resend_max
+    assert a2.statistics().links_resent == 4
+    assert b.statistics().relinks_refused == 5
+    assert b.channel_gone("A", A_CHANNEL, now=now) is True
+    b.events()
+    now = a2.next_timer() or now
+    a2.handle_timer(now=now)
+    settle(a2, b, now=now, a_channel=3)
+    assert a2.link_state(1, ("B", 2)) is LinkState.ESTABLISHED
+    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
+    assert a2.next_timer() is None  # no repeat once answered
+
+
+def test_a_repeated_link_gets_the_answer_again() -> None:
+    """B in DECIDED answered a LINK whose answer was lost: the repeat is answered again,
+    with metadata, and the handshake completes on it."""
+    a, b = make_core("A"), make_core("B")
+    a.open_socket(1, "push")
+    b.open_socket(2, "pull")
+    a.link(1, ("B", 2), now=0)
+    move(a, b, A_CHANNEL)
+    assert b.link_state(2, ("A", 1)) is LinkState.DECIDED
+    b.frames_to_send()  # the LINKACK is lost
+    due = a.next_timer()
+    assert due == 1.0
+    a.handle_timer(now=due)
+    move(a, b, A_CHANNEL, now=due)
+    (raw,) = [f for _x, f in b.frames_to_send()]
+    again = decode_frame(raw)
+    assert again.type is FrameType.LINKACK
+    assert again.decision is Decision.ACCEPTED
+    assert again.metadata is not None
+    assert b.statistics().links_resent == 1
+    a.receive_frame("B", raw, now=due, channel=B_CHANNEL)
+    settle(a, b, now=due)
+    assert a.link_state(1, ("B", 2)) is LinkState.ESTABLISHED
+    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
+    assert [type(e) for e in a.events()] == [LinkEstablished]

@@ -85,12 +85,6 @@ time.sleep(60)
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "regression of this stop (issue #13, with tests/chaos kill_sender[at-once]): a node "
-    "restarted at once on the same address never hears the survivor's answer to its LINK "
-    "(it receives no frame at all on the survivor's old stream to that address), and LINK "
-    "is not retransmitted in LINK_SENT, so link() times out; it links only if it starts "
-    "after the survivor dropped the old node"))
 def test_a_peer_node_that_restarted_links_again(make_node, driver) -> None:
     a = make_node()
     pull = a.socket("pull", tag=2)
