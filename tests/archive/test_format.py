@@ -56,6 +56,72 @@ def test_native_and_reference_decoders_agree() -> None:
     assert mid == want[10].position - 4096
 
 
+needs_native = pytest.mark.skipif(not codec.NATIVE, reason="the native codec is not built")
+
+
+@needs_native
+def test_native_decoder_agrees_across_timestamps_and_leaves_records_untracked() -> None:
+    import gc
+
+    # runs of records sharing a receive time (the decoder reuses one int for a run)
+    data = bytearray()
+    stamps = [5, 5, 7, 1 << 40, 1 << 40, 5, -3]
+    for k, stamp in enumerate(stamps):
+        data += encode_batch(4096 + len(data), [b"p%d" % k] * (k + 1), [PRODUCER] * (k + 1),
+                             stamp)
+    got, end = codec.decode_native(bytes(data), 0, len(data), 4096, 1 << 62, True, "x", {})
+    want, want_end = decode_records(bytes(data), 0, len(data), 4096)
+    assert [tuple(r) for r in got] == [tuple(r) for r in want]
+    assert [r.timestamp for r in got] == [s for k, s in enumerate(stamps) for _ in range(k + 1)]
+    assert end == want_end
+    assert all(type(r) is Record and not gc.is_tracked(r) for r in got)
+
+
+@needs_native
+def test_native_decoder_refuses_a_record_type_it_cannot_fill() -> None:
+    data = bytes(encode_batch(0, [b"a"], [PRODUCER], 1))
+
+    class Wide(tuple):  # type: ignore[type-arg]
+        pass  # has a __dict__: not a plain 4-tuple
+
+    for bad in (Wide, dict):
+        with pytest.raises(TypeError, match="tuple subclass"):
+            codec._native.decode(data, 0, len(data), 0, 10, None, {}, bad)
+
+
+@needs_native
+@pytest.mark.parametrize("field", ["checksum", "payload", "position", "length", "cut"])
+def test_native_decoder_refuses_damage_as_the_reference_does(field: str) -> None:
+    data = bytearray(encode_batch(0, [b"one" * 10, b"two" * 10], [PRODUCER] * 2, 1))
+    second = decode_records(data, 0, len(data), 0)[0][1].position
+    if field == "checksum":
+        data[second] ^= 0xFF
+    elif field == "payload":
+        data[second + HEADER_LENGTH + len(PRODUCER)] ^= 1
+    elif field == "position":
+        struct.pack_into("<q", data, second + 8, 12345 * 32)
+    elif field == "length":
+        struct.pack_into("<I", data, second + 4, 1 << 20)
+    else:
+        data = data[:second + 40]  # torn inside the second record
+    with pytest.raises(ArchiveCorrupt) as info:
+        codec.decode_native(bytes(data), 0, len(data), 0, 1 << 62, True, "seg.rec", {})
+    assert (info.value.offset, info.value.path) == (second, "seg.rec")
+
+
+@needs_native
+@given(st.binary(max_size=400))
+def test_native_decoder_on_garbage_matches_the_reference(blob: bytes) -> None:
+    def run(decode: object) -> object:
+        try:
+            records, end = decode(blob, 0, len(blob), 0, 1 << 62, True, "g", {})  # type: ignore[operator]
+        except ArchiveCorrupt as exc:
+            return ("corrupt", exc.offset)
+        return [tuple(r) for r in records], end
+
+    assert run(codec.decode_native) == run(codec.decode_py)
+
+
 def test_record_is_a_tuple_with_names() -> None:
     r = Record(64, b"x", "p", 9)
     assert r == (64, b"x", "p", 9)
