@@ -7,6 +7,8 @@ The transport lives in :mod:`exon.transport.aeron`; the sans-IO middleware core 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from exon.errors import (
     ArgumentTypeError,
     BackPressured,
@@ -44,6 +46,16 @@ _LAZY = {
     "SubSocket": "exon.sockets.sub",
     "default_node": "exon.middleware.default_node",
 }
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (run time: __getattr__ below)
+    from exon.middleware.default_node import default_node
+    from exon.middleware.node import Node
+    from exon.sockets.dealer import DealerSocket
+    from exon.sockets.messages import Cookie, CookieLost, Dropped, HeldBatch, Message, Peer
+    from exon.sockets.pub import PubSocket, PubStatistics
+    from exon.sockets.router import RouterSocket
+    from exon.sockets.socket import Socket
+    from exon.sockets.sub import SubSocket
 
 
 def __getattr__(name: str) -> object:

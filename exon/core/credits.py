@@ -33,13 +33,21 @@ memory of a socket is bounded by links x capacity x max message size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, cast
 
 _SHARED = ("limit", "sent", "confirmed", "hold_flow", "advertised", "received", "delivered",
            "flowed_delivered", "flow_timer")
 
 
-def _shared(name: str) -> property:
+class _SharedInt(Protocol):
+    """What a ``_shared`` property is to a type checker: an ``int`` attribute."""
+
+    def __get__(self, obj: CreditLedger, owner: type[CreditLedger] | None = None) -> int: ...
+
+    def __set__(self, obj: CreditLedger, value: int) -> None: ...
+
+
+def _shared(name: str) -> _SharedInt:
     local = "_" + name
 
     def get(self: CreditLedger) -> int:
@@ -53,7 +61,9 @@ def _shared(name: str) -> property:
         else:
             setattr(ext, name, value)
 
-    return property(get, set, doc=f"``{name}`` (shared with the attached record, if any)")
+    # A plain property at run time (C-speed attribute access on the hot path).
+    doc = f"``{name}`` (shared with the attached record, if any)"
+    return cast(_SharedInt, property(get, set, doc=doc))
 
 
 class CreditLedger:

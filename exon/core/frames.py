@@ -311,7 +311,7 @@ def peek_header(data: bytes | memoryview) -> tuple[int, int, int, int, int, int,
         )
     if not FrameType.ERROR.value <= ftype <= FrameType.FLOW.value:
         raise FrameDecodeError(f"unknown message type 0x{ftype:02x}")
-    return fields  # type: ignore[no-any-return]
+    return fields
 
 
 def decode_frame(data: bytes | memoryview) -> Frame:
@@ -371,10 +371,10 @@ def decode_frame(data: bytes | memoryview) -> Frame:
         text = body[1:].decode("utf-8")
     except UnicodeDecodeError:
         raise FrameDecodeError("ERROR text is not valid UTF-8") from None
-    code: ErrorCode | int
+    error: ErrorCode | int
     try:
-        code = ErrorCode(body[0])
+        error = ErrorCode(body[0])
     except ValueError:
-        code = body[0]
-    return Frame(type=t, source_tag=src, destination_tag=dst, incarnation=inc, error=code,
+        error = body[0]
+    return Frame(type=t, source_tag=src, destination_tag=dst, incarnation=inc, error=error,
                  reason=text)

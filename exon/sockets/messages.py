@@ -45,7 +45,7 @@ class Message(tuple):  # type: ignore[type-arg]
         return self[1]  # type: ignore[no-any-return]
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Message and tuple.__eq__(self, other)  # type: ignore[arg-type]
+        return type(other) is Message and tuple.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
