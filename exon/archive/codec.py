@@ -25,7 +25,7 @@ from exon.archive.format import (
 )
 
 try:
-    from exon.native import _archive as _native  # type: ignore[attr-defined]
+    import exon.native._archive as _native
 except ImportError:  # pragma: no cover - a build without the C extension
     _native = None
 

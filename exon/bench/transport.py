@@ -191,13 +191,13 @@ def native_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[s
         ping_pub, ping_sub = _ipc_pair(aeron, ping_ch, 1001, existing_sub=ping_sub)
         pong_pub, pong_sub = _ipc_pair(aeron, pong_ch, 1002, existing_sub=pong_sub)
         rtt = ffi.new("int64_t[]", round_trips)
-        done = lib.exon_bench_net_pingpong(
+        done: int = lib.exon_bench_net_pingpong(
             ping_pub.cdata, ping_sub.images[0].cdata, pong_pub.cdata, pong_sub.images[0].cdata,
             size, round_trips, int(120e9), rtt,
         )
         if done < round_trips // 2:
             raise RuntimeError(f"ping-pong stopped after {done} round trips")
-        values = sorted(rtt[i] for i in range(done // 10, done))  # first 10%: warm-up
+        values: list[int] = sorted(rtt[i] for i in range(done // 10, done))  # first 10%: warm-up
 
         def pct(p: float) -> float:
             return values[min(len(values) - 1, int(p * len(values)))] / 1000.0

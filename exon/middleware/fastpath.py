@@ -240,7 +240,8 @@ class FastLinks:
         """Seconds until the next native FLOW timer expires (0 if overdue), or None."""
         if self._table.flow_count == 0:
             return None
-        return max(0.0, (lib.exon_lt_next_flow_ns(self._table) - lib.exon_nano_clock_ns()) / 1e9)
+        due_ns: int = lib.exon_lt_next_flow_ns(self._table) - lib.exon_nano_clock_ns()
+        return max(0.0, due_ns / 1e9)
 
     def record(self, token: FastLink) -> Any:
         """The table entry of an attached link (tests, diagnostics)."""

@@ -399,6 +399,7 @@ class NodeTransport:
         spin (no syscall) for the first ``spin`` seconds of it (a client thread expecting
         an answer soon: no futex wake on either side when it comes within the spin)."""
         arr = self._image_array
+        rc: int
         if self._bridged:
             rc = lib.exon_invoker_wait(self._invoker, ffi.NULL if arr is None else arr,
                                        len(self._images), self._doorbell, int(spin * 1e9),

@@ -18,7 +18,7 @@ def run_node(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
     from exon.middleware.node import Node
 
     stop = stop or threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())

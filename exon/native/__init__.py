@@ -29,7 +29,7 @@ def _address(pointer: Any) -> int:
 
 
 try:
-    from exon.native import _fast
+    import exon.native._fast as _fast
 except ImportError:  # pragma: no cover - a build without the fast door: cffi paths only
     _fast = None
 else:
@@ -69,7 +69,8 @@ _BY_CODE: dict[int, type[errors.ExonError]] = {
 
 def last_error() -> str:
     """The C core's last error text on this thread."""
-    return ffi.string(lib.exon_last_error()).decode("utf-8", "replace")
+    text: bytes = ffi.string(lib.exon_last_error())
+    return text.decode("utf-8", "replace")
 
 
 def error_for(rc: int, what: str = "") -> errors.ExonError:

@@ -248,11 +248,11 @@ class AsyncSocketMixin:
                     self._check_open()
                     item = self._take_locked()
                     if item is not None:
-                        return item  # type: ignore[no-any-return]
+                        return item
                     if self.node.poll_once_if_idle():  # as receive_nowait does
                         item = self._take_locked()
                         if item is not None:
-                            return item  # type: ignore[no-any-return]
+                            return item
                     failure = self._receive_blocked_error(epoch)
                     if failure is not None:
                         self._on_receive_failure()

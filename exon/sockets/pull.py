@@ -25,7 +25,8 @@ from typing import Any, cast
 from exon import errors
 from exon.core import PeerId
 from exon.sockets.messages import HeldBatch, Message
-from exon.sockets.socket import Socket, _check_timeout
+from exon.sockets.socket import Socket
+from exon.sockets.timeouts import check_timeout as _check_timeout
 
 __all__ = ["PullSocket"]
 
@@ -161,8 +162,10 @@ class PullSocket(Socket):
             return bool(self._queued or (nq is not None and len(nq))
                         or (self._held and not hold) or (self._closing and hold))
 
-        return self._wait_and_take(lambda: self._grab_locked(max_messages, hold), can_take,
-                                   lambda: self._check_batch_locked(op, hold), timeout)
+        batch: list[Message] | HeldBatch = self._wait_and_take(
+            lambda: self._grab_locked(max_messages, hold), can_take,
+            lambda: self._check_batch_locked(op, hold), timeout)
+        return batch
 
     def _check_batch_locked(self, op: str, hold: bool) -> None:
         self._check_open()

@@ -22,6 +22,7 @@ messages not yet confirmed on that link come back as ``CookieLost``.
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from collections import deque
@@ -88,7 +89,7 @@ class Socket(AsyncSocketMixin):
     ``node.socket(type)``."""
 
     type: ClassVar[str] = ""
-    _types: ClassVar[dict[str, type[Socket]]] = {}
+    _types: ClassVar[dict[str, builtins.type[Socket]]] = {}  # builtins: `type` is shadowed
     can_send: ClassVar[bool] = True
     can_receive: ClassVar[bool] = True
     #: seconds receive() spins before parking when it leads the polling (REQ/REP: answers
@@ -550,9 +551,12 @@ class Socket(AsyncSocketMixin):
         if item is not None:
             return item
         self._check_receive_locked()
-        return self._wait_and_take(self._take_locked, self._can_take_locked, self._check_open,
-                                   timeout, self._wait_spin)
+        got: Message | Cookie | CookieLost = self._wait_and_take(
+            self._take_locked, self._can_take_locked, self._check_open, timeout, self._wait_spin)
+        return got
 
+    # Any: each caller's take() returns its own union (mypy cannot solve a TypeVar from a
+    # Callable returning ``A | B | None``); callers annotate what they get back.
     def _wait_and_take(self, take: Callable[[], Any], can_take: Callable[[], bool],
                        check: Callable[[], None], timeout: float | None,
                        spin: float = 0.0) -> Any:

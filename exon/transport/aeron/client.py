@@ -117,7 +117,8 @@ class Aeron:
         buf = ffi.new("char[]", 400)
         n = check(lib.exon_counters_label(lib.exon_client_counters(self._live()), counter_id,
                                           buf, 400))
-        return ffi.buffer(buf, n)[:].decode("utf-8", "replace")
+        text: bytes = ffi.buffer(buf, n)[:]
+        return text.decode("utf-8", "replace")
 
     def allocated_counters(self) -> dict[int, str]:
         """{counter id: label} of every allocated counter."""
@@ -163,8 +164,8 @@ class Aeron:
             owns_log=True,
         )
         lib.exon_client_attach_publication(handle, pub.cdata)  # commits wake the sender
-        pub.channel = channel  # type: ignore[attr-defined]
-        pub.original_registration_id = int(info.original_registration_id)  # type: ignore[attr-defined]
+        pub.channel = channel
+        pub.original_registration_id = int(info.original_registration_id)
         with self._lock:
             self._publications.append(pub)
         return pub

@@ -115,7 +115,8 @@ class SystemCounter(enum.IntEnum):
     @property
     def label(self) -> str:
         """The counter's label, from the C table."""
-        return ffi.string(lib.exon_system_counter_label(int(self))).decode()
+        text: bytes = ffi.string(lib.exon_system_counter_label(int(self)))
+        return text.decode()
 
 
 def type_name(type_id: int) -> str:

@@ -38,7 +38,7 @@ def run_driver(
         overrides["dir"] = dir
     settings = DriverSettings.from_env(**overrides)
     stop = stop or threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())

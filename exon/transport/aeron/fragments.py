@@ -87,7 +87,8 @@ class FragmentAssembler:
             return payload
         if flags & L.DATA_FLAG_BEGIN:
             self.reset()
-            return self._append(payload)
+            self._append(payload)
+            return None
         if not self._parts:
             return None  # joined mid-message: drop
         if flags & L.DATA_FLAG_END:
@@ -97,7 +98,8 @@ class FragmentAssembler:
             message = b"".join(self._parts) + payload
             self.reset()
             return message
-        return self._append(payload)
+        self._append(payload)
+        return None
 
     def _append(self, payload: bytes) -> None:
         if self._length + len(payload) > self.max_message_length:

@@ -122,8 +122,8 @@ class Image(LogUser):
         if limit > self._nfrags:
             self._new_batch(limit)
         while True:
-            n = lib.exon_image_poll(self._img, self._frags, limit, limit, self._copy,
-                                    self._copy_cap, self._used)
+            n: int = lib.exon_image_poll(self._img, self._frags, limit, limit, self._copy,
+                                         self._copy_cap, self._used)
             if n >= 0:
                 return n
             if n == lib.EXON_E_FULL:
@@ -166,7 +166,7 @@ class Image(LogUser):
             return []
         ints = self._ints
         data = self._view[0 : self._used[0]]
-        out = []
+        out: list[bytes] = []
         append = out.append
         for k in range(_OFFSET, n * _STRIDE, _STRIDE):
             off = ints[k]

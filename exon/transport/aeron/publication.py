@@ -114,6 +114,10 @@ class Claim:
 
 class _PublicationBase(LogUser):
     _exclusive = 0
+    #: set by ``AeronClient.add_publication`` (a publication made there, not in a test):
+    #: the channel it was added on and the driver's registration id of the shared log
+    channel: str
+    original_registration_id: int
 
     def __init__(
         self,
@@ -161,6 +165,7 @@ class _PublicationBase(LogUser):
 
         def offer(data: bytes | bytearray | memoryview, reserved_value: int = 0) -> int:
             """Append ``data`` as one message: new position, or an outcome code < 0."""
+            rc: int
             try:
                 rc = c_offer(pub, data, len(data), reserved_value)  # bytes: no copy, no wrap
             except TypeError:
@@ -185,7 +190,7 @@ class _PublicationBase(LogUser):
         """Append ``head + body`` as one message without joining them first."""
         a = head if type(head) is bytes else ffi.from_buffer(head)
         b = body if type(body) is bytes else ffi.from_buffer(body)
-        rc = lib.exon_publication_offer2(self._pub, a, len(a), b, len(b), reserved_value)
+        rc: int = lib.exon_publication_offer2(self._pub, a, len(a), b, len(b), reserved_value)
         if rc < MAX_POSITION_EXCEEDED:
             raise error_for(rc, "offer")
         return rc

@@ -14,7 +14,7 @@ import re
 import tempfile
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -298,7 +298,10 @@ class DriverSettings(BaseModel):
         return build_settings(cls, values)
 
 
-def build_settings(model: type[BaseModel], values: Mapping[str, Any]) -> Any:
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def build_settings(model: type[_Model], values: Mapping[str, Any]) -> _Model:
     """Validate ``values`` into ``model``; turn pydantic's error into a ConfigurationError."""
     try:
         return model(**values)

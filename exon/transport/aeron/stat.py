@@ -228,14 +228,14 @@ def links(counters: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
         pub.pop("_sender_limit", None)
     by_stream = {(p["session_id"], p["stream_id"]): p for p in pubs.values()}
     for key, positions in subs.items():
-        image = images.get(key)
-        if image is None:  # IPC: the publication's log is the image
-            pub = by_stream.get(key)
-            if pub is None or "position" not in pub:
+        if key not in images:  # IPC: the publication's log is the image
+            owner = by_stream.get(key)
+            if owner is None or "position" not in owner:
                 continue
-            image = images[key] = {"session_id": key[0], "stream_id": key[1],
-                                   "channel": pub["channel"], "received": pub["position"],
-                                   "rate": pub.get("rate")}
+            images[key] = {"session_id": key[0], "stream_id": key[1],
+                           "channel": owner["channel"], "received": owner["position"],
+                           "rate": owner.get("rate")}
+        image = images[key]
         image["subscribers"] = len(positions)
         if "received" in image:
             image["lag"] = image["received"] - min(positions)
