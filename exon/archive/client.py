@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import msgpack
+
 import exon
 from exon import errors
 from exon.archive import codec, control
@@ -213,7 +215,7 @@ class ArchiveClient:
                     return
                 elif kind == control.REPLAY_ERROR:
                     replay_id = 0
-                    body = control.msgpack.unpackb(data[header.size:], raw=False)
+                    body = msgpack.unpackb(data[header.size:], raw=False)
                     raise control.error_from(body.get("error"), body.get("message", ""))
                 elif kind != control.REPLAY_KEEPALIVE:
                     raise ControlError(f"{source}: unknown replay message kind {kind}")

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
+import msgpack
+
 import exon
 from exon import errors
 from exon.archive import control
@@ -328,8 +330,8 @@ class ArchiveService:
         except (errors.ExonError, OSError) as exc:
             if push is not None and not isinstance(exc, errors.BrokenLink | errors.Timeout):
                 try:
-                    body = control.msgpack.packb({"error": type(exc).__name__,
-                                                  "message": str(exc)})
+                    body = msgpack.packb({"error": type(exc).__name__,
+                                          "message": str(exc)})
                     push.send_nowait(control.encode_replay(control.REPLAY_ERROR, replay_id,
                                                            0, body))
                 except errors.ExonError:

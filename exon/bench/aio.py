@@ -47,7 +47,8 @@ def _server(code: str, *args: str) -> tuple[subprocess.Popen[str], str]:
     line = proc.stdout.readline().strip()
     if not line:
         proc.kill()
-        raise RuntimeError(f"the bench server did not start: {proc.stderr.read()[-2000:]}")
+        stderr = proc.stderr.read() if proc.stderr is not None else ""
+        raise RuntimeError(f"the bench server did not start: {stderr[-2000:]}")
     return proc, line
 
 
@@ -108,7 +109,7 @@ def _zmq(round_trips: int, size: int) -> list[float]:
 
             async def main() -> list[float]:
                 async def receive() -> bytes:
-                    return await req.recv()  # type: ignore[no-any-return]
+                    return await req.recv()
 
                 return await _round_trips(req.send, receive, round_trips, size)
 

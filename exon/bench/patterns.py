@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from exon.bench.peers import zmq_unavailable_reason
 from exon.bench.report import emit
@@ -31,7 +32,8 @@ from exon.transport.aeron.settings import fresh_driver_dir
 
 __all__ = ["run_patterns_bench"]
 
-_DRIVER = {
+#: DriverSettings overrides for MediaDriver.launch(**_DRIVER)
+_DRIVER: dict[str, Any] = {
     "ipc_term_buffer_length": 16 * 1024 * 1024,
     "threading_mode": "SHARED",
     "publication_linger_timeout_ns": 0,

@@ -27,6 +27,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from exon.bench.peers import Latency, Throughput, zmq_push_pull, zmq_req_rep, zmq_unavailable_reason
 from exon.bench.report import emit
@@ -34,7 +35,8 @@ from exon.transport.aeron.settings import fresh_driver_dir
 
 __all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench", "udp_floor"]
 
-_DRIVER = {
+#: DriverSettings overrides for MediaDriver.launch(**_DRIVER)
+_DRIVER: dict[str, Any] = {
     "ipc_term_buffer_length": 16 * 1024 * 1024,
     "threading_mode": "SHARED",
     "publication_linger_timeout_ns": 0,

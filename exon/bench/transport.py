@@ -267,8 +267,11 @@ def run_udp_bench(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...
                   seconds: float, messages: int) -> None:
     host = _udp_host(channel)
     for size in sizes:
-        peer, peer_note = _aeron_peer(peers, lambda size=size: peer_runs.java_udp_throughput(
-            size, messages, f"aeron:udp?endpoint={host}:{_free_udp_port(host)}"))
+        def java_udp(size: int = size) -> float:
+            return peer_runs.java_udp_throughput(
+                size, messages, f"aeron:udp?endpoint={host}:{_free_udp_port(host)}")
+
+        peer, peer_note = _aeron_peer(peers, java_udp)
         figures = native_udp_throughput(size, seconds, host)
         _emit_throughput(
             f"native-udp-throughput-{size}B",
@@ -339,9 +342,10 @@ def _run_cases(*, channel: str, sizes: tuple[int, ...], peers: tuple[str, ...],
     if channel != "aeron:ipc":
         raise SystemExit(f"exon bench transport: channel {channel!r} is not supported yet")
     for size in sizes:
-        peer, peer_note = _aeron_peer(
-            peers,
-            lambda size=size: peer_runs.java_ipc_throughput(size, seconds=max(4, int(seconds) + 2)))
+        def java_ipc(size: int = size) -> float:
+            return peer_runs.java_ipc_throughput(size, seconds=max(4, int(seconds) + 2))
+
+        peer, peer_note = _aeron_peer(peers, java_ipc)
         exon = native_ipc_throughput(size, seconds)
         _emit_throughput(
             f"native-ipc-throughput-{size}B",

@@ -97,7 +97,7 @@ def sweep_stale_dirs(base: str | None = None) -> list[str]:
     from exon.transport.aeron.settings import driver_dir_base
 
     base = base or driver_dir_base()
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:

@@ -228,7 +228,9 @@ def _micros_of(v: Any) -> int:
     if type(v) is float:
         return round(v * 1_000_000)
     if isinstance(v, msgpack.Timestamp):
-        return v.seconds * 1_000_000 + v.nanoseconds // 1000
+        seconds: int = v.seconds
+        nanoseconds: int = v.nanoseconds
+        return seconds * 1_000_000 + nanoseconds // 1000
     if isinstance(v, dt.datetime):
         return _micros_of(v.isoformat())
     raise _Bad

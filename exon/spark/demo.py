@@ -183,9 +183,10 @@ def _micros(value: Any) -> int:
     import datetime as dt
 
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return round(value.timestamp() * 1_000_000)
+        stamp: dt.datetime = value
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.timezone.utc)
+        return round(stamp.timestamp() * 1_000_000)
     return int(value)
 
 

@@ -39,7 +39,10 @@ from exon.spark.options import WriteOptions
 try:  # 4.1+: rows arrive as Arrow batches (no Row object per row)
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _WriterBase
 except ImportError:  # pragma: no cover - pyspark 4.0
-    from pyspark.sql.datasource import DataSourceStreamWriter as _WriterBase
+    # assignment: mypy sees the 4.1+ class above; this is its 4.0 stand-in
+    from pyspark.sql.datasource import (  # type: ignore[assignment]
+        DataSourceStreamWriter as _WriterBase,
+    )
 
 __all__ = ["ExonCommitMessage", "ExonStreamWriter", "SinkError"]
 
@@ -76,7 +79,8 @@ def _msgpack_default(value: Any) -> Any:
 
 
 def _pack_row(row: dict[str, Any]) -> bytes:
-    return msgpack.packb(row, default=_msgpack_default, use_bin_type=True)
+    packed: bytes = msgpack.packb(row, default=_msgpack_default, use_bin_type=True)
+    return packed
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -173,7 +177,7 @@ def record_rows(client: Any, recording: str, query: str, batch: int, partition: 
         writer.close()
 
 
-class ExonStreamWriter(_WriterBase):  # type: ignore[misc, valid-type]
+class ExonStreamWriter(_WriterBase):
     """The sink of ``df.writeStream.format("exon")`` (picklable: options and column names)."""
 
     def __init__(self, options: WriteOptions, schema: Any) -> None:

@@ -232,7 +232,7 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
 
     if HAS_READ_LIMIT:
 
-        def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[override]
+        def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
             """The end of the next micro-batch: the durable stop positions, capped by
             ``limit`` (``ReadMaxRows`` from ``maxRecordsPerTrigger``)."""
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
@@ -245,7 +245,9 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
 
     else:  # pragma: no cover - pyspark 4.0 / 4.1
 
-        def latestOffset(self) -> dict:  # type: ignore[override]
+        # misc: mypy checks both branches and sees two signatures; this one is the
+        # 0-argument form of pyspark < 4.2 (the installed 4.2+ base takes start, limit).
+        def latestOffset(self) -> dict[str, int]:  # type: ignore[misc]
             """The end of the next micro-batch (capped by ``maxRecordsPerTrigger`` from
             the end this runner last planned or committed)."""
             return self._latest(None, self.opts.max_records_per_trigger)
@@ -254,7 +256,7 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
         view = _ClientView(self)
         self._target = {name: view.stop_position(name) for name in self.opts.recordings}
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin = check_offset(start, self.opts.recordings, what="start")
         stop = check_offset(end, self.opts.recordings, what="end")
         self._last_end = stop
@@ -265,7 +267,7 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_slice(self.opts, self.schema, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Spark committed everything before ``end``: tell the archive (``consumer``)."""
         stop = check_offset(end, self.opts.recordings, what="commit")
         self._last_end = stop
