@@ -101,6 +101,7 @@ def test_a_wheel_with_the_c_core_builds_from_the_sdist_alone(tmp_path) -> None:
         assert tree, f"no {suffix} files in exon/native/{folder}"
         assert shipped == tree, f"exon/native/{folder}/*{suffix} differs in the sdist"
     assert f"{top}/exon/py.typed" in names
+    assert f"{top}/CHANGELOG.md" in names
     assert not [n for n in names if n.endswith(".so")], "a compiled module leaked into the sdist"
 
     wheels = tmp_path / "wheels"
