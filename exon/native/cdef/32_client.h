@@ -50,6 +50,9 @@ int exon_client_add_publication(exon_client_t *client, const char *channel, int3
 int exon_client_remove_publication(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
 int exon_client_add_subscription(exon_client_t *client, const char *channel, int32_t stream_id, int32_t doorbell_counter_id, int64_t timeout_ns, exon_client_subscription_t *out);
 int exon_client_remove_subscription(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
+typedef struct exon_client_counter_stct { int64_t registration_id; int32_t counter_id; ...; } exon_client_counter_t;
+int exon_client_add_counter(exon_client_t *client, int32_t type_id, const uint8_t *key, int32_t key_length, const char *label, int32_t label_length, int64_t timeout_ns, exon_client_counter_t *out);
+int exon_client_remove_counter(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
 int exon_client_poll_image_event(exon_client_t *client, int64_t subscription_registration_id, exon_image_event_t *out);
 int exon_client_terminate_driver(exon_client_t *client, int64_t timeout_ns);
 void exon_client_attach_publication(exon_client_t *client, exon_publication_t *pub);

@@ -12,6 +12,7 @@
 #include "exon_agent.h"
 #include "exon_doorbell.h"
 #include "exon_client.h"
+#include "exon_counter_command.h"
 
 #define EXON_CLIENT_MAX_WAIT_SLICE_NS 100000000LL
 
@@ -916,6 +917,53 @@ int exon_client_remove_subscription(exon_client_t *c, int64_t registration_id, i
     }
     pthread_mutex_unlock(&c->lock);
     return rc;
+}
+
+int exon_client_add_counter(
+    exon_client_t *c,
+    int32_t type_id,
+    const uint8_t *key,
+    int32_t key_length,
+    const char *label,
+    int32_t label_length,
+    int64_t timeout_ns,
+    exon_client_counter_t *out)
+{
+    uint8_t buf[EXON_COUNTER_COMMAND_MAX_LENGTH];
+    int64_t correlation_id = exon_ring_next_correlation_id(&c->ring);
+    int32_t length = exon_counter_command_encode(buf, (int32_t)sizeof(buf), c->client_id, correlation_id, type_id,
+        key, key_length, label, label_length);
+    if (length < 0)
+    {
+        return length;
+    }
+    exon_client_pending_t *p = malloc(sizeof(*p));
+    if (NULL == p)
+    {
+        return exon_set_error(-ENOMEM, "out of memory");
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "add_counter(type %d, %.*s)", type_id, label_length > 60 ? 60 : label_length,
+        NULL == label ? "" : label);
+    int rc = exon_client_request(c, p, EXON_CMD_ADD_COUNTER, buf, length, correlation_id, timeout_ns, what);
+    if (rc == EXON_RSP_ON_COUNTER_READY && p->payload_length >= (int32_t)sizeof(exon_counter_update_t))
+    {
+        const exon_counter_update_t *r = (const exon_counter_update_t *)p->payload;
+        out->registration_id = correlation_id;
+        out->counter_id = r->counter_id;
+        rc = 0;
+    }
+    else if (rc >= 0)
+    {
+        rc = exon_set_error(EXON_E_DRIVER_ERROR, "%s: unexpected answer type 0x%x", what, rc);
+    }
+    free(p);
+    return rc;
+}
+
+int exon_client_remove_counter(exon_client_t *c, int64_t registration_id, int64_t timeout_ns)
+{
+    return exon_client_remove(c, EXON_CMD_REMOVE_COUNTER, registration_id, timeout_ns, "remove_counter");
 }
 
 int exon_client_poll_image_event(exon_client_t *c, int64_t subscription_registration_id, exon_image_event_t *out)

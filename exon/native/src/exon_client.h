@@ -126,6 +126,31 @@ int exon_client_add_subscription(
     exon_client_subscription_t *out);
 int exon_client_remove_subscription(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
 
+/* Answer to add_counter. */
+typedef struct exon_client_counter_stct
+{
+    int64_t registration_id;          /* remove with it (the ADD_COUNTER's correlation id) */
+    int32_t counter_id;               /* its value: exon_client_counter_addr(client, counter_id) */
+}
+exon_client_counter_t;
+
+/*
+ * ADD_COUNTER: the driver allocates a counter of `type_id` with this key (0..112 bytes) and
+ * label (0..380 bytes), owned by this client: it is freed by exon_client_remove_counter,
+ * or with the client (close, or the driver timing it out). Errors: EXON_E_ARGUMENT for
+ * a key or label too long, EXON_E_DRIVER_ERROR (no counter left...), EXON_E_TIMEOUT.
+ */
+int exon_client_add_counter(
+    exon_client_t *client,
+    int32_t type_id,
+    const uint8_t *key,
+    int32_t key_length,
+    const char *label,
+    int32_t label_length,
+    int64_t timeout_ns,
+    exon_client_counter_t *out);
+int exon_client_remove_counter(exon_client_t *client, int64_t registration_id, int64_t timeout_ns);
+
 /* Pop the next image event of a subscription: 1 (out filled), 0 (none), EXON_E_ARGUMENT. */
 int exon_client_poll_image_event(exon_client_t *client, int64_t subscription_registration_id, exon_image_event_t *out);
 

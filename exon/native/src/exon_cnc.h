@@ -81,6 +81,7 @@ exon_cnc_header_t;
 #define EXON_RSP_ON_EXCLUSIVE_PUBLICATION_READY 0x0F06
 #define EXON_RSP_ON_SUBSCRIPTION_READY 0x0F07
 #define EXON_RSP_ON_COUNTER_READY 0x0F08
+#define EXON_RSP_ON_UNAVAILABLE_COUNTER 0x0F09
 #define EXON_RSP_ON_CLIENT_TIMEOUT 0x0F0A
 
 /* error codes carried by ON_ERROR (Aeron's numbering) */
@@ -136,14 +137,17 @@ typedef struct exon_subscription_command_stct
 }
 exon_subscription_command_t;
 
-/* ADD_COUNTER */
+/*
+ * ADD_COUNTER, wire-exact with Aeron's CounterMessageFlyweight: this fixed part (24 bytes),
+ * then uint8 key[key_length], zero padding to a multiple of 4, int32 label_length and
+ * char label[label_length]. Parsed and encoded by exon_counter_command.h.
+ */
 typedef struct exon_counter_command_stct
 {
     exon_correlated_command_t correlated;
     int32_t type_id;
-    int32_t key_length;     /* <= 112 */
-    int32_t label_length;   /* <= 380 */
-    /* uint8 key[key_length], char label[label_length] follow */
+    int32_t key_length;     /* <= EXON_COUNTER_MAX_KEY_LENGTH (112) */
+    /* uint8 key[key_length], pad to 4, int32 label_length, char label[label_length] follow */
 }
 exon_counter_command_t;
 
@@ -223,7 +227,8 @@ typedef struct exon_image_message_stct
 }
 exon_image_message_t;
 
-/* ON_COUNTER_READY */
+/* ON_COUNTER_READY (correlation id = the ADD_COUNTER's) and ON_UNAVAILABLE_COUNTER
+ * (correlation id = the counter's registration id, i.e. its ADD_COUNTER's correlation id) */
 typedef struct exon_counter_update_stct
 {
     int64_t correlation_id;

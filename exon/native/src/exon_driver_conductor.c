@@ -13,6 +13,7 @@
 #include "exon_layout.h"
 #include "exon_doorbell.h"
 #include "exon_driver_conductor.h"
+#include "exon_counter_command.h"
 #include "exon_uri.h"
 #include "exon_udp_channel.h"
 #include "exon_network_publication.h"
@@ -109,6 +110,14 @@ struct exon_dc_subscription_stct
     exon_receive_endpoint_t *endpoint;
 };
 
+/* A counter a client allocated with ADD_COUNTER (freed by REMOVE_COUNTER or with its client). */
+struct exon_dc_client_counter_stct
+{
+    int64_t registration_id;                /* the ADD_COUNTER's correlation id */
+    int64_t client_id;
+    int32_t counter_id;
+};
+
 struct exon_dc_subscriber_position_stct
 {
     exon_dc_ipc_publication_t *publication;
@@ -123,6 +132,8 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
 static int exon_dc_setup_udp_subscription(
     exon_driver_conductor_t *c, exon_dc_subscription_t *sub, const exon_uri_t *uri, char *why, size_t why_length);
 static void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
+static const exon_remove_command_t *exon_dc_remove_command(
+    exon_driver_conductor_t *c, const char *name, const uint8_t *buf, int32_t length, int64_t now_ns);
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
@@ -753,6 +764,77 @@ static void exon_dc_remove_subscription(exon_driver_conductor_t *c, exon_dc_subs
     free(sub);
 }
 
+/* ---- counters of clients (ADD_COUNTER / REMOVE_COUNTER) ------------------------------ */
+
+/* Free a client's counter (reusable after the free-to-reuse timeout), tell every client
+ * with ON_UNAVAILABLE_COUNTER, forget it. */
+static void exon_dc_free_client_counter(exon_driver_conductor_t *c, exon_dc_client_counter_t *counter)
+{
+    exon_counters_free(&c->counters, counter->counter_id, exon_epoch_ms());
+    exon_counter_update_t m = { .correlation_id = counter->registration_id, .counter_id = counter->counter_id };
+    exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_COUNTER, &m, (int32_t)sizeof(m));
+    exon_dc_array_remove(&c->client_counters, counter);
+    free(counter);
+}
+
+static void exon_dc_on_add_counter(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    const exon_correlated_command_t *corr = (const exon_correlated_command_t *)buf;
+    int64_t correlation_id = corr->correlation_id;
+    exon_counter_command_fields_t fields;
+    if (exon_counter_command_parse(buf, length, &fields) < 0)
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_MALFORMED_COMMAND, "%s", exon_last_error());
+        return;
+    }
+    exon_dc_client_t *client = exon_dc_client_seen(c, fields.client_id, now_ns);
+    exon_dc_client_counter_t *counter = calloc(1, sizeof(*counter));
+    if (NULL == client || NULL == counter || exon_dc_array_add(&c->client_counters, counter) < 0)
+    {
+        free(counter);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
+        return;
+    }
+    int32_t id = exon_counters_allocate(&c->counters, fields.type_id, buf + fields.key_offset, fields.key_length,
+        (const char *)buf + fields.label_offset, fields.label_length, correlation_id, client->client_id,
+        exon_epoch_ms());
+    if (id < 0)
+    {
+        exon_dc_array_remove(&c->client_counters, counter);
+        free(counter);
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_STORAGE_SPACE,
+            "no counter left for ADD_COUNTER %lld (type %d): %s", (long long)correlation_id, fields.type_id,
+            exon_last_error());
+        return;
+    }
+    counter->registration_id = correlation_id;
+    counter->client_id = client->client_id;
+    counter->counter_id = id;
+    exon_counter_update_t r = { .correlation_id = correlation_id, .counter_id = id };
+    exon_dc_transmit(c, EXON_RSP_ON_COUNTER_READY, &r, (int32_t)sizeof(r));
+}
+
+static void exon_dc_on_remove_counter(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
+{
+    const exon_remove_command_t *cmd = exon_dc_remove_command(c, "REMOVE_COUNTER", buf, length, now_ns);
+    if (NULL == cmd)
+    {
+        return;
+    }
+    for (int32_t i = 0; i < c->client_counters.length; i++)
+    {
+        exon_dc_client_counter_t *counter = c->client_counters.items[i];
+        if (counter->registration_id == cmd->registration_id && counter->client_id == cmd->correlated.client_id)
+        {
+            exon_dc_send_success(c, cmd->correlated.correlation_id);
+            exon_dc_free_client_counter(c, counter);
+            return;
+        }
+    }
+    exon_dc_send_error(c, cmd->correlated.correlation_id, EXON_DRIVER_ERR_UNKNOWN_COUNTER,
+        "unknown counter %lld", (long long)cmd->registration_id);
+}
+
 static void exon_dc_remove_client(exon_driver_conductor_t *c, exon_dc_client_t *client, int64_t now_ns)
 {
     int64_t client_id = client->client_id;
@@ -772,6 +854,14 @@ static void exon_dc_remove_client(exon_driver_conductor_t *c, exon_dc_client_t *
         {
             exon_dc_remove_subscription(c, sub);
             i = c->subscriptions.length;
+        }
+    }
+    for (int32_t i = c->client_counters.length - 1; i >= 0; i--)
+    {
+        exon_dc_client_counter_t *counter = c->client_counters.items[i];
+        if (counter->client_id == client_id)
+        {
+            exon_dc_free_client_counter(c, counter);
         }
     }
     int64_t now_ms = exon_epoch_ms();
@@ -1094,6 +1184,12 @@ static void exon_dc_on_command(
             break;
         case EXON_CMD_REMOVE_SUBSCRIPTION:
             exon_dc_on_remove_subscription(c, buf, length, now_ns);
+            break;
+        case EXON_CMD_ADD_COUNTER:
+            exon_dc_on_add_counter(c, buf, length, now_ns);
+            break;
+        case EXON_CMD_REMOVE_COUNTER:
+            exon_dc_on_remove_counter(c, buf, length, now_ns);
             break;
         case EXON_CMD_CLIENT_KEEPALIVE:
             exon_dc_client_seen(c, corr->client_id, now_ns);
@@ -2250,6 +2346,7 @@ void exon_driver_conductor_close(exon_driver_conductor_t *c)
         exon_dc_free_ipc_publication(c, pub);
     }
     exon_dc_array_free(&c->subscriber_positions);
+    exon_dc_array_free(&c->client_counters);
     exon_dc_array_free(&c->publication_links);
     exon_dc_array_free(&c->subscriptions);
     exon_dc_array_free(&c->clients);

@@ -57,6 +57,7 @@ typedef struct exon_dc_subscription_stct exon_dc_subscription_t;
 typedef struct exon_dc_subscriber_position_stct exon_dc_subscriber_position_t;
 typedef struct exon_dc_net_publication_stct exon_dc_net_publication_t;
 typedef struct exon_dc_image_stct exon_dc_image_t;
+typedef struct exon_dc_client_counter_stct exon_dc_client_counter_t;
 
 typedef struct exon_dc_array_stct
 {
@@ -80,6 +81,7 @@ typedef struct exon_driver_conductor_stct
     exon_dc_array_t publication_links;/* exon_dc_publication_link_t* */
     exon_dc_array_t subscriptions;    /* exon_dc_subscription_t* */
     exon_dc_array_t subscriber_positions; /* exon_dc_subscriber_position_t* */
+    exon_dc_array_t client_counters;  /* exon_dc_client_counter_t*: counters of ADD_COUNTER */
     /* UDP sender: fed by sender_commands (ADD/REMOVE_PUBLICATION); sender_pubs is touched
      * only by the sender thread. The receiver iterates endpoints (and their images) under
      * receiver_lock; only the conductor changes them. */

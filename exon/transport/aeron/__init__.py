@@ -13,7 +13,7 @@ Embedded driver and client in one process::
 
 from __future__ import annotations
 
-from exon.transport.aeron.client import Aeron, Subscription
+from exon.transport.aeron.client import Aeron, ClientCounter, Subscription
 from exon.transport.aeron.driver import MediaDriver
 from exon.transport.aeron.image import Image
 from exon.transport.aeron.publication import (
@@ -34,6 +34,7 @@ __all__ = [
     "MAX_POSITION_EXCEEDED",
     "NOT_CONNECTED",
     "Aeron",
+    "ClientCounter",
     "DriverSettings",
     "ExclusivePublication",
     "Image",

@@ -25,7 +25,7 @@ from exon.transport.aeron.logbuffer import LogBuffer
 from exon.transport.aeron.publication import ExclusivePublication, Publication
 from exon.transport.aeron.settings import default_driver_dir
 
-__all__ = ["Aeron", "Subscription"]
+__all__ = ["Aeron", "ClientCounter", "Subscription"]
 
 DEFAULT_TIMEOUT = 5.0
 _DOORBELL_RECORD_LENGTH = 128
@@ -44,6 +44,7 @@ class Aeron:
         self._lock = threading.Lock()
         self._publications: list[Publication | ExclusivePublication] = []
         self._subscriptions: list[Subscription] = []
+        self._counters: list[ClientCounter] = []
         self._counters_values = lib.exon_client_counters_values(handle)
 
     @classmethod
@@ -219,6 +220,36 @@ class Aeron:
         self._forget(self._subscriptions, sub, lib.exon_client_remove_subscription,
                      "remove subscription")
 
+    # ---- counters ----------------------------------------------------------------------
+
+    def add_counter(self, type_id: int, label: str, key: bytes = b"",
+                    timeout: float = DEFAULT_TIMEOUT) -> ClientCounter:
+        """A counter of this client in the driver's CnC (Aeron's ``addCounter``): the
+        driver allocates it (ADD_COUNTER, docs/protocol.md 4.3) and frees it on
+        :meth:`ClientCounter.close`, or with this client (close, or the driver timing it
+        out). ``key``: 0..112 bytes; ``label``: up to 380 bytes of UTF-8. Raises
+        ConfigurationError for a key or label too long, DriverError when the driver has
+        no counter left."""
+        if not isinstance(type_id, int) or isinstance(type_id, bool):
+            raise errors.ArgumentTypeError(
+                f"type_id must be an int, not {type(type_id).__name__}")
+        if not -(1 << 31) <= type_id < (1 << 31):
+            raise errors.ConfigurationError(f"type_id {type_id} does not fit in an int32")
+        label_bytes = label.encode()
+        key_bytes = bytes(key)
+        handle = self._live()
+        info = ffi.new("exon_client_counter_t *")
+        check(lib.exon_client_add_counter(handle, type_id, key_bytes, len(key_bytes),
+                                          label_bytes, len(label_bytes), _ns(timeout), info),
+              f"add counter {label!r}")
+        counter = ClientCounter(self, int(info.registration_id), int(info.counter_id))
+        with self._lock:
+            self._counters.append(counter)
+        return counter
+
+    def _on_counter_close(self, counter: ClientCounter) -> None:
+        self._forget(self._counters, counter, lib.exon_client_remove_counter, "remove counter")
+
     # ---- driver control --------------------------------------------------------------
 
     def terminate_driver(self, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -234,6 +265,9 @@ class Aeron:
         with self._lock:
             pubs = list(self._publications)
             subs = list(self._subscriptions)
+            counters, self._counters = self._counters, []
+        for counter in counters:  # the driver frees them with the client (CLIENT_CLOSE)
+            counter._detach()
         for pub in pubs:
             try:
                 pub.close()
@@ -258,6 +292,56 @@ class Aeron:
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"client_id={self.client_id}"
         return f"<Aeron dir={self.dir!r} {state}>"
+
+
+class ClientCounter:
+    """A counter this process owns in the driver's CnC (:meth:`Aeron.add_counter`).
+
+    :meth:`set` is a plain store into the mapped values buffer: no call into the driver,
+    cheap enough for a poll loop. Readers (``exon stat``, other processes) see the value
+    at once. Not thread-safe for writers: one thread (or one lock) sets a counter."""
+
+    __slots__ = ("_addr", "_client", "counter_id", "registration_id")
+
+    def __init__(self, client: Aeron, registration_id: int, counter_id: int) -> None:
+        self._client: Aeron | None = client
+        self.registration_id = registration_id
+        self.counter_id = counter_id
+        self._addr: Any = client.counter_addr(counter_id)
+
+    @property
+    def is_closed(self) -> bool:
+        """True once closed (or its client closed): :meth:`set` then does nothing."""
+        return self._addr is None
+
+    @property
+    def value(self) -> int:
+        """The current value (ClosedError once closed)."""
+        addr = self._addr
+        if addr is None:
+            raise errors.ClosedError(f"counter {self.counter_id} is closed")
+        return int(addr[0])
+
+    def set(self, value: int) -> None:
+        """Store ``value`` (an int64); nothing once closed."""
+        addr = self._addr
+        if addr is not None:
+            addr[0] = value
+
+    def _detach(self) -> None:
+        self._addr = None
+        self._client = None
+
+    def close(self) -> None:
+        """Have the driver free the counter (REMOVE_COUNTER). Idempotent."""
+        client = self._client
+        if client is None:
+            return
+        self._detach()
+        client._on_counter_close(self)
+
+    def __repr__(self) -> str:
+        return f"<ClientCounter id={self.counter_id} registration_id={self.registration_id}>"
 
 
 class Subscription:
