@@ -766,11 +766,17 @@ static void exon_dc_remove_subscription(exon_driver_conductor_t *c, exon_dc_subs
 
 /* ---- counters of clients (ADD_COUNTER / REMOVE_COUNTER) ------------------------------ */
 
-/* Free a client's counter (reusable after the free-to-reuse timeout), tell every client
- * with ON_UNAVAILABLE_COUNTER, forget it. */
-static void exon_dc_free_client_counter(exon_driver_conductor_t *c, exon_dc_client_counter_t *counter)
+/* Free a client's counter (reusable after the free-to-reuse timeout), acknowledge the
+ * REMOVE_COUNTER `ack` (NULL: none) once it is freed, tell every client with
+ * ON_UNAVAILABLE_COUNTER, forget it. */
+static void exon_dc_free_client_counter(
+    exon_driver_conductor_t *c, exon_dc_client_counter_t *counter, const int64_t *ack)
 {
     exon_counters_free(&c->counters, counter->counter_id, exon_epoch_ms());
+    if (NULL != ack)
+    {
+        exon_dc_send_success(c, *ack);
+    }
     exon_counter_update_t m = { .correlation_id = counter->registration_id, .counter_id = counter->counter_id };
     exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_COUNTER, &m, (int32_t)sizeof(m));
     exon_dc_array_remove(&c->client_counters, counter);
@@ -826,8 +832,7 @@ static void exon_dc_on_remove_counter(exon_driver_conductor_t *c, const uint8_t 
         exon_dc_client_counter_t *counter = c->client_counters.items[i];
         if (counter->registration_id == cmd->registration_id && counter->client_id == cmd->correlated.client_id)
         {
-            exon_dc_send_success(c, cmd->correlated.correlation_id);
-            exon_dc_free_client_counter(c, counter);
+            exon_dc_free_client_counter(c, counter, &cmd->correlated.correlation_id);
             return;
         }
     }
@@ -861,7 +866,7 @@ static void exon_dc_remove_client(exon_driver_conductor_t *c, exon_dc_client_t *
         exon_dc_client_counter_t *counter = c->client_counters.items[i];
         if (counter->client_id == client_id)
         {
-            exon_dc_free_client_counter(c, counter);
+            exon_dc_free_client_counter(c, counter, NULL);
         }
     }
     int64_t now_ms = exon_epoch_ms();
