@@ -79,6 +79,7 @@ from exon.core import (
 from exon.core.address import Peer, split_address
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.hosted import HostedSocket, make_socket
+from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
 from exon.middleware.node_transport import (
     NODE_DIR_PREFIX,
     ConnectBackoff,
@@ -253,6 +254,9 @@ class Node:
         self._touched: set[HostedSocket] = set()
         self._peer_cache: dict[PeerId, Any] = {}
         self.frames_dropped = 0  #: frames for unreachable peer nodes
+        #: the statistics as counters in the driver's CnC (``exon stat``)
+        self._counters = NodeCounters(self._aeron, node_id=self.node_id, address=self.address)
+        self._next_publish = 0.0
         self._dispatcher = threading.Thread(target=self._dispatch_loop,
                                             name=f"exon-node-{self.address}", daemon=True)
         self._dispatcher.start()
@@ -277,9 +281,23 @@ class Node:
 
     def statistics(self) -> Any:
         """An immutable snapshot of the node's core counters (frames, links, cookies, refusals,
-        drops): a ``CoreStatistics``."""
+        drops): a ``CoreStatistics``. The same figures are in the driver's CnC file as exon
+        counters, for ``exon stat`` (refreshed every :data:`PUBLISH_INTERVAL` seconds and
+        by this call)."""
         with self._lock:
-            return self._core.statistics()
+            stats = self._core.statistics()
+            self._publish_counters(stats)
+            return stats
+
+    def _publish_counters(self, core_statistics: Any = None) -> None:
+        """Copy the statistics into the node's CnC counters (lock held)."""
+        self._next_publish = _monotonic() + PUBLISH_INTERVAL
+        counters = getattr(self, "_counters", None)
+        if counters is None or not len(counters):
+            return
+        stats = self._core.statistics() if core_statistics is None else core_statistics
+        counters.publish(statistics_of(stats, frames_dropped=self.frames_dropped,
+                                       connects_failed=self.connects_failed))
 
     def close(self, timeout: float = 5.0) -> None:
         """Close every socket gracefully (bounded by ``timeout``), then the transport and
@@ -315,6 +333,10 @@ class Node:
         self._release_transport()
 
     def _release_transport(self) -> None:
+        counters = getattr(self, "_counters", None)
+        if counters is not None:
+            with getattr(self, "_lock", contextlib.nullcontext()):
+                counters.close()  # the driver frees them with the Aeron client, below
         fast = getattr(self, "_fast", None)
         if fast is not None:
             with getattr(self, "_lock", contextlib.nullcontext()):
@@ -724,6 +746,8 @@ class Node:
         transport = self._transport
         if transport is None:
             return 0
+        if _monotonic() >= self._next_publish:
+            self._publish_counters()
         transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
         gone = transport.refresh(self._poller, self._fast.key_of)
         if transport.gone_channels and not gone:

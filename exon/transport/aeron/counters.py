@@ -119,10 +119,89 @@ class SystemCounter(enum.IntEnum):
         return text.decode()
 
 
+#: exon's node counters use type ids in this range (docs/protocol.md 4.4); Aeron's own
+#: types stay below 1000 and exon's driver types (DOORBELL, RECEIVER_RTT) at 100..199
+NODE_COUNTER_TYPE_FIRST: Final = 2000
+NODE_COUNTER_TYPE_LAST: Final = 2099
+
+
+class NodeCounter(enum.IntEnum):
+    """exon's node counters: one counter per statistic of a :class:`~exon.Node`, allocated
+    by the node through its driver (ADD_COUNTER) and labelled ``exon <what>: node <node id>
+    <address>``; the key is the node id's 16 bytes. The member names are the statistics'
+    names (``Node.statistics()`` fields, plus the node's own ``frames_dropped`` and
+    ``connects_failed``); ``LINKS`` is the links established now. Type ids are fixed:
+    new statistics are appended, never renumbered."""
+
+    LINKS = 2000
+    FRAMES_RECEIVED = 2001
+    FRAMES_SENT = 2002
+    MALFORMED_DROPPED = 2003
+    STALE_DROPPED = 2004
+    IGNORED = 2005
+    NOT_FOUND_SENT = 2006
+    NOT_LINKED_SENT = 2007
+    CREDIT_VIOLATIONS = 2008
+    OVERSIZE_DROPPED = 2009
+    REFUSALS_SENT = 2010
+    REFUSALS_RECEIVED = 2011
+    RETRIES = 2012
+    LINKS_ESTABLISHED = 2013
+    LINKS_CLOSED = 2014
+    COOKIES_RETURNED = 2015
+    COOKIES_LOST = 2016
+    RELINKS_REFUSED = 2017
+    FRAMES_DROPPED = 2018
+    CONNECTS_FAILED = 2019
+
+    @property
+    def what(self) -> str:
+        """What the counter counts, as its label says it (``drops malformed``)."""
+        return _NODE_WHAT[self]
+
+    @property
+    def short_name(self) -> str:
+        """The short name ``exon stat`` shows (``exon-drops-malformed``)."""
+        return "exon-" + _NODE_WHAT[self].replace(" ", "-")
+
+    def label(self, node_id: str, address: str) -> str:
+        """The counter's label for a node."""
+        return f"exon {self.what}: node {node_id} {address}"
+
+
+_NODE_WHAT: Final = {
+    NodeCounter.LINKS: "links",
+    NodeCounter.FRAMES_RECEIVED: "frames received",
+    NodeCounter.FRAMES_SENT: "frames sent",
+    NodeCounter.MALFORMED_DROPPED: "drops malformed",
+    NodeCounter.STALE_DROPPED: "drops stale",
+    NodeCounter.IGNORED: "frames ignored",
+    NodeCounter.NOT_FOUND_SENT: "socket-not-found sent",
+    NodeCounter.NOT_LINKED_SENT: "socket-not-linked sent",
+    NodeCounter.CREDIT_VIOLATIONS: "drops credit violation",
+    NodeCounter.OVERSIZE_DROPPED: "drops oversize",
+    NodeCounter.REFUSALS_SENT: "refusals sent",
+    NodeCounter.REFUSALS_RECEIVED: "refusals received",
+    NodeCounter.RETRIES: "link retries",
+    NodeCounter.LINKS_ESTABLISHED: "links established",
+    NodeCounter.LINKS_CLOSED: "links closed",
+    NodeCounter.COOKIES_RETURNED: "cookies returned",
+    NodeCounter.COOKIES_LOST: "cookies lost",
+    NodeCounter.RELINKS_REFUSED: "drops relink refused",
+    NodeCounter.FRAMES_DROPPED: "drops unreachable peer",
+    NodeCounter.CONNECTS_FAILED: "connects failed",
+}
+
+
 def type_name(type_id: int) -> str:
-    """Short name of a counter type id (``pub-pos``...), or ``type-<n>`` if unknown."""
+    """Short name of a counter type id (``pub-pos``, ``exon-links``...), or ``type-<n>``
+    if unknown."""
     try:
         return CounterType(type_id).short_name
+    except ValueError:
+        pass
+    try:
+        return NodeCounter(type_id).short_name
     except ValueError:
         return f"type-{type_id}"
 
@@ -142,7 +221,7 @@ class Counter:
     registration_id: int
     """Registration id of the object the counter belongs to (0 for system counters)."""
     owner_id: int
-    """Client id of the owner (0: the driver)."""
+    """Client id of the owner (-1: the driver)."""
 
     @property
     def type_name(self) -> str:
