@@ -36,6 +36,34 @@ def test_stat_once_json_through_the_cli(tmp_path) -> None:
         assert "links: images" in text.output
 
 
+def test_stat_json_shows_the_exon_counters_of_nodes(tmp_path) -> None:
+    import exon
+
+    with MediaDriver.launch(dir=str(tmp_path / "driver")) as driver, \
+            exon.Node(driver_dir=driver.dir) as a, exon.Node(driver_dir=driver.dir) as b:
+        pull = b.socket("pull", tag=1)
+        push = a.socket("push")
+        push.link(f"{b.address}/1", timeout=5)
+        push.send(b"x", timeout=5)
+        assert pull.receive(timeout=5).payload == b"x"
+        with a._lock:  # one malformed frame for b
+            a._send_frames([(b.address, b"\x00junk")])
+        deadline = time.monotonic() + 5
+        while b.statistics().malformed_dropped == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)  # statistics() also copies them into the counters
+        result = CliRunner().invoke(main, ["stat", "--dir", driver.dir, "--once", "--json"])
+        assert result.exit_code == 0, result.output
+        nodes = {n["node_id"]: n for n in json.loads(result.output)["nodes"]}
+        assert set(nodes) == {a.node_id, b.node_id}
+        assert nodes[b.node_id]["address"] == b.address
+        assert nodes[b.node_id]["counters"]["malformed_dropped"] == 1
+        assert nodes[b.node_id]["counters"]["links"] == 1
+        assert nodes[a.node_id]["counters"]["malformed_dropped"] == 0
+        text = CliRunner().invoke(main, ["stat", "--dir", driver.dir, "--once"])
+        assert "exon nodes" in text.output
+        assert f"{b.node_id[:8]} {b.address}" in text.output
+
+
 def test_stat_on_a_dir_without_a_driver_fails_with_the_reason(tmp_path) -> None:
     result = CliRunner().invoke(main, ["stat", "--dir", str(tmp_path), "--once"])
     assert result.exit_code != 0

@@ -10,6 +10,9 @@ groups them:
   the sender's window) and one per image (received, rate, gap, the subscribers' lag, round
   trip), assembled from the per-stream counters (``pub-pos``, ``pub-lmt``, ``snd-pos``,
   ``snd-lmt``, ``snd-bpe``, ``rcv-hwm``, ``rcv-pos``, ``sub-pos``, ``rcv-rtt``);
+* **exon nodes**: the statistics of every exon node on this driver (links, frames, drops
+  by cause, refusals, cookies), one counter per statistic that each node allocated through
+  the driver (:class:`~.counters.NodeCounter`, type ids 2000..2099), grouped by node;
 * every other counter (clients, doorbells, channel status, and counters of types this
   version does not know, e.g. a newer exon's) under ``other``, with totals and rates.
 
@@ -33,7 +36,13 @@ from typing import Any, TextIO
 from exon import errors
 
 from .cnc import CncFile, now_ms
-from .counters import CounterType, SystemCounter
+from .counters import (
+    NODE_COUNTER_TYPE_FIRST,
+    NODE_COUNTER_TYPE_LAST,
+    CounterType,
+    NodeCounter,
+    SystemCounter,
+)
 
 #: the groups of system counters, in the order ``exon stat`` shows them
 GROUPS: tuple[str, ...] = ("traffic", "loss", "flow control", "drops", "health")
@@ -88,15 +97,51 @@ TYPE_GROUPS: dict[int, str] = {
 }
 
 
+#: the group of exon's node counters
+NODE_GROUP = "exon"
+
+
 def group_of(counter: dict[str, Any]) -> str:
     """The group ``exon stat`` shows a counter in (a :data:`GROUPS` name, "publications",
-    "images" or "other")."""
-    if counter["type_id"] == CounterType.SYSTEM:
+    "images", :data:`NODE_GROUP` or "other")."""
+    type_id = counter["type_id"]
+    if type_id == CounterType.SYSTEM:
         try:
             return SYSTEM_GROUPS[SystemCounter(counter["id"])]
         except ValueError:
             return "other"
-    return TYPE_GROUPS.get(counter["type_id"], "other")
+    if NODE_COUNTER_TYPE_FIRST <= type_id <= NODE_COUNTER_TYPE_LAST:
+        return NODE_GROUP
+    return TYPE_GROUPS.get(type_id, "other")
+
+
+def _parse_node_label(label: str) -> tuple[str, str]:
+    """``"exon WHAT: node ID ADDRESS"`` -> (id, address); ("?", "") if it is not one."""
+    _, sep, rest = label.partition(": node ")
+    node_id, _, address = rest.partition(" ")
+    return (node_id, address) if sep and node_id else ("?", "")
+
+
+def nodes(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """exon's node counters assembled per node: ``node_id``, ``address``, ``owner_id``
+    (the node's Aeron client) and ``counters`` / ``rates``: {statistic: value / rate per
+    second} named as :class:`~.counters.NodeCounter` (``links``, ``malformed_dropped``...;
+    a type id this version does not know keeps its ``type-N`` name)."""
+    found: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in counters:
+        if not NODE_COUNTER_TYPE_FIRST <= c["type_id"] <= NODE_COUNTER_TYPE_LAST:
+            continue
+        node_id, address = _parse_node_label(c["label"])
+        node = found.setdefault((node_id, c["owner_id"]), {
+            "node_id": node_id, "address": address, "owner_id": c["owner_id"],
+            "counters": {}, "rates": {}})
+        try:
+            name = NodeCounter(c["type_id"]).name.lower()
+        except ValueError:
+            name = f"type-{c['type_id']}"
+        node["counters"][name] = c["value"]
+        node["rates"][name] = c.get("rate")
+    return sorted(found.values(), key=lambda n: (n["address"], n["node_id"]))
 
 
 def snapshot(cnc: CncFile, *, now: int | None = None) -> dict[str, Any]:
@@ -145,7 +190,8 @@ def add_rates(current: dict[str, Any], previous: dict[str, Any] | None,
     """``current`` with ``elapsed_s`` (seconds since ``previous``), and on every counter
     its ``group`` and ``rate``: its change per second since ``previous`` (None for the
     first sample and for a counter that was not there then). Adds the ``publications``
-    and ``images`` derived from the per-stream counters (see :func:`links`)."""
+    and ``images`` derived from the per-stream counters (see :func:`links`) and the exon
+    ``nodes`` (see :func:`nodes`)."""
     before: dict[tuple[int, int, int], int] = {}
     if previous is not None and elapsed_s:
         before = {_identity(c): c["value"] for c in previous["counters"]}
@@ -155,6 +201,7 @@ def add_rates(current: dict[str, Any], previous: dict[str, Any] | None,
         c["rate"] = None if old is None or not elapsed_s else (c["value"] - old) / elapsed_s
     current["elapsed_s"] = elapsed_s if previous is not None else None
     current.update(links(current["counters"]))
+    current["nodes"] = nodes(current["counters"])
     return current
 
 
@@ -302,6 +349,15 @@ def render_text(snap: dict[str, Any]) -> str:
                           _n(i.get("lag")), _n(i.get("subscribers")),
                           "" if i.get("rtt_us") is None else f"{i['rtt_us']:,.1f}"]
                          for i in snap["images"]], {2})
+    exon = [c for c in counters if c.get("group", group_of(c)) == NODE_GROUP]
+    if exon:
+        rows = []
+        for c in sorted(exon, key=lambda c: (_parse_node_label(c["label"]), c["type_id"])):
+            node_id, address = _parse_node_label(c["label"])
+            what = c["label"].partition(": node ")[0].removeprefix("exon ")
+            rows.append([f"{node_id[:8]} {address}", what, _n(c["value"]),
+                         _rate(c.get("rate"))])
+        lines += _table("exon nodes", ["node", "counter", "total", "rate"], rows, {0, 1})
     other = [c for c in counters if c.get("group", group_of(c)) == "other"]
     if other:
         lines += _table("other", ["id", "counter", "total", "rate"], counter_rows(other), {1})

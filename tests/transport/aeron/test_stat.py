@@ -16,10 +16,11 @@ import pytest
 from exon.native import ffi, lib
 from exon.transport.aeron import Aeron, MediaDriver
 from exon.transport.aeron.cnc import CncFile
-from exon.transport.aeron.counters import PUB_POS, SystemCounter
+from exon.transport.aeron.counters import PUB_POS, NodeCounter, SystemCounter
 from exon.transport.aeron.layout import DATA_HEADER_LENGTH, FRAME_ALIGNMENT, align
 from exon.transport.aeron.stat import (
     GROUPS,
+    NODE_GROUP,
     SYSTEM_GROUPS,
     add_rates,
     render_text,
@@ -244,3 +245,45 @@ def test_watch_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def _node_counter(directory: Path, kind: NodeCounter, node_id: str, owner: int,
+                  value: int) -> None:
+    with CncFile.open(directory) as cnc:
+        mgr = ffi.new("exon_counters_t *")
+        assert lib.exon_cnc_counters(cnc.handle, mgr, 0) == 0
+        label = kind.label(node_id, "127.0.0.1:4000").encode()
+        cid = lib.exon_counters_allocate(mgr, kind, ffi.NULL, 0, label, len(label), 77, owner, 0)
+        assert cid >= 0
+        lib.exon_counter_set(mgr, cid, value)
+
+
+def test_exon_node_counters_are_grouped_per_node(driver_dir: Path) -> None:
+    node_id = "0123456789abcdef0123456789abcdef"
+    _node_counter(driver_dir, NodeCounter.LINKS, node_id, 5, 2)
+    _node_counter(driver_dir, NodeCounter.MALFORMED_DROPPED, node_id, 5, 3)
+    _node_counter(driver_dir, NodeCounter.LINKS, "f" * 32, 6, 1)
+    out = io.StringIO()
+    assert run_stat(driver_dir, once=True, as_json=True, out=out) == 0
+    snap = json.loads(out.getvalue())
+    by_label = {c["label"]: c for c in snap["counters"]}
+    malformed = by_label[f"exon drops malformed: node {node_id} 127.0.0.1:4000"]
+    assert (malformed["group"], malformed["type"], malformed["value"]) == (
+        NODE_GROUP, "exon-drops-malformed", 3)
+    assert snap["nodes"] == [
+        {"node_id": node_id, "address": "127.0.0.1:4000", "owner_id": 5,
+         "counters": {"links": 2, "malformed_dropped": 3},
+         "rates": {"links": None, "malformed_dropped": None}},
+        {"node_id": "f" * 32, "address": "127.0.0.1:4000", "owner_id": 6,
+         "counters": {"links": 1}, "rates": {"links": None}},
+    ]
+    text = render_text(add_rates(snapshot_of(driver_dir), None, None))
+    lines = [line.split() for line in text.splitlines()]
+    assert ["exon", "nodes"] in lines
+    assert ["01234567", "127.0.0.1:4000", "drops", "malformed", "3"] in lines
+    assert ["ffffffff", "127.0.0.1:4000", "links", "1"] in lines
+
+
+def snapshot_of(directory: Path) -> dict[str, Any]:
+    with CncFile.open(directory) as cnc:
+        return snapshot(cnc)
