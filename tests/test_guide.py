@@ -57,12 +57,14 @@ def test_every_public_exception_is_in_the_threads_page() -> None:
 
 
 def test_every_counter_is_in_the_observability_page() -> None:
-    from exon.transport.aeron.counters import CounterType, SystemCounter
+    from exon.transport.aeron.counters import CounterType, NodeCounter, SystemCounter
 
     page = _page("observability.md")
     missing = [m.name for m in SystemCounter if f"| {int(m)} | {m.label} |" not in page]
     missing += [t.name for t in CounterType
                 if t is not CounterType.SYSTEM and f"`{t.short_name}`" not in page]
+    missing += [n.name for n in NodeCounter
+                if f"| {int(n)} | `{n.what}` | `{n.name.lower()}` |" not in page]
     assert not missing, f"counters missing from docs/guide/observability.md: {missing}"
 
 

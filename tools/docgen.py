@@ -9,9 +9,10 @@ A generated block sits between ``<!-- docgen:NAME -->`` and ``<!-- /docgen:NAME 
   the package, with its bases, its docstring and what to do about it (:data:`ADVICE`; a
   class without advice is an error, so a new exception cannot go undocumented);
 * ``counters``: every counter ``exon stat`` can show -- the driver's system counters from
-  :class:`~exon.transport.aeron.counters.SystemCounter` (labels from the C table) and the
-  per-stream counter types of :class:`~exon.transport.aeron.counters.CounterType` -- with
-  the group ``exon stat`` shows it in and whether it signals trouble (:data:`COUNTERS`);
+  :class:`~exon.transport.aeron.counters.SystemCounter` (labels from the C table), the
+  per-stream counter types of :class:`~exon.transport.aeron.counters.CounterType` and
+  exon's node counters (:class:`~exon.transport.aeron.counters.NodeCounter`) -- with
+  the group ``exon stat`` shows it in and whether it signals trouble;
 * ``shm``: the ``/dev/shm`` footprint of a driver's files, computed from the defaults of
   :class:`~exon.transport.aeron.DriverSettings` and the embedded driver's overrides, and
   the CnC file's length measured on a driver launched with the defaults.
@@ -259,11 +260,52 @@ STREAM_COUNTERS: dict[str, tuple[str, str]] = {
 }
 
 
+#: exon's node counters: trouble?, meaning
+NODE_COUNTERS: dict[str, tuple[bool, str]] = {
+    "LINKS": (False, "Links established now, over all the node's sockets (established "
+              "minus closed)."),
+    "FRAMES_RECEIVED": (False, "exon frames that reached the node's core: handshakes, "
+                        "errors, and the DATA and FLOW the native fast path did not take."),
+    "FRAMES_SENT": (False, "exon frames the node's core sent (the native fast path's DATA "
+                    "and FLOW not included)."),
+    "MALFORMED_DROPPED": (True, "Frames that did not decode: another program or version "
+                          "on the node's stream, or an attack."),
+    "STALE_DROPPED": (True, "Frames of an older incarnation of a link (a restarted peer's "
+                      "leftovers); a few after a relink are normal."),
+    "IGNORED": (False, "ERROR frames for sockets this node does not have."),
+    "NOT_FOUND_SENT": (True, "SOCKET_NOT_FOUND answers: peers address a tag with no socket "
+                       "here."),
+    "NOT_LINKED_SENT": (True, "SOCKET_NOT_LINKED answers: peers send on a link this node "
+                        "does not know (it restarted, or closed the link)."),
+    "CREDIT_VIOLATIONS": (True, "DATA beyond the credit this node granted: a misbehaving "
+                          "peer."),
+    "OVERSIZE_DROPPED": (True, "DATA larger than the receiving socket's "
+                         "`max_message_size`."),
+    "REFUSALS_SENT": (False, "LINKs this node refused (incompatible, unauthorized, limit, "
+                      "relink)."),
+    "REFUSALS_RECEIVED": (True, "LINKs of this node that peers refused."),
+    "RETRIES": (False, "Link handshakes retried after a temporary refusal."),
+    "LINKS_ESTABLISHED": (False, "Links established since the node started."),
+    "LINKS_CLOSED": (False, "Links closed or broken since the node started."),
+    "COOKIES_RETURNED": (False, "Cookies confirmed to senders (their message was "
+                         "delivered)."),
+    "COOKIES_LOST": (True, "Cookies of messages whose delivery cannot be confirmed (a "
+                     "broken link): resend what matters."),
+    "RELINKS_REFUSED": (True, "LINKs that would have replaced a live link from another "
+                        "stream (a restarted peer before its old stream died, or a "
+                        "forged LINK)."),
+    "FRAMES_DROPPED": (True, "Frames for peer nodes that could not be reached (no answer "
+                       "within the connect timeout)."),
+    "CONNECTS_FAILED": (True, "Peer nodes that did not answer within the connect timeout."),
+}
+
+
 def counters_block() -> str:
-    from exon.transport.aeron.counters import CounterType, SystemCounter
+    from exon.transport.aeron.counters import CounterType, NodeCounter, SystemCounter
 
     missing = [m.name for m in SystemCounter if m.name not in SYSTEM_COUNTERS]
     missing += [m.name for m in CounterType if m.name not in STREAM_COUNTERS]
+    missing += [m.name for m in NodeCounter if m.name not in NODE_COUNTERS]
     if missing:
         raise SystemExit(f"docgen: no description for counters {', '.join(missing)}")
     rows = ["System counters (one each per driver, ids fixed):", "",
@@ -284,6 +326,17 @@ def counters_block() -> str:
             continue
         group, meaning = STREAM_COUNTERS[t.name]
         rows.append(f"| {int(t)} | `{t.short_name}` | {group} | {meaning} |")
+    rows += ["", "exon's node counters (one per statistic and node, group `exon`; the label is "
+             "`exon WHAT: node NODE_ID ADDRESS`, the key the node id's 16 bytes, "
+             "`nodes[].counters.NAME` in `--json`; NAME is also the field of "
+             "`node.statistics()`, or for `frames_dropped` and `connects_failed` the Node's "
+             "attribute):", "",
+             "| Type id | WHAT (label) | NAME | Trouble? | Meaning |",
+             "| --- | --- | --- | --- | --- |"]
+    for m in NodeCounter:
+        trouble, meaning = NODE_COUNTERS[m.name]
+        rows.append(f"| {int(m)} | `{m.what}` | `{m.name.lower()}` | "
+                    f"{'yes, when it rises' if trouble else ''} | {meaning} |")
     return "\n".join(rows)
 
 
