@@ -289,9 +289,9 @@ class Node:
             self._publish_counters(stats)
             return stats
 
-    def _publish_counters(self, core_statistics: Any = None) -> None:
+    def _publish_counters(self, core_statistics: Any = None, *, now: float | None = None) -> None:
         """Copy the statistics into the node's CnC counters (lock held)."""
-        self._next_publish = _monotonic() + PUBLISH_INTERVAL
+        self._next_publish = (_monotonic() if now is None else now) + PUBLISH_INTERVAL
         counters = getattr(self, "_counters", None)
         if counters is None or not len(counters):
             return
@@ -643,6 +643,8 @@ class Node:
         wake the sockets touched, every other frame to the core, in order. Lock held."""
         core = self._core
         now = _monotonic()
+        if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
+            self._publish_counters(now=now)
         count = n
         transport = self._transport
         if n and transport is not None:
@@ -746,8 +748,6 @@ class Node:
         transport = self._transport
         if transport is None:
             return 0
-        if _monotonic() >= self._next_publish:
-            self._publish_counters()
         transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
         gone = transport.refresh(self._poller, self._fast.key_of)
         if transport.gone_channels and not gone:
@@ -774,6 +774,8 @@ class Node:
                 self._touched.update(self._async_sockets)
             return self._process_native(n, left, slots, gone)
         now = _monotonic()
+        if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
+            self._publish_counters(now=now)
         if now >= self._next_driver_check:
             self._next_driver_check = now + _DRIVER_CHECK_INTERVAL
             if self._driver_failure is None and self._check_driver():
