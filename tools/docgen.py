@@ -297,6 +297,8 @@ NODE_COUNTERS: dict[str, tuple[bool, str]] = {
     "FRAMES_DROPPED": (True, "Frames for peer nodes that could not be reached (no answer "
                        "within the connect timeout)."),
     "CONNECTS_FAILED": (True, "Peer nodes that did not answer within the connect timeout."),
+    "LINKS_RESENT": (False, "LINKs repeated because they went unanswered, and LINKACKs "
+                     "repeated for a repeated LINK (a peer that restarted, or loss)."),
 }
 
 

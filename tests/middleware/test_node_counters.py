@@ -146,7 +146,7 @@ def test_a_driver_without_room_for_the_counters_still_runs_the_node(
         reader = cnc.counters()
         free = reader.max_counters - len(list(reader.ids()))
         # leave room for what the node needs to run (its client heartbeat, its doorbell),
-        # not for its 20 exon counters
+        # not for its exon counters
         hogs = [hog.add_counter(2100, "hog") for _ in range(free - 5)]
         with caplog.at_level(logging.WARNING, logger="exon.node"), \
                 exon.Node("127.0.0.1:0", driver_dir=directory, udp=False) as node:

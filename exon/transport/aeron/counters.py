@@ -153,6 +153,7 @@ class NodeCounter(enum.IntEnum):
     RELINKS_REFUSED = 2017
     FRAMES_DROPPED = 2018
     CONNECTS_FAILED = 2019
+    LINKS_RESENT = 2020
 
     @property
     def what(self) -> str:
@@ -190,6 +191,7 @@ _NODE_WHAT: Final = {
     NodeCounter.RELINKS_REFUSED: "drops relink refused",
     NodeCounter.FRAMES_DROPPED: "drops unreachable peer",
     NodeCounter.CONNECTS_FAILED: "connects failed",
+    NodeCounter.LINKS_RESENT: "links resent",
 }
 
 
