@@ -4,8 +4,8 @@ the pure-Python reference of :mod:`exon.archive.format` (a parity test runs both
 ``decode(buf, offset, end, base, limit, verify, path, producers) -> (records, offset)``
 has the contract of :func:`exon.archive.format.decode_records`, ``scan`` that of
 :func:`exon.archive.format.scan_records` (without keys); ``encode_span`` and
-``encode_messages`` frame as many records of a batch as fit in ``room`` bytes (the rest
-of a segment).
+``encode_runs`` (a PULL's held batch: payloads and their senders run by run) frame as
+many records of a batch as fit in ``room`` bytes (the rest of a segment).
 """
 
 from __future__ import annotations
@@ -104,20 +104,27 @@ def encode_span_native(out: bytearray, offset: int, position: int, payloads: Seq
                           None if keys is None else list(keys), first, room, crc32c)
 
 
-def encode_messages_py(out: bytearray, offset: int, position: int,
-                       messages: list[tuple[bytes, Any]], producer_of: Any, timestamp: int,
-                       first: int, room: int) -> tuple[int, int]:
-    payloads = [m[0] for m in messages]
-    producers = [producer_of(m[1]) for m in messages]
+def encode_runs_py(out: bytearray, offset: int, position: int, payloads: list[bytes],
+                   runs: list[tuple[Any, int]], producer_of: Any, timestamp: int, first: int,
+                   room: int) -> tuple[int, int]:
+    if not 0 <= first <= len(payloads):
+        raise ValueError("encode_runs: first is outside the payloads")
+    producers: list[bytes] = []
+    for peer, count in runs:
+        if count < 0 or len(producers) + count > len(payloads):
+            raise ValueError("encode_runs: the run counts exceed the payloads")
+        producers += [producer_of(peer)] * count
+    if len(producers) != len(payloads):
+        raise ValueError("encode_runs: the run counts fall short of the payloads")
     return encode_span_py(out, offset, position, payloads, producers, timestamp, None, first,
                           room)
 
 
-def encode_messages_native(out: bytearray, offset: int, position: int,
-                           messages: list[tuple[bytes, Any]], producer_of: Any,
-                           timestamp: int, first: int, room: int) -> tuple[int, int]:
-    return _native.encode_messages(out, offset, position, messages, producer_of,  # type: ignore[no-any-return]
-                                   timestamp, first, room, crc32c)
+def encode_runs_native(out: bytearray, offset: int, position: int, payloads: list[bytes],
+                       runs: list[tuple[Any, int]], producer_of: Any, timestamp: int,
+                       first: int, room: int) -> tuple[int, int]:
+    return _native.encode_runs(out, offset, position, payloads, runs, producer_of,  # type: ignore[no-any-return]
+                               timestamp, first, room, crc32c)
 
 
 def scan_py(buf: Any, offset: int, end: int, base: int, *,
@@ -137,4 +144,4 @@ def scan_native(buf: Any, offset: int, end: int, base: int, *,
 decode = decode_native if NATIVE else decode_py
 scan = scan_native if NATIVE else scan_py
 encode_span = encode_span_native if NATIVE else encode_span_py
-encode_messages = encode_messages_native if NATIVE else encode_messages_py
+encode_runs = encode_runs_native if NATIVE else encode_runs_py

@@ -116,18 +116,20 @@ class RecordingWriter:
             self.dedup[k] = v
         return position
 
-    def append_messages(self, messages: list[tuple[bytes, Any]],
-                        producer_of: Callable[[Any], bytes], timestamp: int) -> int:
-        """:meth:`append` for ``(payload, peer)`` messages as a PULL socket hands them out;
-        ``producer_of(peer)`` gives the producer bytes recorded (asked once per run of
-        messages from one peer)."""
+    def append_runs(self, payloads: list[bytes], runs: list[tuple[Any, int]],
+                    producer_of: Callable[[Any], bytes], timestamp: int) -> int:
+        """:meth:`append` for a PULL's held batch as it hands it out
+        (:attr:`exon.HeldBatch.payloads` and :attr:`~exon.HeldBatch.runs`, no object per
+        message): ``runs`` ``[(peer, count), ...]`` says who sent the payloads, run by run;
+        ``producer_of(peer)`` gives the producer bytes recorded (asked once per run, or
+        less)."""
         self._check_running()
 
         def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:
-            return codec.encode_messages(out, 0, position, messages, producer_of, timestamp,
-                                         done, room)
+            return codec.encode_runs(out, 0, position, payloads, runs, producer_of, timestamp,
+                                     done, room)
 
-        return self._append(len(messages), encode)
+        return self._append(len(payloads), encode)
 
     def _check_running(self) -> None:
         if self.failed is not None:

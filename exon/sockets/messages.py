@@ -83,6 +83,9 @@ class CookieLost:
     value: Any
 
 
+_NO_PEER = object()  # HeldBatch.runs: no sender seen yet
+
+
 class HeldBatch:
     """Messages taken by :meth:`PullSocket.receive_held <exon.sockets.pull.PullSocket.receive_held>`
     whose delivery is not counted yet: no credit went back for them and their senders'
@@ -91,26 +94,73 @@ class HeldBatch:
 
     ``messages`` -- the :class:`Message` list, in the order ``receive()`` would have returned
     them (fair-queued over the links, each sender's order kept). ``len(batch)`` and
-    ``iter(batch)`` go over it. The rest is the socket's bookkeeping: per link incarnation,
-    how many of its messages the batch holds."""
+    ``iter(batch)`` go over it. The same batch without a :class:`Message` per message, for a
+    consumer that handles payloads in bulk (the archive's recorder): ``payloads``, the
+    payloads in that order, and ``runs``, ``[(Peer, count), ...]`` cutting them into
+    consecutive messages of one sender (the counts add up to ``len(batch)``). The socket
+    hands out one form and builds the other only when asked. The rest is the socket's
+    bookkeeping: per link incarnation, how many of its messages the batch holds."""
 
-    __slots__ = ("_counts", "_owner", "_settled", "messages")
+    __slots__ = ("_counts", "_messages", "_owner", "_payloads", "_runs", "_settled")
 
-    def __init__(self, messages: list[Message], counts: list[tuple[Any, int, Any, int]],
-                 owner: object) -> None:
-        self.messages = messages
+    def __init__(self, messages: list[Message] | None, counts: list[tuple[Any, int, Any, int]],
+                 owner: object, *, payloads: list[bytes] | None = None,
+                 runs: list[tuple[Peer, int]] | None = None) -> None:
+        if messages is None and (payloads is None or runs is None):
+            raise TypeError("HeldBatch needs messages, or payloads and runs")
+        self._messages = messages
+        self._payloads = payloads
+        self._runs = runs
         #: per link: (PeerId, our incarnation, the native link token or None, count)
         self._counts = counts
         self._owner = owner
         #: confirmed, or dropped with its links (the socket closed): confirm() does nothing
         self._settled = False
 
+    @property
+    def messages(self) -> list[Message]:
+        """The batch as :class:`Message` objects (built on first use from the payloads)."""
+        if self._messages is None:
+            assert self._payloads is not None and self._runs is not None
+            payloads = iter(self._payloads)
+            new = tuple.__new__
+            self._messages = [new(Message, (next(payloads), peer))
+                              for peer, count in self._runs for _ in range(count)]
+        return self._messages
+
+    @property
+    def payloads(self) -> list[bytes]:
+        """The payloads alone, in the order of :attr:`messages`."""
+        if self._payloads is None:
+            assert self._messages is not None
+            self._payloads = [m[0] for m in self._messages]
+        return self._payloads
+
+    @property
+    def runs(self) -> list[tuple[Peer, int]]:
+        """``[(Peer, count), ...]``: the senders of :attr:`payloads`, run by run."""
+        if self._runs is None:
+            assert self._messages is not None
+            runs: list[tuple[Peer, int]] = []
+            last: Any = _NO_PEER
+            count = 0
+            for m in self._messages:
+                if m[1] is not last and m[1] != last:
+                    if count:
+                        runs.append((last, count))
+                    last, count = m[1], 0
+                count += 1
+            if count:
+                runs.append((last, count))
+            self._runs = runs
+        return self._runs
+
     def __len__(self) -> int:
-        return len(self.messages)
+        return len(self._payloads if self._payloads is not None else self.messages)
 
     def __iter__(self) -> Iterator[Message]:
         return iter(self.messages)
 
     def __repr__(self) -> str:
         state = "settled" if self._settled else "held"
-        return f"<HeldBatch {len(self.messages)} message(s), {state}>"
+        return f"<HeldBatch {len(self)} message(s), {state}>"

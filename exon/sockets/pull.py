@@ -188,13 +188,16 @@ class PullSocket(Socket):
             if not hold:  # the short path: one native call pops and counts the batch
                 taken: list[Message] = nq.take(max_messages)
                 return taken
-            messages, links = nq.hold(max_messages)
+            # no Message per message: the batch builds them only if asked (HeldBatch)
+            payloads, runs, links = nq.hold_runs(max_messages)
             tokens = self.node._fast.tokens
             counts: list[_Count] = []
             for link, count in links:
                 token = tokens[link]
                 counts.append((token.peer, token.incarnation, token, count))
-            return self._keep_locked(messages, counts)
+            batch = HeldBatch(None, counts, self, payloads=payloads, runs=runs)
+            self._held.append(batch)
+            return batch
         # Python's queues first (they hold each peer's older messages), then the native one
         messages, counts = self._grab_python_locked(max_messages)
         room = max_messages - len(messages)

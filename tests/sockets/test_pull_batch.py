@@ -98,6 +98,35 @@ def test_each_producers_order_is_kept_across_batches(make_node, hold: bool) -> N
     assert got == {b"a": list(range(n)), b"b": list(range(n))}
 
 
+def test_a_held_batch_as_payloads_and_runs_is_the_same_batch(make_node) -> None:
+    _b, pull, p1, p2 = _two_pushes(make_node, credits=8)
+    for i in range(6):
+        p1.send(b"a%d" % i, timeout=5)
+    for i in range(3):
+        p2.send(b"b%d" % i, timeout=5)
+    _wait_queued(pull, 9)
+    batch = pull.receive_held(9, timeout=5)
+    assert len(batch) == 9
+    # taken natively as payloads and runs: the messages are built from them on demand
+    a = exon.Peer.parse(f"{p1.node.address}/{p1.tag}")
+    b = exon.Peer.parse(f"{p2.node.address}/{p2.tag}")
+    payloads, runs = list(batch.payloads), list(batch.runs)
+    assert sum(count for _, count in runs) == 9
+    assert all(runs[k][0] != runs[k + 1][0] for k in range(len(runs) - 1))
+    senders = [peer for peer, count in runs for _ in range(count)]
+    messages = batch.messages
+    assert [(m.payload, m.peer) for m in messages] == list(zip(payloads, senders, strict=True))
+    assert {m.peer for m in messages} == {a, b}
+    assert [m.payload for m in messages if m.peer == a] == [b"a%d" % i for i in range(6)]
+    # the other way round: a batch made of messages gives the same payloads and runs
+    again = exon.HeldBatch(messages, [], None)
+    assert (again.payloads, again.runs) == (payloads, runs)
+    with pytest.raises(TypeError):
+        exon.HeldBatch(None, [], None, payloads=payloads)
+    pull.confirm(batch)
+    assert _queued(pull) == 0
+
+
 @pytest.mark.parametrize("hold", [False, True])
 def test_batches_are_fair_queued_over_two_pushes(make_node, hold: bool) -> None:
     _b, pull, p1, p2 = _two_pushes(make_node, credits=8)

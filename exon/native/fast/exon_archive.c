@@ -10,8 +10,8 @@
  *       -> (records list, next offset, problem str or None)
  *   encode(out, offset, position, payloads, producers, timestamp, keys or None, first,
  *          room, checksum) -> (records encoded, next offset)
- *   encode_messages(out, offset, position, messages, producer_of, timestamp, first, room,
- *          checksum) -> the same, for (payload, peer) tuples
+ *   encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room,
+ *          checksum) -> the same, for a PULL's held batch: payloads and [(peer, count), ...]
  *   scan(buf, offset, end, base, checksum or None) -> (end of the valid records, records)
  */
 #define PY_SSIZE_T_CLEAN
@@ -341,60 +341,112 @@ static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_s
     return 1;
 }
 
-/* encode_messages(out, offset, position, messages, producer_of, timestamp, first, room,
- * checksum) -> (n, offset): as encode, for (payload, peer) tuples; the producer bytes of a
- * peer come from producer_of(peer), asked once per run of messages with the same peer. */
-static PyObject *archive_encode_messages(PyObject *module, PyObject *args)
+/* encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room,
+ * checksum) -> (n, offset): as encode, for the payloads of a PULL's held batch and its runs
+ * [(peer, count), ...] (consecutive payloads from one peer; the counts add up to
+ * len(payloads)), from payloads[first]. The producer bytes of a peer come from
+ * producer_of(peer), asked once per run, or less: the last RUN_CACHE peers seen by this
+ * call are remembered (by identity: the runs of a batch interleave a few peers). */
+#define RUN_CACHE 8
+static PyObject *archive_encode_runs(PyObject *module, PyObject *args)
 {
     Py_buffer out;
     Py_ssize_t offset, first, room;
     long long position, timestamp;
-    PyObject *messages, *producer_of, *checksum;
-    if (!PyArg_ParseTuple(args, "w*nLO!OLnnO:encode_messages", &out, &offset, &position,
-                          &PyList_Type, &messages, &producer_of, &timestamp, &first, &room,
-                          &checksum))
+    PyObject *payloads, *runs, *producer_of, *checksum;
+    if (!PyArg_ParseTuple(args, "w*nLO!O!OLnnO:encode_runs", &out, &offset, &position,
+                          &PyList_Type, &payloads, &PyList_Type, &runs, &producer_of, &timestamp,
+                          &first, &room, &checksum))
     {
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(messages);
-    Py_ssize_t i = first;
-    Py_ssize_t used = 0;
-    PyObject *last_peer = NULL, *last_producer = NULL; /* last_producer: a new reference */
+    PyObject *cache_peer[RUN_CACHE] = {NULL};     /* borrowed from `runs` */
+    PyObject *cache_producer[RUN_CACHE] = {NULL}; /* new references */
+    int cache_next = 0;
     PyObject *result = NULL;
-    for (; i < n; i++)
+    Py_ssize_t n = PyList_GET_SIZE(payloads);
+    Py_ssize_t nruns = PyList_GET_SIZE(runs);
+    Py_ssize_t used = 0;
+    Py_ssize_t i = 0;  /* index of the first payload of run r */
+    Py_ssize_t done = first;
+    if (first < 0 || first > n)
     {
-        PyObject *m = PyList_GET_ITEM(messages, i);
-        if (!PyTuple_Check(m) || PyTuple_GET_SIZE(m) < 2)
+        PyErr_SetString(PyExc_ValueError, "encode_runs: first is outside the payloads");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < nruns && done < n; r++)
+    {
+        PyObject *run = PyList_GET_ITEM(runs, r);
+        if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 2)
         {
-            PyErr_SetString(PyExc_TypeError, "messages are (payload, peer) tuples");
+            PyErr_SetString(PyExc_TypeError, "runs are (peer, count) tuples");
             goto done;
         }
-        PyObject *peer = PyTuple_GET_ITEM(m, 1);
-        if (peer != last_peer)
+        Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(run, 1));
+        if (count == -1 && PyErr_Occurred())
         {
-            PyObject *producer = PyObject_CallOneArg(producer_of, peer);
+            goto done;
+        }
+        if (count < 0 || count > n - i)
+        {
+            PyErr_SetString(PyExc_ValueError, "encode_runs: the run counts exceed the payloads");
+            goto done;
+        }
+        Py_ssize_t run_end = i + count;
+        if (run_end <= done)
+        {
+            i = run_end; /* wholly before `first` */
+            continue;
+        }
+        PyObject *peer = PyTuple_GET_ITEM(run, 0);
+        PyObject *producer = NULL;
+        for (int c = 0; c < RUN_CACHE; c++)
+        {
+            if (cache_peer[c] == peer)
+            {
+                producer = cache_producer[c];
+                break;
+            }
+        }
+        if (producer == NULL)
+        {
+            producer = PyObject_CallOneArg(producer_of, peer);
             if (producer == NULL)
             {
                 goto done;
             }
-            Py_XDECREF(last_producer);
-            last_producer = producer;
-            last_peer = peer;
+            Py_XDECREF(cache_producer[cache_next]);
+            cache_producer[cache_next] = producer;
+            cache_peer[cache_next] = peer;
+            cache_next = (cache_next + 1) % RUN_CACHE;
         }
-        int rc = encode_one(&out, &offset, &used, room, position, timestamp,
-                            PyTuple_GET_ITEM(m, 0), last_producer, NULL, checksum);
-        if (rc < 0)
+        for (; done < run_end; done++)
         {
-            goto done;
+            int rc = encode_one(&out, &offset, &used, room, position, timestamp,
+                                PyList_GET_ITEM(payloads, done), producer, NULL, checksum);
+            if (rc < 0)
+            {
+                goto done;
+            }
+            if (rc == 0)
+            {
+                result = Py_BuildValue("(nn)", done - first, offset);
+                goto done;
+            }
         }
-        if (rc == 0)
-        {
-            break;
-        }
+        i = run_end;
     }
-    result = Py_BuildValue("(nn)", i - first, offset);
+    if (done < n)
+    {
+        PyErr_SetString(PyExc_ValueError, "encode_runs: the run counts fall short of the payloads");
+        goto done;
+    }
+    result = Py_BuildValue("(nn)", done - first, offset);
 done:
-    Py_XDECREF(last_producer);
+    for (int c = 0; c < RUN_CACHE; c++)
+    {
+        Py_XDECREF(cache_producer[c]);
+    }
     PyBuffer_Release(&out);
     return result;
 }
@@ -546,8 +598,8 @@ static PyMethodDef archive_methods[] = {
     {"checksum", archive_checksum, METH_VARARGS, "checksum(function, data) -> u32"},
     {"scan", archive_scan, METH_VARARGS,
      "scan(buf, offset, end, base, checksum|None) -> (offset, records)"},
-    {"encode_messages", archive_encode_messages, METH_VARARGS,
-     "encode_messages(out, offset, position, messages, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
+    {"encode_runs", archive_encode_runs, METH_VARARGS,
+     "encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
     {NULL, NULL, 0, NULL},
 };
 

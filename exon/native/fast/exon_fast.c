@@ -640,6 +640,94 @@ static PyObject *rq_hold(PyObject *self, PyObject *arg)
     return Py_BuildValue("(NN)", out, counts);
 }
 
+/* q.hold_runs(max_messages) -> (payloads, runs, counts): hold's batch without a Message
+ * per message (a recorder that frames the payloads itself needs none): `payloads` the
+ * payload bytes in hold's order, `runs` [(peer, count), ...] cutting them into consecutive
+ * messages of one link (peer: the Peer a Message would carry), `counts` as hold's. The
+ * lists are allocated before anything is popped (a failure there leaves the queue as it
+ * was), as rq_pop_many does. */
+static PyObject *rq_hold_runs(PyObject *self, PyObject *arg)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    Py_ssize_t max;
+    if (rq_max_arg(arg, &max) < 0)
+    {
+        return NULL;
+    }
+    Py_ssize_t n = q->total < max ? q->total : max;
+    PyObject *payloads = PyList_New(n);
+    PyObject *counts = PyList_New(0);
+    int32_t *run_link = n > 0 ? PyMem_Malloc(sizeof(int32_t) * (size_t)n) : NULL;
+    uint32_t *run_count = n > 0 ? PyMem_Malloc(sizeof(uint32_t) * (size_t)n) : NULL;
+    if (payloads == NULL || counts == NULL || (n > 0 && (run_link == NULL || run_count == NULL)))
+    {
+        Py_XDECREF(payloads);
+        Py_XDECREF(counts);
+        PyMem_Free(run_link);
+        PyMem_Free(run_count);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    Py_ssize_t runs_n = 0;
+    int32_t touched = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+    {
+        int32_t link;
+        PyObject *payload = rq_pop_next(q, &link);
+        rq_link_t *l = &q->links[link];
+        if (l->popped++ == 0)
+        {
+            q->touched[touched++] = link;
+        }
+        PyList_SET_ITEM(payloads, k, payload); /* the queue's reference moves to the list */
+        if (runs_n > 0 && run_link[runs_n - 1] == link)
+        {
+            run_count[runs_n - 1]++;
+        }
+        else
+        {
+            run_link[runs_n] = link;
+            run_count[runs_n] = 1;
+            runs_n++;
+        }
+    }
+    PyObject *runs = PyList_New(runs_n);
+    int failed = runs == NULL;
+    for (Py_ssize_t r = 0; r < runs_n && !failed; r++)
+    {
+        PyObject *pair = Py_BuildValue("(OI)", q->links[run_link[r]].peer, run_count[r]);
+        if (pair == NULL)
+        {
+            failed = 1;
+            break;
+        }
+        PyList_SET_ITEM(runs, r, pair);
+    }
+    for (int32_t i = 0; i < touched; i++)
+    {
+        rq_link_t *l = &q->links[q->touched[i]];
+        if (!failed)
+        {
+            PyObject *pair = Py_BuildValue("(iI)", q->touched[i], l->popped);
+            if (pair == NULL || PyList_Append(counts, pair) < 0)
+            {
+                failed = 1;
+            }
+            Py_XDECREF(pair);
+        }
+        l->popped = 0;
+    }
+    PyMem_Free(run_link);
+    PyMem_Free(run_count);
+    if (failed)
+    {
+        Py_DECREF(payloads);
+        Py_XDECREF(runs);
+        Py_DECREF(counts);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", payloads, runs, counts);
+}
+
 static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     unsigned long long address;
@@ -815,6 +903,9 @@ static PyMethodDef rq_methods[] = {
     {"take", rq_take_many, METH_O, "take(max_messages) -> [Message, ...], deliveries counted"},
     {"hold", rq_hold, METH_O,
      "hold(max_messages) -> ([Message, ...], [(link, count), ...]), deliveries NOT counted"},
+    {"hold_runs", rq_hold_runs, METH_O,
+     "hold_runs(max_messages) -> ([payload, ...], [(peer, count), ...], [(link, count), ...]),"
+     " deliveries NOT counted"},
     {NULL, NULL, 0, NULL},
 };
 
