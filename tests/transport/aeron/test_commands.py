@@ -20,7 +20,7 @@ from exon.transport.aeron import commands as cmd
 from exon.transport.aeron.cnc import CncFile
 from exon.transport.aeron.counters import STATE_ALLOCATED, STATE_RECLAIMED
 
-from .driver_fixtures import SMALL, kill, python_process, read_line, wait_until
+from .driver_fixtures import SMALL, kill, python_process, read_line, unique_dir, wait_until
 
 # ---- layouts --------------------------------------------------------------------------
 
@@ -321,3 +321,35 @@ def test_counters_of_a_sigkilled_client_are_reclaimed(driver_dir: str) -> None:
             assert wait_until(lambda: reader.state(counter_id) == STATE_RECLAIMED, 5.0)
         finally:
             kill(proc)
+
+
+@given(st.binary(min_size=0, max_size=600), st.integers(-(2**31), 2**31 - 1))
+@settings(max_examples=150, deadline=None)
+def test_any_bytes_as_add_counter_get_an_answer_and_the_driver_lives(
+        fuzz_raw: RawClient, tail: bytes, type_id: int) -> None:
+    corr = fuzz_raw.next_id()
+    data = struct.pack("<qqi", fuzz_raw.client_id, corr, type_id) + tail
+    fuzz_raw.send(cmd.ADD_COUNTER, data)
+    kind, answer = fuzz_raw.answer(corr)
+    if kind == cmd.ON_COUNTER_READY:  # the bytes happened to be a valid command
+        assert cmd.decode_add_counter(data).correlation_id == corr
+        _, counter_id = cmd.decode_counter_update(answer)
+        remove = fuzz_raw.next_id()
+        fuzz_raw.send(cmd.REMOVE_COUNTER, cmd.encode_remove_counter(fuzz_raw.client_id,
+                                                                    remove, corr))
+        assert fuzz_raw.answer(remove)[0] == cmd.ON_OPERATION_SUCCESS
+    else:
+        assert kind == cmd.ON_ERROR
+        assert cmd.decode_error_response(answer)[1] == lib.EXON_DRIVER_ERR_MALFORMED_COMMAND
+        with pytest.raises(errors.FrameDecodeError):
+            cmd.decode_add_counter(data)
+
+
+@pytest.fixture(scope="module")
+def fuzz_raw() -> Any:
+    """One driver for every example of the fuzz test (hypothesis reuses the fixture)."""
+    directory = unique_dir("fz")
+    with MediaDriver.launch(dir=directory, dir_delete_on_shutdown=True, **SMALL):
+        client = RawClient(directory)
+        yield client
+        client.close()
