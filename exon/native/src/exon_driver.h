@@ -39,6 +39,8 @@ typedef struct exon_driver_stct
     pthread_mutex_t sender_lock;  /* the sender's duty cycle: its agent, or an invoker */
     int invoker_epoll_fd;         /* INVOKER: the receive endpoints' sockets + invoker_wake_fd */
     int invoker_wake_fd;          /* INVOKER: eventfd, written when a bridged doorbell rings */
+    int32_t invokers_in;          /* INVOKER: client threads inside exon_invoker_wait now */
+    int32_t invokers_parked;      /* INVOKER: of those, the ones parked in ppoll */
 }
 exon_driver_t;
 

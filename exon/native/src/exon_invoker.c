@@ -1,6 +1,7 @@
 /* exon_invoker.c: the INVOKER threading mode (see exon_invoker.h). */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,9 +27,11 @@ int exon_driver_invoke(exon_driver_t *d)
     }
     int64_t now_ns = exon_nano_clock();
     int work = 0;
-    pthread_mutex_lock(&d->sender_lock);
-    work += exon_sender_duty_cycle(d, now_ns);
-    pthread_mutex_unlock(&d->sender_lock);
+    if (pthread_mutex_trylock(&d->sender_lock) == 0) /* else the agent is sending right now */
+    {
+        work += exon_sender_duty_cycle(d, now_ns);
+        pthread_mutex_unlock(&d->sender_lock);
+    }
     work += exon_receiver_duty_cycle(d, now_ns);
     return work;
 }
@@ -64,6 +67,9 @@ static void invoker_drain_wake(exon_driver_t *d)
     }
 }
 
+static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t count, int32_t *doorbell,
+    int64_t spin_ns, int64_t timeout_ns);
+
 int exon_invoker_wait(exon_driver_t *d, exon_image_t **images, int32_t count, int32_t *doorbell,
     int64_t spin_ns, int64_t timeout_ns)
 {
@@ -71,6 +77,15 @@ int exon_invoker_wait(exon_driver_t *d, exon_image_t **images, int32_t count, in
     {
         return exon_lt_wait(images, count, doorbell, spin_ns, timeout_ns);
     }
+    EXON_FETCH_ADD(&d->invokers_in, 1);
+    int rc = exon_invoker_wait_in(d, images, count, doorbell, spin_ns, timeout_ns);
+    EXON_FETCH_ADD(&d->invokers_in, -1);
+    return rc;
+}
+
+static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t count, int32_t *doorbell,
+    int64_t spin_ns, int64_t timeout_ns)
+{
     int64_t start = exon_nano_clock();
     int64_t deadline = timeout_ns >= 0 ? start + timeout_ns : INT64_MAX;
     int32_t bell = exon_doorbell_read(doorbell);
@@ -93,10 +108,10 @@ int exon_invoker_wait(exon_driver_t *d, exon_image_t **images, int32_t count, in
             {
                 return 0;
             }
-            for (int p = 0; p < 16; p++)
-            {
-                EXON_CPU_PAUSE();
-            }
+            /* yield, not pause: the peer we wait for may be runnable on this very CPU
+             * (two cores, both ends of a round trip scheduled together); a pause spin
+             * would keep it off the CPU for the whole spin */
+            sched_yield();
         }
     }
     for (;;)
@@ -114,7 +129,9 @@ int exon_invoker_wait(exon_driver_t *d, exon_image_t **images, int32_t count, in
         {
             struct pollfd pfd = { .fd = d->invoker_epoll_fd, .events = POLLIN, .revents = 0 };
             struct timespec ts = { .tv_sec = (time_t)(slice / 1000000000LL), .tv_nsec = (long)(slice % 1000000000LL) };
+            EXON_FETCH_ADD(&d->invokers_parked, 1);
             ppoll(&pfd, 1, &ts, NULL);
+            EXON_FETCH_ADD(&d->invokers_parked, -1);
         }
         invoker_add_waiters(images, count, -1);
         invoker_drain_wake(d);

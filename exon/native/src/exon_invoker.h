@@ -21,6 +21,16 @@
  * so a datagram wakes one thread, the one waiting for it; the agent picks it up at its next
  * duty cycle otherwise (the backoff idle strategy parks at most idle_max_park_ns).
  *
+ * The agent stands aside while a client thread is in exon_invoker_wait (invokers_in): it
+ * skips the receiver's duty cycle then (the waiting thread receives: the agent would only
+ * take its datagram, and ring a doorbell that the driver's mapping of the counters cannot
+ * bridge to the eventfd, which left the waiter to its park slice: p99 of 2 ms), and the
+ * sender's while such a thread spins (it sends within microseconds; a parked one does not,
+ * so then the agent sends what other threads offer). The waiter takes the sender lock with
+ * a trylock (the agent holds it only while sending). While it spins it yields the CPU
+ * between duty cycles: on two cores both ends of a round trip often share one, and a pause
+ * loop kept the peer it waits for off the CPU for the whole spin.
+ *
  * Thread-safety: every function may be called from any thread of the driver's process.
  */
 #ifndef EXON_INVOKER_H

@@ -19,7 +19,12 @@ int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns);
 
 int exon_receiver_do_work(void *state, int64_t now_ns)
 {
-    return exon_receiver_duty_cycle((exon_driver_t *)state, now_ns);
+    exon_driver_t *d = (exon_driver_t *)state;
+    if (EXON_LOAD_RLX(&d->invokers_in) > 0)
+    {
+        return 0; /* INVOKER: a client thread waits on the receive sockets; it receives */
+    }
+    return exon_receiver_duty_cycle(d, now_ns);
 }
 
 /* One duty cycle, from the agent or an INVOKER thread (the receiver lock serializes them). */

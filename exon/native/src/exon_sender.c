@@ -58,6 +58,13 @@ int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns);
 int exon_sender_do_work(void *state, int64_t now_ns)
 {
     exon_driver_t *d = (exon_driver_t *)state;
+    if (EXON_LOAD_RLX(&d->invokers_in) > EXON_LOAD_RLX(&d->invokers_parked))
+    {
+        /* INVOKER: a client thread is spinning in exon_invoker_wait and sends within
+         * microseconds; running here too only contends for the lock. (A parked one does
+         * not: offers from other threads and SMs wake this agent, which sends.) */
+        return 0;
+    }
     pthread_mutex_lock(&d->sender_lock);
     int work = exon_sender_duty_cycle(d, now_ns);
     pthread_mutex_unlock(&d->sender_lock);
