@@ -224,13 +224,16 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
               help="ipc: every node on one driver; udp: a driver per node, UDP over loopback")
 @click.option("--dir", "directory", default=None, help="where the archive and files go "
               "(default: a temporary directory)")
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1),
+              help="rounds of the record cases (archive and peers interleaved); the lines "
+              "give the medians and every round")
 def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transport: str,
-                  directory: str | None) -> None:
+                  directory: str | None, runs: int) -> None:
     """The archive's record and replay speed beside plain file I/O and exon push/pull."""
     from exon.bench.archive import run_archive_bench
 
     run_archive_bench(sizes=sizes or (64, 1024), messages=messages, replay=not no_replay,
-                      transport=transport, directory=directory)
+                      transport=transport, directory=directory, runs=runs)
 
 
 @bench.command("spark")

@@ -7,7 +7,10 @@ runs in its own worker process; every producer and remote reader is another work
 the bench process. ``transport="ipc"`` (the default): all exon nodes share one media driver
 launched here (IPC between them, as ``exon bench sockets``); ``"udp"``: each worker's node
 runs its own embedded driver (UDP over loopback). One JSON line per case
-(:func:`exon.bench.report.emit`; ratio > 1 means exon is better):
+(:func:`exon.bench.report.emit`; ratio > 1 means exon is better). The record cases run
+``runs`` rounds (default 3), each round the archive then its two peers, one after the other:
+``exon`` and ``peer`` are the medians, ``exon_runs``/``peer_runs``/``ratio_runs`` every
+round (a ratio run compares figures of one round: on a busy machine, read those):
 
 * ``record_{size}``: a producer PUSHes N messages of ``size`` bytes to the archive's ingest
   socket, the last one with a cookie; the clock runs from the first send until that cookie
@@ -42,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -245,12 +249,30 @@ def _best(runs: list[tuple[int, float]], expect: int, what: str) -> float:
     return min(s for _, s in runs)
 
 
+_ROUNDS_NOTE = ("exon, peer: the medians over the rounds (ratio: of those medians); "
+                "exon_runs, peer_runs, ratio_runs: each round's figures (a ratio run "
+                "compares one round's exon and peer)")
+
+
+def _recording(size: int, round_: int) -> str:
+    return f"bench{size}" if round_ == 0 else f"bench{size}_{round_}"
+
+
+def _spread(count: int, rounds: list[tuple[float, float]]) -> dict[str, object]:
+    """Each round's rates (``count`` per its seconds) and same-round ratios, for a line."""
+    return {"runs": len(rounds),
+            "exon_runs": [round(count / e, 3) for e, _ in rounds],
+            "peer_runs": [round(count / p, 3) for _, p in rounds],
+            "ratio_runs": [round(p / e, 3) for e, p in rounds]}
+
+
 def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 500_000,
                       replay: bool = True, transport: str = "ipc",
-                      directory: str | None = None) -> list[dict[str, object]]:
+                      directory: str | None = None, runs: int = 3) -> list[dict[str, object]]:
     """Run the cases (see the module docstring) and return their JSON lines. ``directory``:
     where the archive and the peers' files go (default: a new temporary directory, removed
-    afterwards)."""
+    afterwards). ``runs``: rounds of the record cases, each round running the archive and
+    both peers one after the other (each round records into a recording of its own)."""
     from exon.archive import codec
     from exon.transport.aeron import MediaDriver
     from exon.transport.aeron.settings import fresh_driver_dir
@@ -259,11 +281,16 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
         raise ValueError(f"transport must be 'ipc' or 'udp', not {transport!r}")
     if messages < 1:
         raise ValueError("messages must be >= 1")
+    if runs < 1:
+        raise ValueError("runs must be >= 1")
     udp = transport == "udp"
     record_sizes = list(dict.fromkeys(sizes))
     if replay and _REPLAY_SIZE not in record_sizes:
         record_sizes.append(_REPLAY_SIZE)  # recorded for the replay cases, not reported
-    names = {f"bench{size}": _FIRST_TAG + i for i, size in enumerate(record_sizes)}
+    # round k records into bench{size} (k = 0: the recording the replay cases read) or
+    # bench{size}_{k}
+    names = {_recording(size, k): _FIRST_TAG + len(record_sizes) * k + i
+             for k in range(runs) for i, size in enumerate(record_sizes)}
     work = tempfile.mkdtemp(prefix="exon-bench-archive-", dir=directory)
     archive_dir = os.path.join(work, "archive")
     driver_dir = fresh_driver_dir("exon-bench-archive")
@@ -280,14 +307,25 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                 stack.enter_context(MediaDriver.launch(dir=driver_dir, **_DRIVER))
                 driver = driver_dir
             address = stack.enter_context(_service(driver, archive_dir, names))
-            for size in record_sizes:
-                name = f"bench{size}"
-                seconds = _push(driver, messages, size, f"{address}/{names[name]}")
-                if size not in sizes:
-                    continue
-                file_seconds = _file_write(os.path.join(work, f"peer-{size}.bin"), messages,
-                                           size)
-                pp_seconds = _push_pull(driver, messages, size)
+            # rounds interleave the archive and its peers, so that a machine busy at one
+            # moment slows them alike; each ratio run compares figures of one round
+            reported = [size for size in record_sizes if size in sizes]
+            timings: dict[int, list[tuple[float, float, float]]] = {size: [] for size in reported}
+            for k in range(runs):
+                for size in record_sizes:
+                    name = _recording(size, k)
+                    seconds = _push(driver, messages, size, f"{address}/{names[name]}")
+                    if size not in sizes:
+                        continue
+                    file_seconds = _file_write(os.path.join(work, f"peer-{size}.bin"),
+                                               messages, size)
+                    pp_seconds = _push_pull(driver, messages, size)
+                    timings[size].append((seconds, file_seconds, pp_seconds))
+            for size in reported:
+                rounds = timings[size]
+                seconds = statistics.median(r[0] for r in rounds)
+                file_seconds = statistics.median(r[1] for r in rounds)
+                pp_seconds = statistics.median(r[2] for r in rounds)
                 rate = messages / seconds
                 mb = messages * size / 1e6
                 lines.append(emit(
@@ -295,26 +333,32 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     peer_name="python buffered f.write loop", unit="msgs/s",
                     higher_is_better=True, goal=0.5, size=size, fsync="none",
                     mb_s=round(mb / seconds, 3), peer_mb_s=round(mb / file_seconds, 3),
+                    **_spread(messages, [(r[0], r[1]) for r in rounds]),
                     note=f"{where}; clock: first send to the cookie of the last message "
                          f"(cookies confirm in order: all durable); peer: one process "
-                         f"writes the same payloads to one file, then flush+close",
+                         f"writes the same payloads to one file, then flush+close; "
+                         f"{_ROUNDS_NOTE}",
                     **common))
                 lines.append(emit(
                     f"record_vs_pushpull_{size}", exon=rate, peer=messages / pp_seconds,
                     peer_name="exon push/pull", unit="msgs/s", higher_is_better=True,
                     goal=0.8, size=size, mb_s=round(mb / seconds, 3),
                     peer_mb_s=round(mb / pp_seconds, 3),
+                    **_spread(messages, [(r[0], r[2]) for r in rounds]),
                     note=f"{where}; peer: the same producer (last message with a cookie) "
-                         f"against a PULL process running a receive() loop, no archive",
+                         f"against a PULL process running a receive() loop, no archive; "
+                         f"{_ROUNDS_NOTE}",
                     **common))
             if replay:
                 name = f"bench{_REPLAY_SIZE}"
-                local = _best([_local_replay(archive_dir, name)[0]
-                               for _ in range(_LOCAL_REPEATS)], messages, "local replay")
+                # passes interleaved: a new Archive, then the segment file loop
+                passes = [(_local_replay(archive_dir, name)[0],
+                           _read_segment_bytes(archive_dir, name))
+                          for _ in range(_LOCAL_REPEATS)]
+                local = _best([p[0] for p in passes], messages, "local replay")
+                peer = _best([p[1] for p in passes], messages, "segment file loop")
                 reused = _best(_local_replay(archive_dir, name, _LOCAL_REPEATS + 1)[1:],
                                messages, "local replay")
-                peer = _best([_read_segment_bytes(archive_dir, name)
-                              for _ in range(_LOCAL_REPEATS)], messages, "segment file loop")
                 path = os.path.join(work, "peer-replay.bin")
                 _write_length_prefixed(path, messages, _REPLAY_SIZE)
                 payload_only = _best([_read_length_prefixed(path)
@@ -335,7 +379,9 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     peer_lines=round(messages / lines_seconds, 3),
                     exon_reused_archive=round(messages / reused, 3),
                     native_decoder=codec.NATIVE,
-                    note=f"in the bench process, best of {_LOCAL_REPEATS}: for rec in "
+                    **_spread(messages, [(p[0][1], p[1][1]) for p in passes]),
+                    note=f"in the bench process, best of {_LOCAL_REPEATS} passes (each a "
+                         f"pass of exon then one of the peer; *_runs: each pass): for rec in "
                          f"Archive(dir).replay(name): n += 1 over the record_{_REPLAY_SIZE} "
                          f"recording (page cache warm), a new read-only Archive each pass "
                          f"(it finds the stop position first); exon_reused_archive: later "

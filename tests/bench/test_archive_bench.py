@@ -15,7 +15,7 @@ import pytest
 def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "exon.cli", "bench", "archive", "--size", "64", "--size", "256",
-         "--messages", "2000", "--transport", transport, "--dir", str(tmp_path)],
+         "--messages", "2000", "--transport", transport, "--dir", str(tmp_path), "--runs", "2"],
         capture_output=True, text=True, timeout=180, check=True,
     ).stdout
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -38,11 +38,21 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
         assert record["mb_s"] == pytest.approx(record["exon"] * size / 1e6, rel=1e-2)
         assert by_case[f"record_vs_pushpull_{size}"]["goal"] == 0.8
         assert by_case[f"record_vs_pushpull_{size}"]["exon"] == record["exon"]
+        for case in (f"record_{size}", f"record_vs_pushpull_{size}"):
+            line = by_case[case]
+            # two rounds: the medians of their figures, and each round's own ratio
+            assert line["runs"] == 2
+            assert len(line["exon_runs"]) == len(line["peer_runs"]) == 2
+            assert min(line["exon_runs"]) * 0.999 <= line["exon"] <= max(line["exon_runs"]) * 1.001
+            assert line["ratio_runs"] == pytest.approx(
+                [e / p for e, p in zip(line["exon_runs"], line["peer_runs"], strict=True)],
+                rel=1e-2)
     local = by_case["replay_local_64"]
     assert local["unit"] == "records/s"
     assert local["records"] == 2000
     assert local["peer_lines"] > 0
     assert local["exon_reused_archive"] > 0
+    assert local["exon"] == max(local["exon_runs"])  # the best pass
     assert by_case["replay_remote_64"]["peer"] == local["exon"]  # ratio = remote / local
     assert list(tmp_path.iterdir()) == []  # the bench removed its files
 
