@@ -143,7 +143,7 @@ def test_data_of_a_replaced_link_gets_an_error_not_silence() -> None:
 def test_channel_gone_asks_to_replace_our_stream_only_when_the_peer_is_gone() -> None:
     """True (replace the stream to A) when links broke and none with A lives on; False for
     a stream that carried no link (a refused impostor's) or while live links remain."""
-    a, b = linked()
+    _a, b = linked()
     b.receive_frame("A", forged_link(10**6), now=1, channel=FORGER)  # refused, no record
     assert b.channel_gone("A", FORGER, now=2) is False
     assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
@@ -155,7 +155,7 @@ def test_channel_gone_asks_to_replace_our_stream_only_when_the_peer_is_gone() ->
 def test_a_restarted_peer_links_by_repeating_its_link_when_the_refusal_was_lost() -> None:
     """The restart at once: B's refusal went to the old node's stream, so A2 never sees it.
     A2 repeats its LINK (same incarnation) until B, once the old stream is gone, accepts."""
-    a, b = linked()
+    _a, b = linked()
     a2 = make_core("A", seed=1)
     a2.node_id = "node-A-restarted"
     a2.open_socket(1, "push")
