@@ -339,7 +339,11 @@ class BatchBuilder:
 
         data = b"\n".join(payloads)
         if data.count(b"\n") != len(payloads) - 1 or b"\r" in data:
-            return None  # a payload spans lines: the reader would split it
+            # JSON lines often end in a newline (trailing whitespace to json.loads): drop
+            # it; a line break anywhere else would split a payload in the reader
+            data = b"\n".join([p.rstrip(b"\r\n") for p in payloads])
+            if data.count(b"\n") != len(payloads) - 1 or b"\r" in data:
+                return None
         try:
             data.decode()  # the reader keeps invalid UTF-8 in strings; json.loads refuses it
         except UnicodeDecodeError:

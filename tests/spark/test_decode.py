@@ -209,6 +209,23 @@ def test_a_batch_the_arrow_reader_refuses_is_decoded_in_python(odd: bytes) -> No
     assert fast[0]["i"] == 1 and fast[2]["s"] == "b"
 
 
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\n\n"])
+def test_json_lines_that_end_in_a_line_break_take_the_arrow_path(end: bytes) -> None:
+    """JSON lines as files and producers write them (a trailing newline, which json.loads
+    reads as whitespace) decode in Arrow too, with the same rows; a break inside one
+    still sends the batch to Python."""
+    payloads = [json.dumps({"i": n, "s": f"v{n}"}).encode() + end for n in range(50)]
+    fast, slow, took_fast = _both(payloads)
+    assert took_fast
+    assert fast == slow
+    assert [row["i"] for row in fast] == list(range(50))
+    payloads[7] = b'{"i": 1}\n{"i": 2}\n'
+    fast, slow, took_fast = _both(payloads)
+    assert not took_fast
+    assert fast == slow
+    assert fast[7]["_corrupt"] == '{"i": 1}\n{"i": 2}\n'
+
+
 def test_types_outside_the_fast_set_always_use_python() -> None:
     for data_type in (DateType(), BinaryType(), DecimalType(5, 1), ArrayType(LongType())):
         schema = StructType([StructField("x", data_type)])
