@@ -4,6 +4,8 @@
 #define EXON_URI_HOST_MAX ...
 #define EXON_URI_MEDIA_UDP ...
 #define EXON_URI_MEDIA_IPC ...
+#define EXON_URI_FC_MIN ...
+#define EXON_URI_FC_MAX ...
 
 typedef struct exon_uri_endpoint_stct
 {
@@ -42,6 +44,8 @@ typedef struct exon_uri_stct
     bool has_stream_id;
     int32_t stream_id;
     int8_t reliable, sparse, eos, tether, rejoin, group;
+    int32_t fc;
+    int64_t fc_timeout_ns;
     char error_part[121];
     ...;
 } exon_uri_t;

@@ -30,3 +30,9 @@ void exon_udp_channel_close(exon_udp_channel_t *channel);
 int exon_udp_channel_send(exon_udp_channel_t *channel, const uint8_t *data, int32_t length, const exon_udp_addr_t *to);
 int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count);
 int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count);
+/* exon_udp_multicast.h */
+bool exon_udp_addr_is_multicast(const exon_udp_addr_t *addr);
+int exon_udp_multicast_control_addr(const exon_udp_addr_t *data, exon_udp_addr_t *control);
+int exon_udp_interface_resolve(const char *text, exon_udp_addr_t *out, char *name, size_t name_length);
+int exon_udp_channel_open_multicast(exon_udp_channel_t *channel, const exon_udp_addr_t *group,
+    const exon_udp_addr_t *iface, int32_t ttl, int32_t so_rcvbuf, int32_t so_sndbuf);

@@ -28,6 +28,25 @@ int exon_retransmit_handler_process_timeouts(exon_retransmit_handler_t *handler,
 int64_t exon_compute_position(int32_t term_id, int32_t term_offset, int32_t position_bits_to_shift, int32_t initial_term_id);
 int64_t exon_flow_control_unicast_on_sm(int64_t sender_limit, int32_t consumption_term_id,
     int32_t consumption_term_offset, int32_t receiver_window, int32_t initial_term_id, int32_t position_bits_to_shift);
+#define EXON_FC_UNICAST ...
+#define EXON_FC_MIN ...
+#define EXON_FC_MAX ...
+#define EXON_FC_RECEIVERS_MAX ...
+#define EXON_FC_RECEIVER_TIMEOUT_DEFAULT_NS ...
+typedef struct exon_fc_receiver_stct { int64_t receiver_id; int64_t limit; int64_t last_sm_ns; ...; } exon_fc_receiver_t;
+typedef struct exon_flow_control_stct
+{
+    int32_t strategy;
+    int32_t receiver_count;
+    int64_t receiver_timeout_ns;
+    int64_t replaced;
+    exon_fc_receiver_t receivers[64];
+    ...;
+} exon_flow_control_t;
+void exon_flow_control_init(exon_flow_control_t *fc, int32_t strategy, int64_t receiver_timeout_ns);
+int64_t exon_flow_control_on_sm(exon_flow_control_t *fc, int64_t sender_limit, int64_t receiver_id, int64_t position,
+    int32_t receiver_window, int64_t now_ns);
+int64_t exon_flow_control_on_idle(exon_flow_control_t *fc, int64_t sender_limit, int64_t now_ns);
 int32_t exon_flow_control_max_retransmit_length(int32_t term_offset, int32_t resend_length, int32_t term_length, int32_t receiver_window);
 int32_t exon_static_window_length(int32_t term_length, int32_t initial_window_length);
 int exon_flow_control_receiver_check(int64_t window_position, int32_t window_length, int64_t packet_position, int64_t proposed_position);

@@ -16,6 +16,7 @@
 #include "exon_counter_command.h"
 #include "exon_uri.h"
 #include "exon_udp_channel.h"
+#include "exon_udp_multicast.h"
 #include "exon_network_publication.h"
 #include "exon_publication_image.h"
 #include <sys/epoll.h>
@@ -1102,8 +1103,13 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
             "(multi-destination); use endpoint=HOST:PORT", uri.control.host, uri.control.port);
         sub_error = EXON_DRIVER_ERR_INVALID_CHANNEL;
     }
-    if (err == EXON_DC_CHANNEL_UDP &&
-        (sub_error == EXON_DRIVER_ERR_INVALID_CHANNEL || exon_dc_setup_udp_subscription(c, sub, &uri, why, sizeof(why)) < 0))
+    int setup = 0;
+    if (err == EXON_DC_CHANNEL_UDP && sub_error != EXON_DRIVER_ERR_INVALID_CHANNEL)
+    {
+        setup = exon_dc_setup_udp_subscription(c, sub, &uri, why, sizeof(why));
+        sub_error = setup == -2 ? EXON_DRIVER_ERR_INVALID_CHANNEL : sub_error; /* a channel rule, not a socket */
+    }
+    if (err == EXON_DC_CHANNEL_UDP && (sub_error == EXON_DRIVER_ERR_INVALID_CHANNEL || setup < 0))
     {
         exon_dc_array_remove(&c->subscriptions, sub);
         if (sub->doorbell_owned)
@@ -1296,6 +1302,47 @@ static int32_t exon_dc_alloc_counter(exon_driver_conductor_t *c, int32_t type, c
         EXON_COUNTER_OWNER_DRIVER, exon_epoch_ms());
 }
 
+/*
+ * The multicast rules of a UDP channel whose endpoint resolved to `dest` (exon_udp_multicast.h).
+ * Returns 1 for a multicast group (*control = its control group, *iface = the interface=
+ * address, family 0 without one), 0 for unicast, or -1 with `why` filled: an even group, a
+ * group without port, control= beside a group, an interface= this host does not have, or
+ * ttl=/fc= on a unicast endpoint.
+ */
+static int exon_dc_multicast_check(const exon_uri_t *uri, const exon_udp_addr_t *dest, exon_udp_addr_t *control,
+    exon_udp_addr_t *iface, char *why, size_t why_length)
+{
+    memset(iface, 0, sizeof(*iface));
+    if (!exon_udp_addr_is_multicast(dest))
+    {
+        if (uri->ttl >= 0 || uri->fc != 0)
+        {
+            snprintf(why, why_length, "%s applies to a multicast endpoint only (endpoint=%s:%d is unicast)",
+                uri->ttl >= 0 ? "ttl=" : "fc=", uri->endpoint.host, uri->endpoint.port);
+            return -1;
+        }
+        return 0;
+    }
+    if (uri->endpoint.port == 0)
+    {
+        snprintf(why, why_length, "a multicast endpoint needs a port (endpoint=%s:0 given)", uri->endpoint.host);
+        return -1;
+    }
+    if (uri->control.present)
+    {
+        snprintf(why, why_length, "control= is not used with a multicast endpoint (endpoint=%s:%d): "
+            "the control group is the data group + 1", uri->endpoint.host, uri->endpoint.port);
+        return -1;
+    }
+    if (exon_udp_multicast_control_addr(dest, control) < 0 ||
+        (uri->has_interface && exon_udp_interface_resolve(uri->interface_name, iface, NULL, 0) < 0))
+    {
+        snprintf(why, why_length, "%s", exon_last_error());
+        return -1;
+    }
+    return 1;
+}
+
 static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exon_publication_command_t *cmd,
     const exon_uri_t *uri, bool exclusive, exon_dc_client_t *client, int64_t now_ns)
 {
@@ -1311,6 +1358,14 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
     {
         exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL,
             "cannot resolve endpoint '%s': %s", uri->endpoint.host, exon_last_error());
+        return;
+    }
+    exon_udp_addr_t mc_control, mc_iface;
+    char mc_why[256];
+    int multicast = exon_dc_multicast_check(uri, &dest, &mc_control, &mc_iface, mc_why, sizeof(mc_why));
+    if (multicast < 0)
+    {
+        exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "%s", mc_why);
         return;
     }
     char key[EXON_UDP_ADDR_TEXT_MAX];
@@ -1438,7 +1493,13 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             snprintf(bind_host, sizeof(bind_host), "%s", uri->endpoint.is_ipv6 ? "::" : "0.0.0.0");
         }
         int rc = 0;
-        if (uri->control.present)
+        if (multicast)
+        {
+            /* the socket listens on the control group; DATA goes to the data group */
+            rc = exon_udp_channel_open_multicast(&pub->np.channel, &mc_control, &mc_iface, uri->ttl,
+                c->config.socket_rcvbuf_length, c->config.socket_sndbuf_length);
+        }
+        else if (uri->control.present)
         {
             bind_addr = control;
         }
@@ -1446,7 +1507,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         {
             rc = exon_udp_addr_resolve(&bind_addr, bind_host, 0);
         }
-        if (rc >= 0)
+        if (rc >= 0 && !multicast)
         {
             rc = exon_udp_channel_open(&pub->np.channel, &bind_addr, c->config.socket_rcvbuf_length,
                 c->config.socket_sndbuf_length);
@@ -1485,6 +1546,10 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             .retransmit_delay_ns = c->config.retransmit_delay_ns,
             .retransmit_linger_ns = c->config.retransmit_linger_ns,
             .max_resend = uri->max_resend > 0 ? uri->max_resend : c->config.max_resend,
+            .multicast = multicast > 0,
+            .ttl = uri->ttl > 0 ? uri->ttl : 0,
+            .flow_control = uri->fc == EXON_URI_FC_MAX ? EXON_FC_MAX : EXON_FC_MIN,
+            .fc_receiver_timeout_ns = uri->fc_timeout_ns > 0 ? uri->fc_timeout_ns : 0,
         };
         if (exon_network_publication_init(&pub->np, &pub->log, &c->counters, &dest, pub->snd_pos_id,
             pub->snd_lmt_id, &np_params, c->send_loss_enabled ? &c->send_loss : NULL, now_ns) < 0)
@@ -1850,6 +1915,7 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     return true;
 }
 
+/* 0, -1 (the endpoint cannot open: `why` says why) or -2 (a multicast rule broken: `why`). */
 static int exon_dc_setup_udp_subscription(
     exon_driver_conductor_t *c, exon_dc_subscription_t *sub, const exon_uri_t *uri, char *why, size_t why_length)
 {
@@ -1858,6 +1924,12 @@ static int exon_dc_setup_udp_subscription(
     {
         snprintf(why, why_length, "cannot resolve endpoint '%s': %s", uri->endpoint.host, exon_last_error());
         return -1;
+    }
+    exon_udp_addr_t mc_control, mc_iface;
+    int multicast = exon_dc_multicast_check(uri, &addr, &mc_control, &mc_iface, why, why_length);
+    if (multicast < 0)
+    {
+        return -2;
     }
     char key[EXON_UDP_ADDR_TEXT_MAX];
     exon_udp_addr_format(&addr, key, sizeof(key));
@@ -1882,8 +1954,12 @@ static int exon_dc_setup_udp_subscription(
             snprintf(why, why_length, "out of memory");
             return -1;
         }
-        if (exon_receive_endpoint_open(ep, &addr, &c->counters, c->config.socket_rcvbuf_length,
-            c->config.receive_loss_rate, c->config.receive_loss_seed, c->receiver_id) < 0)
+        int opened = multicast ?
+            exon_receive_endpoint_open_multicast(ep, &addr, &mc_iface, &c->counters, c->config.socket_rcvbuf_length,
+                c->config.receive_loss_rate, c->config.receive_loss_seed, c->receiver_id) :
+            exon_receive_endpoint_open(ep, &addr, &c->counters, c->config.socket_rcvbuf_length,
+                c->config.receive_loss_rate, c->config.receive_loss_seed, c->receiver_id);
+        if (opened < 0)
         {
             snprintf(why, why_length, "cannot bind endpoint %s: %s", key, exon_last_error());
             free(ep);

@@ -1,4 +1,4 @@
-/* exon_flow_control.c: unicast max flow control, static window, SM scheduling. */
+/* exon_flow_control.c: unicast and multicast (min/max) flow control, static window, SM scheduling. */
 #include <string.h>
 
 #include "exon_flow_control.h"
@@ -19,6 +19,100 @@ int64_t exon_flow_control_unicast_on_sm(
         consumption_term_id, consumption_term_offset, position_bits_to_shift, initial_term_id);
     int64_t proposed = position + receiver_window;
     return proposed > sender_limit ? proposed : sender_limit;
+}
+
+void exon_flow_control_init(exon_flow_control_t *fc, int32_t strategy, int64_t receiver_timeout_ns)
+{
+    memset(fc, 0, sizeof(*fc));
+    fc->strategy = strategy;
+    fc->receiver_timeout_ns = receiver_timeout_ns > 0 ? receiver_timeout_ns : EXON_FC_RECEIVER_TIMEOUT_DEFAULT_NS;
+}
+
+static int64_t exon_fc_min_limit(const exon_flow_control_t *fc, int64_t sender_limit)
+{
+    if (0 == fc->receiver_count)
+    {
+        return sender_limit;
+    }
+    int64_t min = INT64_MAX;
+    for (int32_t i = 0; i < fc->receiver_count; i++)
+    {
+        if (fc->receivers[i].limit < min)
+        {
+            min = fc->receivers[i].limit;
+        }
+    }
+    return min;
+}
+
+int64_t exon_flow_control_on_sm(
+    exon_flow_control_t *fc, int64_t sender_limit, int64_t receiver_id, int64_t position,
+    int32_t receiver_window, int64_t now_ns)
+{
+    if (receiver_window < 0)
+    {
+        receiver_window = 0;
+    }
+    int64_t proposed = position + receiver_window;
+    if (fc->strategy != EXON_FC_MIN)
+    {
+        return proposed > sender_limit ? proposed : sender_limit;
+    }
+    exon_fc_receiver_t *r = NULL;
+    for (int32_t i = 0; i < fc->receiver_count; i++)
+    {
+        if (fc->receivers[i].receiver_id == receiver_id)
+        {
+            r = &fc->receivers[i];
+            break;
+        }
+    }
+    if (NULL == r)
+    {
+        if (fc->receiver_count < EXON_FC_RECEIVERS_MAX)
+        {
+            r = &fc->receivers[fc->receiver_count++];
+        }
+        else
+        {
+            r = &fc->receivers[0];
+            for (int32_t i = 1; i < fc->receiver_count; i++)
+            {
+                if (fc->receivers[i].last_sm_ns < r->last_sm_ns)
+                {
+                    r = &fc->receivers[i];
+                }
+            }
+            fc->replaced++;
+        }
+        r->receiver_id = receiver_id;
+        r->limit = proposed;
+    }
+    else if (proposed > r->limit)
+    {
+        r->limit = proposed; /* a reordered older SM never moves a receiver back */
+    }
+    r->last_sm_ns = now_ns;
+    return exon_fc_min_limit(fc, sender_limit);
+}
+
+int64_t exon_flow_control_on_idle(exon_flow_control_t *fc, int64_t sender_limit, int64_t now_ns)
+{
+    if (fc->strategy != EXON_FC_MIN)
+    {
+        return sender_limit;
+    }
+    int32_t kept = 0;
+    for (int32_t i = 0; i < fc->receiver_count; i++)
+    {
+        if (now_ns - fc->receivers[i].last_sm_ns <= fc->receiver_timeout_ns)
+        {
+            fc->receivers[kept++] = fc->receivers[i];
+        }
+    }
+    bool dropped = kept < fc->receiver_count;
+    fc->receiver_count = kept;
+    return dropped ? exon_fc_min_limit(fc, sender_limit) : sender_limit;
 }
 
 int32_t exon_flow_control_max_retransmit_length(

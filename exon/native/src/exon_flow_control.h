@@ -12,6 +12,18 @@
  * [sm_position, sm_position + window] is an under-run (old, already consumed) or an
  * over-run (beyond the window) and is dropped and counted by the caller.
  *
+ * Sender, multicast (exon_flow_control_t, Aeron's Min/MaxMulticastFlowControl): SMs from
+ * several receivers (told apart by the SM's receiver id) arrive on the control group.
+ *   - EXON_FC_MIN (the default, fc=min): every receiver heard from in the last
+ *     receiver_timeout_ns (2 s by default, fc=min,t:DURATION) is tracked with its
+ *     position + window; the sender limit is the smallest of them, so the slowest receiver
+ *     paces the publication. A receiver whose SMs stop is dropped after the timeout (the
+ *     limit then follows the others). With no receiver tracked the limit stays where it is.
+ *     At most EXON_FC_RECEIVERS_MAX receivers: a new one beyond that replaces the one heard
+ *     from least recently (counted in `replaced`).
+ *   - EXON_FC_MAX (fc=max): the fastest receiver paces it: max(limit, position + window),
+ *     as unicast; slower receivers recover by NAK or fall behind.
+ *
  * Thread-safety: plain data; each instance belongs to one agent.
  */
 #ifndef EXON_FLOW_CONTROL_H
@@ -45,6 +57,41 @@ int64_t exon_flow_control_unicast_on_sm(
     int32_t receiver_window,
     int32_t initial_term_id,
     int32_t position_bits_to_shift);
+
+#define EXON_FC_UNICAST 0
+#define EXON_FC_MIN 1
+#define EXON_FC_MAX 2
+#define EXON_FC_RECEIVERS_MAX 64
+#define EXON_FC_RECEIVER_TIMEOUT_DEFAULT_NS (2000LL * 1000 * 1000)
+
+typedef struct exon_fc_receiver_stct
+{
+    int64_t receiver_id;
+    int64_t limit;            /* its last position + window */
+    int64_t last_sm_ns;
+}
+exon_fc_receiver_t;
+
+typedef struct exon_flow_control_stct
+{
+    int32_t strategy;         /* EXON_FC_* */
+    int32_t receiver_count;
+    int64_t receiver_timeout_ns;
+    int64_t replaced;         /* receivers pushed out by a new one when the table was full */
+    exon_fc_receiver_t receivers[EXON_FC_RECEIVERS_MAX];
+}
+exon_flow_control_t;
+
+/* receiver_timeout_ns <= 0 takes the default. */
+void exon_flow_control_init(exon_flow_control_t *fc, int32_t strategy, int64_t receiver_timeout_ns);
+
+/* An SM (position = its consumption position) arrived: the new sender limit. */
+int64_t exon_flow_control_on_sm(
+    exon_flow_control_t *fc, int64_t sender_limit, int64_t receiver_id, int64_t position,
+    int32_t receiver_window, int64_t now_ns);
+
+/* Periodic: drop receivers silent for the timeout (min); the new sender limit. */
+int64_t exon_flow_control_on_idle(exon_flow_control_t *fc, int64_t sender_limit, int64_t now_ns);
 
 int32_t exon_flow_control_max_retransmit_length(
     int32_t term_offset, int32_t resend_length, int32_t term_length, int32_t receiver_window);

@@ -41,6 +41,14 @@ int exon_network_publication_init(
     pub->connected = false;
     pub->state = EXON_NP_ACTIVE;
     pub->end_of_stream_position = INT64_MAX;
+    pub->multicast = params->multicast;
+    pub->ttl = params->ttl;
+    int32_t strategy = params->flow_control;
+    if (EXON_FC_UNICAST == strategy && params->multicast)
+    {
+        strategy = EXON_FC_MIN;
+    }
+    exon_flow_control_init(&pub->fc, strategy, params->fc_receiver_timeout_ns);
     return exon_retransmit_handler_init(&pub->retransmit, params->retransmit_delay_ns > 0 ? params->retransmit_delay_ns : 0,
         params->retransmit_linger_ns >= 0 ? params->retransmit_linger_ns : EXON_RETRANSMIT_DEFAULT_LINGER_NS,
         params->max_resend > 0 ? params->max_resend : EXON_RETRANSMIT_DEFAULT_MAX_RESEND);
@@ -74,7 +82,7 @@ static void exon_netpub_send_setup(exon_network_publication_t *pub, int64_t now_
     s.active_term_id = exon_log_term_id_by_position(pub->snd_pos, pub->bits, pub->initial_term_id);
     s.term_length = pub->term_length;
     s.mtu = pub->mtu;
-    s.ttl = 0;
+    s.ttl = pub->ttl;
     exon_netpub_send_one(pub, (const uint8_t *)&s, EXON_SETUP_LENGTH, &pub->destination);
     pub->last_setup_ns = now_ns;
     pub->send_setup = false;
@@ -312,8 +320,10 @@ void exon_network_publication_on_control(
                 exon_counter_add(pub->counters, EXON_SYSTEM_COUNTER_INVALID_PACKETS, 1);
                 return;
             }
-            int64_t limit = exon_flow_control_unicast_on_sm(pub->snd_lmt, sm->consumption_term_id,
-                sm->consumption_term_offset, sm->receiver_window, pub->initial_term_id, pub->bits);
+            int64_t sm_position = exon_compute_position(
+                sm->consumption_term_id, sm->consumption_term_offset, pub->bits, pub->initial_term_id);
+            int64_t limit = exon_flow_control_on_sm(
+                &pub->fc, pub->snd_lmt, sm->receiver_id, sm_position, sm->receiver_window, now_ns);
             pub->snd_lmt = limit;
             exon_counter_set(pub->counters, pub->snd_lmt_id, limit);
             pub->last_sm_ns = now_ns;
@@ -362,7 +372,8 @@ void exon_network_publication_on_control(
             }
             reply.frame_header.flags = 0;
             reply.reception_delta = 0;
-            exon_netpub_send_one(pub, (const uint8_t *)&reply, EXON_RTTM_LENGTH, from);
+            exon_netpub_send_one(pub, (const uint8_t *)&reply, EXON_RTTM_LENGTH,
+                pub->multicast ? &pub->destination : from);
             return;
         }
         case EXON_HDR_TYPE_ERR:
@@ -413,6 +424,15 @@ int exon_network_publication_send(exon_network_publication_t *pub, int64_t now_n
     {
         exon_netpub_resend(pub, &resends[i]);
         work++;
+    }
+    if (pub->has_sm && pub->fc.strategy == EXON_FC_MIN)
+    {
+        int64_t limit = exon_flow_control_on_idle(&pub->fc, pub->snd_lmt, now_ns);
+        if (limit != pub->snd_lmt)
+        {
+            pub->snd_lmt = limit;
+            exon_counter_set(pub->counters, pub->snd_lmt_id, limit);
+        }
     }
     if (pub->has_sm)
     {

@@ -13,6 +13,10 @@
  *     once the publication is closing and everything was sent;
  *   - NAK -> retransmit (exon_retransmit_handler: at once, then linger); RTTM -> reply;
  *   - connected while SMs arrive; not connected after connection_timeout_ns without one.
+ * On a multicast channel (`multicast`) the destination is the data group and the socket is
+ * joined to the control group: SMs of every receiver arrive there and exon_flow_control
+ * (fc=min, the default, or fc=max) turns them into snd-lmt; RTTM replies go to the data
+ * group (Aeron does the same), where the asking receiver picks its own by receiver id.
  *
  * Thread-safety: the sender agent only, except the fields documented as conductor-owned
  * (state, end_of_stream_position), which the conductor writes with release stores.
@@ -30,6 +34,7 @@
 #include "exon_udp_channel.h"
 #include "exon_retransmit_handler.h"
 #include "exon_loss_generator.h"
+#include "exon_flow_control.h"
 
 #define EXON_NP_HEARTBEAT_TIMEOUT_NS (100LL * 1000 * 1000)
 #define EXON_NP_SETUP_TIMEOUT_NS (100LL * 1000 * 1000)
@@ -71,6 +76,9 @@ typedef struct exon_network_publication_stct
     int64_t end_of_stream_position;   /* set by the conductor before DRAINING */
     int64_t receiver_id;
     volatile int32_t sender_released; /* 1 once the sender dropped it (REMOVE_PUBLICATION) */
+    bool multicast;
+    int32_t ttl;                      /* multicast TTL carried in SETUP (0 = default) */
+    exon_flow_control_t fc;
     uint8_t ctrl_buf[EXON_NP_BATCH][512];
 }
 exon_network_publication_t;
@@ -84,6 +92,10 @@ typedef struct exon_network_publication_params_stct
     int64_t retransmit_delay_ns;
     int64_t retransmit_linger_ns;
     int32_t max_resend;
+    bool multicast;                   /* destination is a multicast data group */
+    int32_t ttl;
+    int32_t flow_control;             /* EXON_FC_*; multicast defaults to EXON_FC_MIN */
+    int64_t fc_receiver_timeout_ns;   /* 0 = EXON_FC_RECEIVER_TIMEOUT_DEFAULT_NS */
 }
 exon_network_publication_params_t;
 

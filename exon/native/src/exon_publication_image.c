@@ -7,19 +7,14 @@
 #include "exon_term_rebuilder.h"
 #include "exon_publication_image.h"
 #include "exon_doorbell.h"
+#include "exon_udp_multicast.h"
 
 #define EXON_NAK_DELAY_NS (10LL * 1000)
 #define EXON_NAK_RETRY_NS (1LL * 1000 * 1000)
 #define EXON_ELICIT_INTERVAL_NS (1LL * 1000 * 1000)
 
-int exon_receive_endpoint_open(
-    exon_receive_endpoint_t *ep,
-    const exon_udp_addr_t *addr,
-    exon_counters_t *counters,
-    int32_t so_rcvbuf,
-    double loss_rate,
-    int64_t loss_seed,
-    int64_t receiver_id)
+static int exon_ep_prepare(exon_receive_endpoint_t *ep, exon_counters_t *counters, double loss_rate,
+    int64_t loss_seed, int64_t receiver_id)
 {
     memset(ep, 0, sizeof(*ep));
     ep->channel.fd = -1;
@@ -41,7 +36,11 @@ int exon_receive_endpoint_open(
     {
         return exon_set_error(-ENOMEM, "receive endpoint: out of memory");
     }
-    rc = exon_udp_channel_open(&ep->channel, addr, so_rcvbuf, 0);
+    return 0;
+}
+
+static int exon_ep_opened(exon_receive_endpoint_t *ep, int rc)
+{
     if (rc < 0)
     {
         free(ep->buffers);
@@ -50,6 +49,53 @@ int exon_receive_endpoint_open(
     }
     exon_udp_addr_format(&ep->channel.local, ep->bound_text, sizeof(ep->bound_text));
     return 0;
+}
+
+int exon_receive_endpoint_open(
+    exon_receive_endpoint_t *ep,
+    const exon_udp_addr_t *addr,
+    exon_counters_t *counters,
+    int32_t so_rcvbuf,
+    double loss_rate,
+    int64_t loss_seed,
+    int64_t receiver_id)
+{
+    int rc = exon_ep_prepare(ep, counters, loss_rate, loss_seed, receiver_id);
+    if (rc < 0)
+    {
+        return rc;
+    }
+    return exon_ep_opened(ep, exon_udp_channel_open(&ep->channel, addr, so_rcvbuf, 0));
+}
+
+int exon_receive_endpoint_open_multicast(
+    exon_receive_endpoint_t *ep,
+    const exon_udp_addr_t *group,
+    const exon_udp_addr_t *iface,
+    exon_counters_t *counters,
+    int32_t so_rcvbuf,
+    double loss_rate,
+    int64_t loss_seed,
+    int64_t receiver_id)
+{
+    int rc = exon_ep_prepare(ep, counters, loss_rate, loss_seed, receiver_id);
+    if (rc < 0)
+    {
+        return rc;
+    }
+    rc = exon_udp_multicast_control_addr(group, &ep->control_group);
+    if (rc >= 0)
+    {
+        rc = exon_udp_channel_open_multicast(&ep->channel, group, iface, 0, so_rcvbuf, 0);
+    }
+    rc = exon_ep_opened(ep, rc);
+    if (rc >= 0)
+    {
+        ep->multicast = true;
+        /* the group, not the wildcard the socket is bound to */
+        exon_udp_addr_format(group, ep->bound_text, sizeof(ep->bound_text));
+    }
+    return rc;
 }
 
 void exon_receive_endpoint_close(exon_receive_endpoint_t *ep)
@@ -104,6 +150,10 @@ static void exon_ep_invalid(exon_receive_endpoint_t *ep)
 
 static void exon_ep_send(exon_receive_endpoint_t *ep, const void *data, int32_t length, const exon_udp_addr_t *to)
 {
+    if (ep->multicast)
+    {
+        to = &ep->control_group; /* every control frame of a multicast receiver */
+    }
     int rc = exon_udp_channel_send(&ep->channel, data, length, to);
     if (rc < length)
     {
@@ -487,6 +537,10 @@ static void exon_ep_on_rttm(
     }
     exon_publication_image_t *img = exon_ep_find_image(ep, r.session_id, r.stream_id);
     int64_t rtt = now_ns - r.echo_timestamp - r.reception_delta;
+    if (ep->multicast && r.receiver_id != ep->receiver_id)
+    {
+        return; /* another receiver's answer: the sender sends them to the whole group */
+    }
     if (NULL == img || r.receiver_id != ep->receiver_id || rtt < 0 || r.echo_timestamp > now_ns)
     {
         exon_ep_invalid(ep);

@@ -30,6 +30,11 @@
  *     gaps are not NAKed (exon_loss_detector) and it asks for an RTT every
  *     EXON_RTTM_UNVERIFIED_INTERVAL_NS;
  *   - RTTM without the reply flag is answered; anything else is counted invalid and dropped.
+ * A multicast endpoint (exon_receive_endpoint_open_multicast) is joined to the data group
+ * and sends every control frame (SMs, NAKs, SETUP requests, RTT requests) to the control
+ * group, where the publisher and its other receivers' publishers listen; RTT answers for
+ * other receivers (the sender sends them to the data group) are ignored, not counted. Its
+ * images still take data only from their SETUP's source address.
  * Per image and duty cycle: gap scan + NAK (exon_loss_detector), SMs as the subscribers
  * consume (window / 4) or every sm_timeout, cleaning behind the slowest subscriber, EOS,
  * and liveness (no packet for liveness_timeout_ns -> INACTIVE; the conductor removes it).
@@ -144,6 +149,8 @@ struct exon_receive_endpoint_stct
     int32_t max_images;                               /* images + queued SETUPs (set before use) */
     int32_t max_unverified_per_source;                /* per source address (set before use) */
     int64_t idle_eviction_ns;                         /* a verified image quiet this long may go */
+    bool multicast;                                   /* joined to a data group */
+    exon_udp_addr_t control_group;                    /* multicast: where control frames go */
     char bind_text[EXON_UDP_ADDR_TEXT_MAX];           /* as asked: "host:port" */
     char bound_text[EXON_UDP_ADDR_TEXT_MAX];          /* as bound */
     uint8_t *buffers;                                 /* EXON_ENDPOINT_BATCH x BUFFER_LENGTH */
@@ -153,6 +160,18 @@ struct exon_receive_endpoint_stct
 int exon_receive_endpoint_open(
     exon_receive_endpoint_t *ep,
     const exon_udp_addr_t *addr,
+    exon_counters_t *counters,
+    int32_t so_rcvbuf,
+    double loss_rate,
+    int64_t loss_seed,
+    int64_t receiver_id);
+
+/* Open a multicast endpoint: joined to `group` on `iface` (NULL = the kernel's choice);
+ * control frames go to the group's control group. */
+int exon_receive_endpoint_open_multicast(
+    exon_receive_endpoint_t *ep,
+    const exon_udp_addr_t *group,
+    const exon_udp_addr_t *iface,
     exon_counters_t *counters,
     int32_t so_rcvbuf,
     double loss_rate,

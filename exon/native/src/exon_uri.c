@@ -316,6 +316,7 @@ static void init_uri(exon_uri_t *out)
     out->nak_delay_ns = -1;
     out->term_offset = -1;
     out->ttl = -1;
+    out->fc_timeout_ns = -1;
     out->so_sndbuf = out->so_rcvbuf = out->rcv_wnd = out->pub_wnd = -1;
     out->reliable = out->sparse = out->eos = out->tether = out->rejoin = out->group = -1;
 }
@@ -482,6 +483,33 @@ static int typed(exon_uri_t *out, const uri_params_t *p)
             return fail_key(out, "max-resend", "expected 1..256");
         }
         out->max_resend = small;
+    }
+    if ((v = param(p, "fc")))
+    {
+        /* min | max | min,t:DURATION (the receiver timeout of fc=min) */
+        uri_str_t head = { v->ptr, v->len };
+        const char *comma = memchr(v->ptr, ',', v->len);
+        if (NULL != comma)
+        {
+            head.len = (size_t)(comma - v->ptr);
+        }
+        bool is_min = str_eq(head, "min");
+        if (!is_min && !str_eq(head, "max"))
+        {
+            return fail_key(out, "fc", "expected min, max or min,t:DURATION");
+        }
+        out->fc = is_min ? EXON_URI_FC_MIN : EXON_URI_FC_MAX;
+        if (NULL != comma)
+        {
+            uri_str_t tail = { comma + 1, v->len - head.len - 1 };
+            uri_str_t duration = { tail.ptr + 2, tail.len >= 2 ? tail.len - 2 : 0 };
+            if (!is_min || tail.len < 2 || 0 != memcmp(tail.ptr, "t:", 2) ||
+                !parse_duration(duration, &n))
+            {
+                return fail_key(out, "fc", "expected min, max or min,t:DURATION");
+            }
+            out->fc_timeout_ns = n;
+        }
     }
     if ((v = param(p, "control-mode")) &&
         !(str_eq(*v, "manual") || str_eq(*v, "dynamic") || str_eq(*v, "response")))

@@ -24,6 +24,10 @@
 #define EXON_URI_MEDIA_UDP 1
 #define EXON_URI_MEDIA_IPC 2
 
+/* fc= (multicast flow control): the slowest receiver, or the fastest. */
+#define EXON_URI_FC_MIN 1
+#define EXON_URI_FC_MAX 2
+
 typedef struct exon_uri_endpoint_stct
 {
     bool present;
@@ -62,6 +66,8 @@ typedef struct exon_uri_stct
     bool has_stream_id;
     int32_t stream_id;
     int8_t reliable, sparse, eos, tether, rejoin, group;
+    int32_t fc;                  /* EXON_URI_FC_*: 0 = absent */
+    int64_t fc_timeout_ns;       /* fc=min,t:DURATION; -1 = absent */
     char error_part[EXON_URI_PART_MAX + 1]; /* the bad part after a failure */
 }
 exon_uri_t;

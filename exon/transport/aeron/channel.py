@@ -22,6 +22,7 @@ Grammar (Aeron's, with exon's checks):
   (32, 65504]; ``term-length`` a power of two in [64 KiB, 1 GiB].
 * durations (``linger``, ``nak-delay``, ``untethered-*``) are integers with an optional
   ``ns``/``us``/``ms``/``s`` suffix (default ns).
+* ``fc`` (multicast flow control) is ``min``, ``max`` or ``min,t:DURATION``.
 * ``init-term-id``, ``term-id`` and ``term-offset`` come together; ``term-offset`` is a
   multiple of 32 not beyond ``term-length`` (when given).
 """
@@ -123,6 +124,8 @@ class ChannelUri:
     tether: bool | None = None
     rejoin: bool | None = None
     group: bool | None = None
+    fc: str | None = None  #: "min" (the slowest receiver) or "max" (the fastest)
+    fc_timeout_ns: int | None = None  #: ``fc=min,t:DURATION``: drop a silent receiver after
 
     @property
     def is_udp(self) -> bool:
@@ -310,6 +313,14 @@ def _typed(uri: str, media: str, spy: bool, params: dict[str, str]) -> ChannelUr
         if mr is None or not 1 <= mr <= 256:
             raise bad("max-resend", "expected 1..256")
         out["max_resend"] = mr
+    if "fc" in params:
+        head, comma, tail = params["fc"].partition(",")
+        timeout = _duration(tail[2:]) if comma and tail.startswith("t:") else None
+        if head not in ("min", "max") or (comma and (head != "min" or timeout is None)):
+            raise bad("fc", "expected min, max or min,t:DURATION")
+        out["fc"] = head
+        if comma:
+            out["fc_timeout_ns"] = timeout
     if "control-mode" in params and params["control-mode"] not in _CONTROL_MODES:
         raise bad("control-mode", "expected manual, dynamic or response")
     if "term-offset" in params:

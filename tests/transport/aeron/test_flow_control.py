@@ -66,3 +66,69 @@ def test_sm_schedule_quarter_window_and_timeout() -> None:
     assert all(b - a == 200 for a, b in itertools.pairwise(idle_steps))
     assert len(idle_steps) >= 6
     assert lib.exon_sm_scheduler_check(s, consumed, window // 2, 2001 * MS)  # window changed
+
+
+def _fc(strategy: int, timeout_ns: int = 0) -> object:
+    fc = ffi.new("exon_flow_control_t *")
+    lib.exon_flow_control_init(fc, strategy, timeout_ns)
+    return fc
+
+
+def test_multicast_min_follows_the_slowest_receiver() -> None:
+    fc = _fc(lib.EXON_FC_MIN)
+    window = 64 * KIB
+    limit = lib.exon_flow_control_on_sm(fc, 0, 1, 0, window, 0)
+    assert limit == window
+    limit = lib.exon_flow_control_on_sm(fc, limit, 2, 10 * KIB, window, 1 * MS)
+    assert limit == window  # receiver 1 (at 0) is the slowest
+    limit = lib.exon_flow_control_on_sm(fc, limit, 1, 50 * KIB, window, 2 * MS)
+    assert limit == 10 * KIB + window  # now receiver 2 is
+    # a reordered older SM never moves a receiver back
+    assert lib.exon_flow_control_on_sm(fc, limit, 1, 5 * KIB, window, 3 * MS) == limit
+    assert fc.receiver_count == 2
+    # a third, slower receiver joins: the limit may go down
+    limit = lib.exon_flow_control_on_sm(fc, limit, 3, 0, 4 * KIB, 4 * MS)
+    assert limit == 4 * KIB
+
+
+def test_multicast_min_drops_a_silent_receiver_after_the_timeout() -> None:
+    fc = _fc(lib.EXON_FC_MIN, 100 * MS)
+    window = 32 * KIB
+    limit = lib.exon_flow_control_on_sm(fc, 0, 7, 0, window, 0)
+    now = 0
+    pos = 0
+    for _ in range(50):  # receiver 8 moves on every 10 ms, receiver 7 went silent at 0
+        now += 10 * MS
+        pos += 16 * KIB
+        limit = lib.exon_flow_control_on_sm(fc, limit, 8, pos, window, now)
+        limit = lib.exon_flow_control_on_idle(fc, limit, now)
+        if now <= 100 * MS:
+            assert limit == window, now
+    assert fc.receiver_count == 1
+    assert limit == pos + window
+    # everybody silent: the limit stays where it is
+    assert lib.exon_flow_control_on_idle(fc, limit, now + 10_000 * MS) == limit
+    assert fc.receiver_count == 0
+
+
+def test_multicast_min_default_timeout_and_table_bound() -> None:
+    fc = _fc(lib.EXON_FC_MIN)
+    assert fc.receiver_timeout_ns == lib.EXON_FC_RECEIVER_TIMEOUT_DEFAULT_NS == 2000 * MS
+    cap = lib.EXON_FC_RECEIVERS_MAX
+    limit = 0
+    for rid in range(cap + 5):  # receiver rid at position rid KiB, heard at time rid
+        limit = lib.exon_flow_control_on_sm(fc, limit, 1000 + rid, rid * KIB, 0, rid)
+    assert fc.receiver_count == cap
+    assert fc.replaced == 5
+    assert limit == 5 * KIB  # the five heard from least recently were replaced
+
+
+def test_multicast_max_follows_the_fastest_receiver() -> None:
+    fc = _fc(lib.EXON_FC_MAX)
+    window = 64 * KIB
+    limit = lib.exon_flow_control_on_sm(fc, 0, 1, 0, window, 0)
+    limit = lib.exon_flow_control_on_sm(fc, limit, 2, 100 * KIB, window, 1)
+    assert limit == 100 * KIB + window
+    assert lib.exon_flow_control_on_sm(fc, limit, 1, 0, window, 2) == limit
+    assert lib.exon_flow_control_on_idle(fc, limit, 10**12) == limit
+    assert fc.receiver_count == 0  # max keeps no table

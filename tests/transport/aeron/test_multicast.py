@@ -1,0 +1,172 @@
+"""UDP multicast channels: Aeron's group rules, bad input, and one publisher to three
+namespaces (one of them losing 5% of its datagrams) over a bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exon.errors import ChannelUriError, ConfigurationError
+from exon.native import ffi, lib
+from exon.transport.aeron import Aeron, MediaDriver, channel
+from tests.transport.aeron.driver_fixtures import unique_dir
+from tests.transport.aeron.multicast_lab import MulticastLab, missing_requirements, sweep_stale
+
+GROUP = "224.0.1.1:40456"
+
+
+def _addr(host: str, port: int = 0) -> object:
+    addr = ffi.new("exon_udp_addr_t *")
+    assert lib.exon_udp_addr_resolve(addr, host.encode(), port) == 0
+    return addr
+
+
+def _text(addr: object) -> str:
+    buf = ffi.new("char[]", 64)
+    lib.exon_udp_addr_format(addr, buf, 64)
+    return ffi.string(buf).decode()
+
+
+@pytest.mark.parametrize(("host", "multicast"), [
+    ("224.0.0.1", True), ("239.255.255.255", True), ("223.255.255.255", False),
+    ("240.0.0.1", False), ("127.0.0.1", False), ("::1", False),
+])
+def test_is_multicast(host: str, multicast: bool) -> None:
+    assert lib.exon_udp_addr_is_multicast(_addr(host)) == multicast
+
+
+def test_control_group_is_the_odd_data_group_plus_one() -> None:
+    control = ffi.new("exon_udp_addr_t *")
+    assert lib.exon_udp_multicast_control_addr(_addr("224.0.1.1", 40456), control) == 0
+    assert _text(control) == "224.0.1.2:40456"
+    assert lib.exon_udp_multicast_control_addr(_addr("239.1.2.3", 9), control) == 0
+    assert _text(control) == "239.1.2.4:9"
+    assert lib.exon_udp_multicast_control_addr(_addr("224.0.1.2", 40456), control) == lib.EXON_E_ARGUMENT
+
+
+def test_interface_lookup() -> None:
+    out = ffi.new("exon_udp_addr_t *")
+    name = ffi.new("char[]", 32)
+    assert lib.exon_udp_interface_resolve(b"127.0.0.1", out, name, 32) == 0
+    assert _text(out) == "127.0.0.1:0"
+    assert ffi.string(name) == b"lo"
+    assert lib.exon_udp_interface_resolve(b"127.9.9.9/8", out, name, 32) == 0  # a prefix search
+    assert _text(out) == "127.0.0.1:0"
+    assert lib.exon_udp_interface_resolve(b"10.254.254.253", out, name, 32) == lib.EXON_E_ARGUMENT
+    assert lib.exon_udp_interface_resolve(b"eth0", out, name, 32) == lib.EXON_E_ARGUMENT
+    assert lib.exon_udp_interface_resolve(b"127.0.0.1/33", out, name, 32) == lib.EXON_E_ARGUMENT
+
+
+@pytest.fixture
+def client() -> Iterator[Aeron]:
+    with MediaDriver.launch(dir=unique_dir("mcbad"), dir_delete_on_shutdown=True) as driver, \
+            Aeron.connect(driver.dir, timeout=5.0) as aeron:
+        yield aeron
+
+
+@pytest.mark.parametrize(("channel", "words"), [
+    (f"aeron:udp?endpoint={GROUP}|interface=10.254.254.253",
+     "interface=10.254.254.253 matches no local interface"),
+    (f"aeron:udp?endpoint={GROUP}|interface=10.254.254.0/24",
+     "interface=10.254.254.0/24 matches no local interface"),
+    (f"aeron:udp?endpoint={GROUP}|interface=eth0", "interface=eth0: not an IPv4 address"),
+    ("aeron:udp?endpoint=224.0.1.2:40456", "multicast data address must be odd"),
+    ("aeron:udp?endpoint=224.0.1.1:0", "endpoint port"),
+    (f"aeron:udp?endpoint={GROUP}|control=127.0.0.1:5000", "control="),
+    ("aeron:udp?endpoint=127.0.0.1:40456|ttl=4", "ttl= applies to a multicast endpoint only"),
+    ("aeron:udp?endpoint=127.0.0.1:40456|fc=min", "fc= applies to a multicast endpoint only"),
+    (f"aeron:udp?endpoint={GROUP}|fc=tagged", "fc"),
+])
+@pytest.mark.parametrize("kind", ["publication", "subscription"])
+def test_bad_multicast_channel_is_a_configuration_error(
+    client: Aeron, channel: str, words: str, kind: str
+) -> None:
+    add = client.add_publication if kind == "publication" else client.add_subscription
+    if kind == "subscription" and words == "endpoint port":
+        words = "a multicast endpoint needs a port"
+    if kind == "subscription" and words == "control=":
+        words = "on a subscription is not supported"
+    with pytest.raises(ConfigurationError, match=words.replace("?", r"\?").replace("|", r"\|")):
+        add(channel, 1)
+    # the driver is unharmed: the next command works
+    assert client.add_publication("aeron:ipc", 2).stream_id == 2
+
+
+def test_fc_grammar_error_names_the_part(client: Aeron) -> None:
+    bad = f"aeron:udp?endpoint={GROUP}|fc=min,t:soon"
+    with pytest.raises(ChannelUriError, match=r"expected min, max or min,t:DURATION \[fc\]"):
+        client.add_publication(bad, 1)
+    with pytest.raises(ChannelUriError) as info:
+        channel.parse(bad)
+    assert info.value.part == "fc"  # type: ignore[attr-defined]
+    good = channel.parse(f"aeron:udp?endpoint={GROUP}|fc=min,t:500ms")
+    assert (good.fc, good.fc_timeout_ns) == ("min", 500_000_000)
+
+
+# ---- namespaces ----------------------------------------------------------------------
+
+N = 5000
+CHANNEL = f"aeron:udp?endpoint={GROUP}|interface=10.78.0.0/24|term-length=1m"
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[MulticastLab]:
+    reason = missing_requirements(nft=True)
+    if reason:
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    sweep_stale()
+    built = MulticastLab(tmp_path, hosts=4)
+    try:
+        built.build()
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.mark.netns
+@pytest.mark.net
+def test_one_publisher_three_namespaces_one_lossy(lab: MulticastLab) -> None:
+    """Host 0 publishes to the group; hosts 1-3 subscribe; host 3 drops 5% of the UDP it
+    receives. Under the default flow control (fc=min: the slowest receiver paces the
+    publisher) every subscriber gets all N messages, in order and intact: host 3 by NAKs to
+    the control group and retransmits to the data group."""
+    lab.loss(3, 5)
+    subs = [lab.peer(host, "sub", CHANNEL) for host in (1, 2, 3)]
+    assert all(sub.ready["bound"] == GROUP for sub in subs)
+    pub = lab.peer(0, "pub", CHANNEL)
+    assert pub.ok("connect", wait=10)["connected"]
+    assert pub.ok("send", wait=60, count=N)["sent"] == N
+    results = [sub.ok("wait", wait=60, count=N) for sub in subs]
+    for host, result in zip((1, 2, 3), results, strict=True):
+        assert result["received"] == N, (host, result)
+        assert result["bad"] == 0, (host, result)
+    assert lab.dropped(3) > 0
+    assert results[2]["naks_sent"] > 0
+    assert results[0]["naks_sent"] == 0 and results[1]["naks_sent"] == 0
+    final = pub.ok("send", wait=5, count=0)
+    assert final["naks_received"] > 0
+    assert final["retransmits_sent"] > 0
+    # every receiver's SMs reached the one publisher on the control group
+    assert final["status_messages_received"] >= 3
+
+
+@pytest.mark.netns
+@pytest.mark.net
+def test_fc_max_is_paced_by_the_fastest_receiver(lab: MulticastLab) -> None:
+    """fc=max: the publisher follows the fastest receiver and does not wait for the others:
+    it finishes, the fastest subscriber gets everything, and a slower one (host 3 also
+    loses 5%) gets an intact, in-order prefix; data sent beyond its window while it lagged
+    is dropped there, and whatever the publisher no longer holds is gone, as in Aeron."""
+    lab.loss(3, 5)
+    channel = f"{CHANNEL}|fc=max"
+    subs = [lab.peer(host, "sub", channel) for host in (1, 2, 3)]
+    pub = lab.peer(0, "pub", channel)
+    assert pub.ok("connect", wait=10)["connected"]
+    assert pub.ok("send", wait=60, count=N)["sent"] == N
+    first = subs[0].ok("wait", wait=20, count=N)
+    results = [first] + [sub.ok("wait", wait=1, count=N) for sub in subs[1:]]
+    assert max(r["received"] for r in results) == N, results
+    assert all(r["bad"] == 0 for r in results), results
