@@ -86,6 +86,7 @@ def main() -> None:
             return {name: client.counter_value(c) for name, c in COUNTERS.items()}
 
         stop = threading.Event()
+        poller: threading.Thread | None = None
         if args.mode == "pub":
             pub = client.add_publication(args.channel, args.stream)
             _say({"ready": True, "pid": os.getpid(), "session_id": pub.session_id})
@@ -129,6 +130,8 @@ def main() -> None:
             else:
                 _say({"id": ident, "error": f"unknown op {op!r}"})
         stop.set()
+        if poller is not None:
+            poller.join(timeout=10)  # no poll may run on a closing client
 
 
 if __name__ == "__main__":
