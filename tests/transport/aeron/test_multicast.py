@@ -3,6 +3,7 @@ namespaces (one of them losing 5% of its datagrams) over a bridge."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from exon.errors import ChannelUriError, ConfigurationError
 from exon.native import ffi, lib
 from exon.transport.aeron import Aeron, MediaDriver, channel
+from exon.transport.aeron.counters import SystemCounter
 from tests.transport.aeron.driver_fixtures import unique_dir
 from tests.transport.aeron.multicast_lab import MulticastLab, missing_requirements, sweep_stale
 
@@ -103,6 +105,52 @@ def test_fc_grammar_error_names_the_part(client: Aeron) -> None:
     assert info.value.part == "fc"  # type: ignore[attr-defined]
     good = channel.parse(f"aeron:udp?endpoint={GROUP}|fc=min,t:500ms")
     assert (good.fc, good.fc_timeout_ns) == ("min", 500_000_000)
+
+
+# ---- loopback (no root: interface=127.0.0.1 needs no multicast route) -----------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.net
+def test_loopback_group_reaches_every_driver() -> None:
+    """Two drivers on this host subscribe to one group on lo; one publication reaches both
+    (each datagram sent once, looped back to both sockets), and both receivers' SMs reach
+    it on the control group."""
+    group = f"aeron:udp?endpoint=239.255.0.{2 * (_free_port() % 120) + 1}:{_free_port()}"
+    channel = f"{group}|interface=127.0.0.1|term-length=64k"
+    with MediaDriver.launch(dir=unique_dir("mclo"), dir_delete_on_shutdown=True) as d1, \
+            MediaDriver.launch(dir=unique_dir("mclo"), dir_delete_on_shutdown=True) as d2, \
+            Aeron.connect(d1.dir, timeout=5.0) as c1, Aeron.connect(d2.dir, timeout=5.0) as c2:
+        subs = [c1.add_subscription(channel, 5), c2.add_subscription(channel, 5)]
+        pub = c1.add_publication(channel, 5)
+        deadline = time.monotonic() + 10
+        while not pub.is_connected and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert pub.is_connected
+        n, sent = 3000, 0
+        got: list[list[bytes]] = [[], []]
+        while (len(got[0]) < n or len(got[1]) < n) and time.monotonic() < deadline + 20:
+            if sent < n and pub.offer(b"m%d" % sent) > 0:
+                sent += 1
+            for i, sub in enumerate(subs):
+                sub.poll(lambda data, _h, i=i: got[i].append(bytes(data)), 64)
+        expected = [b"m%d" % i for i in range(n)]
+        assert got == [expected, expected]
+        for sub in subs:
+            assert len(sub.images) == 1
+            assert sub.images[0].source_identity.startswith("127.0.0.1:")
+        invalid = c1.counter_value(SystemCounter.INVALID_PACKETS) + c2.counter_value(
+            SystemCounter.INVALID_PACKETS)
+        assert invalid == 0
+        # SMs of both drivers' images arrived (each sends at least its first at once)
+        assert c1.counter_value(SystemCounter.STATUS_MESSAGES_RECEIVED) >= 2
 
 
 # ---- namespaces ----------------------------------------------------------------------
