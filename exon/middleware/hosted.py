@@ -2,6 +2,8 @@
 
 :class:`HostedSocket` is the interface a socket offers its node: the node calls these when
 the core or the native fast path has something for the socket (the node's lock held).
+The other direction, what a socket may call on its node, is
+:class:`~exon.middleware.socket_host.SocketHost`.
 The socket classes themselves live above, in ``exon.sockets``; they give the node their
 constructor through :func:`register_socket_factory` when they are imported (``import
 exon`` does), and ``Node.socket(type)`` calls it.
@@ -25,7 +27,6 @@ class HostedSocket(Protocol):
 
     tag: int
     _cond: threading.Condition  # waiters of blocking calls: notified when touched
-    _fast_slot: int  # the node's link-table slot, or -1
     _aio_wakers: dict[Any, int]  # event loops with tasks waiting on it (exon.sockets.aio)
 
     def _on_message(self, ev: MessageReceived) -> None: ...

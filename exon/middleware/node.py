@@ -86,6 +86,7 @@ from exon.middleware.node_transport import (
     NodeTransport,
     sweep_stale_node_dirs,
 )
+from exon.middleware.socket_host import SocketHost
 from exon.native import node_lock
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -239,7 +240,6 @@ class Node:
         self._role: int | None = None  # thread ident holding the poll role
         self._role_waiters: list[threading.Condition] = []
         self._last_client_poll = 0.0
-        self._activity = 0  # bumped by client calls; the dispatcher stays off while it moves
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self._async_waiters = 0
         self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
@@ -257,6 +257,12 @@ class Node:
         #: the statistics as counters in the driver's CnC (``exon stat``)
         self._counters = NodeCounters(self._aeron, node_id=self.node_id, address=self.address)
         self._next_publish = 0.0
+        #: what the sockets use of this node (:mod:`exon.middleware.socket_host`)
+        self.socket_host = SocketHost(
+            lock=self._lock, core=self._core, fast=self._fast, backlog=self._backlog,
+            wait_until=self._await, pump=self._pump_locked, flush=self._flush_fast,
+            open_socket=self._open_socket, close_socket=self._forget_socket, peer=self._peer,
+            async_waiting=self._async_waiting)
         self._dispatcher = threading.Thread(target=self._dispatch_loop,
                                             name=f"exon-node-{self.address}", daemon=True)
         self._dispatcher.start()
@@ -371,7 +377,7 @@ class Node:
     def _client_activity(self) -> int:
         """Client calls so far (Python paths and native doors): the dispatcher stays off
         while it moves."""
-        return self._activity + getattr(self._lock, "activity", 0)
+        return self.socket_host.activity + getattr(self._lock, "activity", 0)
 
     def __enter__(self) -> Node:
         return self
@@ -382,10 +388,10 @@ class Node:
     def __repr__(self) -> str:
         return f"<exon.Node {self.address}{' closed' if self._closed else ''}>"
 
-    # ==== sockets (called by exon.sockets) ==================================================
+    # ==== sockets (exon.sockets reaches these through self.socket_host) ====================
 
     def _open_socket(self, sock: HostedSocket, socket_type: str, tag: int | None,
-                     core_options: dict[str, Any]) -> int:
+                     core_options: dict[str, Any]) -> tuple[int, int]:
         with self._lock:
             if self._closed:
                 raise errors.ClosedError("the node is closed")
@@ -398,12 +404,22 @@ class Node:
                 raise errors.ConfigurationError(f"a socket with tag {tag} is already open")
             self._core.open_socket(tag, socket_type, **core_options)
             self._sockets[tag] = sock
-            sock._fast_slot = self._fast.open_socket(tag)
-            return tag
+            return tag, self._fast.open_socket(tag)
 
     def _forget_socket(self, tag: int) -> None:
         self._sockets.pop(tag, None)
         self._fast.close_socket(tag)
+
+    def _async_waiting(self, sock: HostedSocket, delta: int, waiting: bool) -> None:
+        """``delta`` asyncio tasks start or stop waiting on ``sock`` (lock held); the
+        dispatcher polls for their loops while any waits."""
+        self._async_waiters += delta
+        if waiting:
+            self._async_sockets.add(sock)
+        else:
+            self._async_sockets.discard(sock)
+        if delta > 0:
+            self._dispatch_cond.notify_all()  # the dispatcher polls for the loop
 
     def _peer(self, peer_id: PeerId) -> Any:
         peer = self._peer_cache.get(peer_id)

@@ -163,13 +163,7 @@ class AsyncSocketMixin:
                 wakers[waker] = n
             else:
                 wakers.pop(waker, None)
-            self.node._async_waiters += delta
-            if wakers:
-                self.node._async_sockets.add(self)
-            else:
-                self.node._async_sockets.discard(self)
-            if delta > 0:
-                self.node._dispatch_cond.notify_all()  # the dispatcher polls for the loop
+            self._host.async_waiting(self, delta, bool(wakers))
 
     async def _park(self: Socket, what: str, attempt: Callable[[], Any],  # type: ignore[misc]
                     timeout: float | None, on_timeout: Callable[[], None] | None = None) -> Any:

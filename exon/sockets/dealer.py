@@ -103,7 +103,7 @@ class DealerSocket(Socket):
                     return True
                 return any(core.credits(tag, p) > 0 for p in core.established(tag))
 
-            if not self.node._await(self._cond, ready, deadline):
+            if not self._host.wait_until(self._cond, ready, deadline):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             self._check_open()
             if (broke := self._every_link_broke(epoch)) is not None:
@@ -117,5 +117,5 @@ class DealerSocket(Socket):
                 self.malformed_dropped += 1
                 return None
             payload = payload[ENVELOPE.size:]
-        return Message(payload, self.node._peer(peer))
+        return Message(payload, self._host.peer(peer))
 

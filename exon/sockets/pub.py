@@ -130,8 +130,8 @@ class PubSocket(Socket):
         it takes no more DATA, so it is no target any more)."""
         token = sub.token
         if token is None or not token.attached:
-            token = sub.token = self.node._fast.by_link.get((self.tag, peer))
-            sub.rec = None if token is None else self.node._fast.record(token)
+            token = sub.token = self._host.fast.by_link.get((self.tag, peer))
+            sub.rec = None if token is None else self._host.fast.record(token)
         if token is not None:
             rec = sub.rec
             return int(rec.limit - rec.sent)
@@ -142,7 +142,7 @@ class PubSocket(Socket):
     def _emit(self, peer: PeerId, sub: _Subscriber, payload: bytes) -> None:
         """Send one payload to ``peer`` (credit checked by the caller). Lock held."""
         token = sub.token
-        if (token is not None and token.attached and not self.node._backlog
+        if (token is not None and token.attached and not self._host.backlog
                 and self._fast_send(self._fast_slot, token.index, payload) >= 0):
             return
         self._send_locked(payload, None, peer, None, True)
@@ -169,13 +169,13 @@ class PubSocket(Socket):
         payload = MESSAGE + data
         with self._lock:
             self._check_open()
-            self.node._activity += 1
+            self._host.activity += 1
             if self.overflow == "block":
                 self._publish_block_locked(data, payload, deadline, nowait)
             else:
                 self._publish_drop_locked(data, payload)
             self._published += 1
-            self.node._flush_fast()
+            self._host.flush()
 
     def _publish_block_locked(self, data: bytes, payload: bytes, deadline: float | None,
                               nowait: bool) -> None:
@@ -193,7 +193,7 @@ class PubSocket(Socket):
                 return self._closed or all(
                     self._credit(p, s) != 0 for p, s in subs.items() if s.filter.matches(data))
 
-            if not self.node._await(self._cond, ready, deadline):
+            if not self._host.wait_until(self._cond, ready, deadline):
                 raise errors.Timeout("a subscriber had no credit before the timeout "
                                      "(the message was sent to none)")
             self._check_open()
@@ -245,11 +245,11 @@ class PubSocket(Socket):
                 for peer, sub in subs.items():
                     if sub.pending and self._credit(peer, sub) > 0:
                         self._tell_drops(peer, sub)
-                self.node._flush_fast()
+                self._host.flush()
                 return self._closed or not any(
                     s.pending and self._credit(p, s) >= 0 for p, s in subs.items())
 
-            if not self.node._await(self._cond, told, deadline):
+            if not self._host.wait_until(self._cond, told, deadline):
                 waiting = sum(1 for s in subs.values() if s.pending)
                 raise errors.Timeout(f"drop notices for {waiting} subscriber(s) still wait for "
                                      f"credit after {timeout}s")
@@ -285,7 +285,7 @@ class PubSocket(Socket):
         """A snapshot of the PUB's counters: messages published, and per subscriber the
         messages dropped for it (``overflow="drop"``)."""
         with self._lock:
-            peer = self.node._peer
+            peer = self._host.peer
             return PubStatistics(
                 published=self._published,
                 sent=self._sent,

@@ -140,7 +140,7 @@ class PullSocket(Socket):
                     core.delivered_natively(tag, peer, now=_monotonic())
             else:
                 core.deliver_many(tag, peer, incarnation, count, now=_monotonic())
-        self.node._flush_fast()
+        self._host.flush()
 
     def _batch_locked(self, op: str, max_messages: int, timeout: float | None,
                       hold: bool) -> list[Message] | HeldBatch:
@@ -152,7 +152,7 @@ class PullSocket(Socket):
         if timeout is not None:
             _check_timeout(timeout)
         self._check_batch_locked(op, hold)
-        self.node._activity += 1
+        self._host.activity += 1
         got = self._grab_locked(max_messages, hold)
         if got is not None:
             return got
@@ -190,7 +190,7 @@ class PullSocket(Socket):
                 return taken
             # no Message per message: the batch builds them only if asked (HeldBatch)
             payloads, runs, links = nq.hold_runs(max_messages)
-            tokens = self.node._fast.tokens
+            tokens = self._host.fast.tokens
             counts: list[_Count] = []
             for link, count in links:
                 token = tokens[link]
@@ -205,7 +205,7 @@ class PullSocket(Socket):
             more, links = nq.hold(room)
             messages += more
             index = {c[2]: k for k, c in enumerate(counts) if c[2] is not None}
-            tokens = self.node._fast.tokens
+            tokens = self._host.fast.tokens
             for link, count in links:
                 token = tokens[link]
                 k = index.get(token)
@@ -224,7 +224,7 @@ class PullSocket(Socket):
         (messages, per link incarnation counts)."""
         ready = self._ready
         inq = self._inq
-        node = self.node
+        peer_of = self._host.peer
         messages: list[Message] = []
         # per link incarnation: [peer, incarnation, token or None, count]
         counts: dict[Any, list[Any]] = {}
@@ -252,7 +252,7 @@ class PullSocket(Socket):
                 counts[key] = [peer, incarnation, token, 1]
             else:
                 entry[3] += 1
-            messages.append(_new_message(Message, (payload, node._peer(peer))))
+            messages.append(_new_message(Message, (payload, peer_of(peer))))
         return messages, [(c[0], c[1], c[2], c[3]) for c in counts.values()]
 
     def _keep_locked(self, messages: list[Message], counts: list[_Count]) -> HeldBatch:

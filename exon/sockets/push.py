@@ -24,12 +24,12 @@ class PushSocket(Socket):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        node = self.node
+        host = self._host
         with self._lock:
             # send() as one native call (credit, framing, offer); the method below takes
             # whatever the door cannot finish at once (cookie, no credit, backlog, ...)
-            door = node._fast.send_door(node._lock, self._fast_slot, node._backlog,
-                                        PushSocket.send.__get__(self))
+            door = host.fast.send_door(host.lock, self._fast_slot, host.backlog,
+                                       PushSocket.send.__get__(self))
             if (door is not None and not self._closed
                     and type(self).send is PushSocket.send):  # not for a subclass's own send
                 self._doors.append(door)
@@ -40,12 +40,12 @@ class PushSocket(Socket):
         payload = _payload(data)
         deadline = _deadline(timeout)
         with self._lock:
-            node = self.node
+            host = self._host
             # short path (without the native door): one native call picks a link with
             # credit and offers
-            if (cookie is None and self._fast_slot >= 0 and not node._backlog
+            if (cookie is None and self._fast_slot >= 0 and not host.backlog
                     and self._fast_send(self._fast_slot, -1, payload) >= 0):
-                node._activity += 1
+                host.activity += 1
                 return
             self._send_locked(payload, cookie, None, deadline, False)
 

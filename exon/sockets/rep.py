@@ -47,7 +47,7 @@ class RepSocket(Socket):
             self.malformed_dropped += 1
             return None
         self._replying = (peer, payload[: ENVELOPE.size])
-        return Message(payload[ENVELOPE.size:], self.node._peer(peer))
+        return Message(payload[ENVELOPE.size:], self._host.peer(peer))
 
     def _reply(self, data: bytes, cookie: Any, timeout: float | None, nowait: bool) -> None:
         payload = _payload(data)

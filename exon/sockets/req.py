@@ -96,7 +96,7 @@ class ReqSocket(Socket):
             self.stale_dropped += 1
             return None
         self._pending = None
-        return Message(payload[ENVELOPE.size:], self.node._peer(peer))
+        return Message(payload[ENVELOPE.size:], self._host.peer(peer))
 
     def _on_closed(self, ev: LinkClosed) -> None:
         super()._on_closed(ev)

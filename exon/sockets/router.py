@@ -65,7 +65,7 @@ class RouterSocket(Socket):
                 waiting = self._envelopes[peer] = deque()
             waiting.append(payload[: ENVELOPE.size])
             payload = payload[ENVELOPE.size:]
-        return Message(payload, self.node._peer(peer))
+        return Message(payload, self._host.peer(peer))
 
     # ---- sending -------------------------------------------------------------------------
 

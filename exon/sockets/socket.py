@@ -141,10 +141,12 @@ class Socket(AsyncSocketMixin):
 
             node = default_node()
         self.node = node
-        self._lock = node._lock
-        self._core = node._core
-        self._cond = threading.Condition(node._lock)
-        self._fast_slot = -1  # the node's link-table slot (set by node._open_socket)
+        #: what this socket uses of its node (exon.middleware.socket_host): nothing else
+        host = self._host = node.socket_host
+        self._lock = host.lock
+        self._core = host.core
+        self._cond = threading.Condition(host.lock)
+        self._fast_slot = -1  # the node's link-table slot (host.open_socket gives it)
         # per peer: MessageReceived (core path) or (payload, FastLink) (native path)
         self._inq: dict[PeerId, deque[Any]] = {}
         self._ready: deque[PeerId] = deque()
@@ -165,9 +167,11 @@ class Socket(AsyncSocketMixin):
             options["max_message_size"] = max_message_size
         if max_links is not None:
             options["max_links"] = max_links
-        self.tag: int = node._open_socket(self, self.type, tag, options)
-        self._deliver = node._fast.deliver
-        self._fast_send = node._fast.send
+        self.tag: int
+        self.tag, self._fast_slot = host.open_socket(self, self.type, tag, options)
+        fast = host.fast
+        self._deliver = fast.deliver
+        self._fast_send = fast.send
         # a "plain" socket takes every message as it comes (no gate, no envelope): receive()
         # has a short path for it (see _take_plain_locked)
         cls = self.__class__
@@ -181,18 +185,18 @@ class Socket(AsyncSocketMixin):
         self._doors: list[Any] = []
         with self._lock:
             if self._plain:
-                self._nq = node._fast.open_queue(self._fast_slot, self, Message)
+                self._nq = fast.open_queue(self._fast_slot, self, Message)
                 if self._nq is not None:
                     self._nq.direct = 1
                 # the door stands in for Socket.receive only (not for a subclass's own)
                 if self._nq is not None and cls.receive is Socket.receive:
-                    door = node._fast.receive_door(node._lock, self._nq,
+                    door = fast.receive_door(host.lock, self._nq,
                                                    Socket.receive.__get__(self))
                     if door is not None:
                         self._doors.append(door)
                         self.receive = door  # type: ignore[method-assign]
             elif cls._native_queue:  # items (payload, PeerId) for _accept_locked
-                self._nq = node._fast.open_queue(self._fast_slot, self, tuple, public=False)
+                self._nq = fast.open_queue(self._fast_slot, self, tuple, public=False)
 
     # ==== linking ===========================================================================
 
@@ -214,7 +218,7 @@ class Socket(AsyncSocketMixin):
         if self._link_begin(pid):
             return
         with self._lock:
-            ok = self.node._await(self._cond, lambda: self._link_settled(pid), deadline)
+            ok = self._host.wait_until(self._cond, lambda: self._link_settled(pid), deadline)
             self._link_conclude(pid, ok, timeout)
 
     def _link_begin(self, pid: PeerId) -> bool:
@@ -229,7 +233,7 @@ class Socket(AsyncSocketMixin):
             self._refusals.pop(pid, None)
             if state in (LinkState.IDLE, LinkState.RETRY_WAIT):
                 core.link(self.tag, pid, now=_monotonic())
-                self.node._pump_locked()
+                self._host.pump()
             return False
 
     def _link_settled(self, pid: PeerId) -> bool:
@@ -278,7 +282,7 @@ class Socket(AsyncSocketMixin):
         # timed out: stop retrying
         if core.link_state(self.tag, pid) is not LinkState.IDLE:
             core.unlink(self.tag, pid, now=_monotonic())
-            self.node._pump_locked()
+            self._host.pump()
         if isinstance(refusal, LinkRefused) and refusal.decision is Decision.SOCKET_NOT_FOUND:
             raise errors.SocketNotFound(f"no socket {pid.tag} on node {pid.address} "
                                         f"({refusal.reason})")
@@ -298,8 +302,8 @@ class Socket(AsyncSocketMixin):
             if core.link_state(self.tag, pid) is LinkState.IDLE:
                 return
             core.unlink(self.tag, pid, now=_monotonic())
-            self.node._pump_locked()
-            if not self.node._await(
+            self._host.pump()
+            if not self._host.wait_until(
                     self._cond, lambda: core.link_state(self.tag, pid) is LinkState.IDLE,
                     deadline):
                 raise errors.Timeout(f"unlinking from {pid} did not complete in {timeout}s")
@@ -310,7 +314,7 @@ class Socket(AsyncSocketMixin):
         with self._lock:
             if self._closed:
                 return []
-            return [self.node._peer(p) for p in self._core.established(self.tag)]
+            return [self._host.peer(p) for p in self._core.established(self.tag)]
 
     def wait_for_links(self, count: int = 1, timeout: float | None = 5.0) -> None:
         """Block until at least ``count`` links are established (e.g. a REP or PULL waiting
@@ -318,7 +322,7 @@ class Socket(AsyncSocketMixin):
         deadline = _deadline(timeout)
         with self._lock:
             self._check_open()
-            if not self.node._await(self._cond,
+            if not self._host.wait_until(self._cond,
                                     lambda: len(self._core.established(self.tag)) >= count,
                                     deadline):
                 raise errors.Timeout(f"{count} link(s) not established in {timeout}s")
@@ -328,15 +332,15 @@ class Socket(AsyncSocketMixin):
     def _on_due(self, link: int) -> None:
         """A delivery popped from the native queue needs the core (a FLOW is due, or the
         FLOW timer must be armed). Lock held."""
-        token = self.node._fast.tokens.get(link)
+        token = self._host.fast.tokens.get(link)
         if token is not None:
             self._core.delivered_natively(self.tag, token.peer, now=_monotonic())
-            self.node._flush_fast()
+            self._host.flush()
 
     def _drain_native(self, items: list[tuple[int, bytes]]) -> None:
         """Every message of the native queue moves to the Python queues, in order (a link
         detaches, or a core-path message must queue behind them). Lock held."""
-        tokens = self.node._fast.tokens
+        tokens = self._host.fast.tokens
         for link, payload in items:
             self._on_fast(tokens[link], payload)
 
@@ -448,16 +452,16 @@ class Socket(AsyncSocketMixin):
             del self._inq[peer]
         if self._deliver(token.index):
             self._core.delivered_natively(self.tag, peer, now=_monotonic())
-            self.node._flush_fast()
+            self._host.flush()
         self._cookie_run = 0
         public = token.public
         if public is None:
-            public = token.public = self.node._peer(peer)
+            public = token.public = self._host.peer(peer)
         return _new_message(Message, (payload, public))
 
     def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
         """Turn a taken message into what the application gets (None: drop it)."""
-        return Message(payload, self.node._peer(peer))
+        return Message(payload, self._host.peer(peer))
 
     def _may_take_message(self) -> bool:
         """Hook: False while the socket's state forbids taking a message (REP replying)."""
@@ -482,7 +486,7 @@ class Socket(AsyncSocketMixin):
                 while len(nq) and self._may_take_message():
                     payload, peer = nq()  # delivered and credited
                     msg = self._accept_locked(payload, peer)
-                    self.node._flush_fast()
+                    self._host.flush()
                     if msg is not None:
                         self._cookie_run = 0
                         return msg
@@ -493,9 +497,9 @@ class Socket(AsyncSocketMixin):
             msg = self._accept_locked(*taken)
             if msg is not None:
                 self._cookie_run = 0
-                self.node._flush_fast()
+                self._host.flush()
                 return msg
-            self.node._flush_fast()
+            self._host.flush()
         if cookies:
             self._cookie_run += 1
             return cookies.popleft()
@@ -538,15 +542,15 @@ class Socket(AsyncSocketMixin):
             if nq is not None and not self._queued:
                 msg = nq()
                 if msg is not None:
-                    self.node._activity += 1
+                    self._host.activity += 1
                     return msg  # type: ignore[no-any-return]
             if self._queued:
                 msg = self._take_plain_locked()
                 if msg is not None:
-                    self.node._activity += 1
+                    self._host.activity += 1
                     return msg
         self._check_open()
-        self.node._activity += 1
+        self._host.activity += 1
         item = self._take_locked()
         if item is not None:
             return item
@@ -577,7 +581,7 @@ class Socket(AsyncSocketMixin):
             return False
 
         while True:
-            if not self.node._await(self._cond, ready, deadline, spin):
+            if not self._host.wait_until(self._cond, ready, deadline, spin):
                 self._on_receive_timeout()
                 raise errors.Timeout(f"nothing received in {timeout}s")
             check()
@@ -622,8 +626,8 @@ class Socket(AsyncSocketMixin):
                      deadline: float | None, nowait: bool) -> PeerId:
         core = self._core
         tag = self.tag
-        node = self.node
-        node._activity += 1
+        host = self._host
+        host.activity += 1
         epoch = self._broken_epoch
         while True:
             sent = self._send_native_locked(payload, cookie, destination)
@@ -644,7 +648,7 @@ class Socket(AsyncSocketMixin):
                     ) from None
                 raise
             else:
-                node._flush_fast()
+                host.flush()
                 return dest
 
             def ready() -> bool:
@@ -658,7 +662,7 @@ class Socket(AsyncSocketMixin):
                     return True
                 return any(core.credits(tag, p) > 0 for p in core.established(tag))
 
-            if not node._await(self._cond, ready, deadline):
+            if not host.wait_until(self._cond, ready, deadline):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
@@ -667,11 +671,11 @@ class Socket(AsyncSocketMixin):
                             destination: PeerId | None) -> PeerId | None:
         """Send through the link table when the native path can (no cookie, nothing in the
         node's backlog, an attached link with credit): the peer it went to, else None."""
-        node = self.node
+        host = self._host
         slot = self._fast_slot
-        if cookie is not None or slot < 0 or node._backlog or self._closed:
+        if cookie is not None or slot < 0 or host.backlog or self._closed:
             return None
-        fast = node._fast
+        fast = host.fast
         if destination is None:
             link = -1
         else:
@@ -703,7 +707,7 @@ class Socket(AsyncSocketMixin):
     def _check_open(self) -> None:
         if self._closed:
             raise errors.ClosedError(f"socket {self.tag} is closed")
-        if self.node._closed:
+        if self.node.closed:
             raise errors.ClosedError("the node is closed")
 
     @property
@@ -716,27 +720,27 @@ class Socket(AsyncSocketMixin):
         applications receive it) within ``timeout``; after it, links are dropped and
         unconfirmed cookies are lost. Idempotent."""
         deadline = _deadline(timeout)
-        node = self.node
+        host = self._host
         with self._lock:
             if self._closed:
                 return
             core = self._core
-            unlinking = core.has_socket(self.tag) and not node._closed
+            unlinking = core.has_socket(self.tag) and not self.node.closed
             if unlinking:
                 core.close_socket(self.tag, now=_monotonic())
             self._on_closing_locked()
             if unlinking:
-                node._pump_locked()
+                host.pump()
                 try:
-                    node._await(self._cond, lambda: not core.has_socket(self.tag), deadline)
+                    host.wait_until(self._cond, lambda: not core.has_socket(self.tag), deadline)
                 except errors.ClosedError:
                     pass
             if core.has_socket(self.tag):
                 core.close_socket(self.tag, now=_monotonic(), force=True)
-                node._pump_locked()
+                host.pump()
             self._closed = True
             self._close_doors()
-            node._forget_socket(self.tag)
+            host.close_socket(self.tag)
             # the native queue holds our _on_due (a cycle the collector cannot see into):
             # drop it, or the closed socket and its queue stay alive for good
             self._nq = None

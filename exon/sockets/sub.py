@@ -117,7 +117,7 @@ class SubSocket(Socket):
         payload = encode_subscription(kind, prefix)
         for peer in self._core.established(self.tag):
             self._tell_locked(peer, payload)
-        self.node._pump_locked()
+        self._host.pump()
 
     def _tell_locked(self, peer: PeerId, payload: bytes) -> None:
         """Send one subscription message to ``peer`` (or queue it behind those waiting for
@@ -148,7 +148,7 @@ class SubSocket(Socket):
                 self._unconfirmed[peer] = self._unconfirmed.get(peer, 0) + 1
             if not queue:
                 del self._untold[peer]
-        self.node._flush_fast()
+        self._host.flush()
 
     def _wait_applied_locked(self, peer: PeerId | None, deadline: float | None,
                              timeout: float | None) -> None:
@@ -163,7 +163,7 @@ class SubSocket(Socket):
                 return not self._unconfirmed.get(peer) and peer not in self._untold
             return not any(self._unconfirmed.values()) and not self._untold
 
-        if not self.node._await(self._cond, applied, deadline):
+        if not self._host.wait_until(self._cond, applied, deadline):
             raise errors.Timeout(f"the pub socket(s) did not apply the subscription in "
                                  f"{timeout}s")
         self._check_open()
@@ -210,13 +210,13 @@ class SubSocket(Socket):
             self.malformed_dropped += 1
             return None
         if kind is PubKind.DROPPED:
-            return Dropped(int(value), self.node._peer(peer))
+            return Dropped(int(value), self._host.peer(peer))
         data = value
         assert isinstance(data, bytes)
         if not self._filter.matches(data):
             self.filtered += 1  # in flight when its prefix was unsubscribed
             return None
-        return Message(data, self.node._peer(peer))
+        return Message(data, self._host.peer(peer))
 
     # ---- not for a SUB --------------------------------------------------------------------
 
