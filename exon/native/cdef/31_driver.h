@@ -54,6 +54,8 @@ typedef struct exon_driver_context_stct {
     int64_t nak_rate_window_ns;               /* UDP: NAK cap window per image (0 = no cap) */
     int32_t nak_rate_max_per_window;
     int32_t invoker;
+    int32_t udp_gso;
+    int32_t udp_gro;
     ...;
 } exon_driver_context_t;
 

@@ -65,6 +65,8 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->nak_retry_max_delay_ns = 250LL * 1000 * 1000;
     ctx->nak_rate_window_ns = 10LL * 1000 * 1000;
     ctx->nak_rate_max_per_window = 200;
+    ctx->udp_gso = 1;
+    ctx->udp_gro = 1;
 }
 
 static int exon_driver_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)

@@ -1512,6 +1512,10 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             rc = exon_udp_channel_open(&pub->np.channel, &bind_addr, c->config.socket_rcvbuf_length,
                 c->config.socket_sndbuf_length);
         }
+        if (rc >= 0 && c->config.udp_gso)
+        {
+            exon_udp_channel_enable_gso(&pub->np.channel); /* left off where the kernel has none */
+        }
         pub->pub_lmt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_PUBLISHER_LIMIT, "pub-lmt", correlation_id,
             pub->session_id, pub->stream_id, key);
         pub->pub_pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_PUBLISHER_POSITION, "pub-pos",
@@ -1964,6 +1968,10 @@ static int exon_dc_setup_udp_subscription(
             snprintf(why, why_length, "cannot bind endpoint %s: %s", key, exon_last_error());
             free(ep);
             return -1;
+        }
+        if (c->config.udp_gro)
+        {
+            exon_udp_channel_enable_gro(&ep->channel); /* left off where the kernel has none */
         }
         snprintf(ep->bind_text, sizeof(ep->bind_text), "%s", uri->endpoint.port != 0 ? key : ep->bound_text);
         if (c->config.max_image_term_length > 0)

@@ -68,6 +68,9 @@ typedef struct exon_driver_context_stct
     int64_t nak_rate_window_ns;               /* UDP: NAK cap window per image (0 = no cap) */
     int32_t nak_rate_max_per_window;
     int32_t invoker;                          /* 1: INVOKER (see exon_invoker.h), SHARED threading */
+    int32_t udp_gso;                          /* 1: publications send equal-length runs as one GSO
+                                               * message when the kernel takes UDP_SEGMENT */
+    int32_t udp_gro;                          /* 1: receive endpoints ask for UDP_GRO */
 }
 exon_driver_context_t;
 

@@ -150,12 +150,15 @@ static int32_t exon_netpub_scan(const uint8_t *term, int32_t offset, int32_t max
 
 static int exon_netpub_send_data(exon_network_publication_t *pub, int64_t now_ns)
 {
-    exon_udp_msg_t msgs[EXON_NP_BATCH];
-    int64_t ends[EXON_NP_BATCH];
-    bool dropped[EXON_NP_BATCH];
+    exon_udp_msg_t msgs[EXON_NP_SEND_BATCH];
+    int64_t ends[EXON_NP_SEND_BATCH];
+    bool dropped[EXON_NP_SEND_BATCH];
     int n = 0;
     int64_t pos = pub->snd_pos;
-    while (n < EXON_NP_BATCH)
+    /* with GSO a batch is a few messages, so it may be longer; plainly it stays as short as
+     * before (a long plain burst overruns a default receive buffer on loopback) */
+    int batch = pub->channel.gso ? EXON_NP_SEND_BATCH : EXON_NP_BATCH;
+    while (n < batch)
     {
         int64_t window = pub->snd_lmt - pos;
         if (window <= 0)

@@ -38,7 +38,8 @@
 
 #define EXON_NP_HEARTBEAT_TIMEOUT_NS (100LL * 1000 * 1000)
 #define EXON_NP_SETUP_TIMEOUT_NS (100LL * 1000 * 1000)
-#define EXON_NP_BATCH 16
+#define EXON_NP_BATCH 16       /* control datagrams read per poll */
+#define EXON_NP_SEND_BATCH 64  /* data datagrams per send (one sendmmsg; GSO coalesces runs) */
 
 #define EXON_NP_ACTIVE 0
 #define EXON_NP_DRAINING 1  /* no more offers; send the rest, then EOS heartbeats */

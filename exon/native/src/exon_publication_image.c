@@ -636,16 +636,23 @@ int exon_receive_endpoint_poll(exon_receive_endpoint_t *ep, int64_t now_ns)
     for (int i = 0; i < n; i++)
     {
         exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_BYTES_RECEIVED, msgs[i].length);
-        if (msgs[i].truncated)
+        /* with GRO one buffer may hold several datagrams: each is dispatched on its own */
+        exon_udp_segments_t segments;
+        exon_udp_msg_split(&msgs[i], &segments);
+        if (segments.dropped)
         {
             exon_ep_invalid(ep);
-            continue;
         }
-        if (ep->loss_enabled && exon_loss_generator_should_drop(&ep->loss, msgs[i].buffer, (size_t)msgs[i].length))
+        for (int32_t k = 0; k < segments.count; k++)
         {
-            continue;
+            const uint8_t *datagram = msgs[i].buffer + (size_t)k * (size_t)segments.segment_size;
+            int32_t length = k + 1 == segments.count ? segments.last_length : segments.segment_size;
+            if (ep->loss_enabled && exon_loss_generator_should_drop(&ep->loss, datagram, (size_t)length))
+            {
+                continue;
+            }
+            exon_receive_endpoint_on_datagram(ep, datagram, length, &msgs[i].addr, now_ns);
         }
-        exon_receive_endpoint_on_datagram(ep, msgs[i].buffer, msgs[i].length, &msgs[i].addr, now_ns);
     }
     exon_ep_wake_readers(ep);
     return n;

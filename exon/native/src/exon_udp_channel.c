@@ -2,12 +2,23 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "exon_udp_channel.h"
+
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103 /* linux/udp.h, Linux 4.18 */
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104     /* linux/udp.h, Linux 5.0 */
+#endif
 
 _Static_assert(sizeof(struct sockaddr_storage) <= EXON_UDP_ADDR_STORAGE, "sockaddr_storage fits");
 
@@ -276,14 +287,99 @@ int exon_udp_channel_send(
     return io_outcome(n, "sendto");
 }
 
+int exon_udp_channel_enable_gso(exon_udp_channel_t *channel)
+{
+    /* a socket-wide segment size of 0 changes nothing; kernels without UDP GSO refuse the
+     * option (ENOPROTOOPT), which is the run-time check. Sends then ask per message. */
+    int zero = 0;
+    if (channel->fd < 0 || setsockopt(channel->fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero)) < 0)
+    {
+        channel->gso = false;
+        return 0;
+    }
+    channel->gso = true;
+    return 1;
+}
+
+int exon_udp_channel_enable_gro(exon_udp_channel_t *channel)
+{
+    int one = 1;
+    if (channel->fd < 0 || setsockopt(channel->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) < 0)
+    {
+        channel->gro = false;
+        return 0;
+    }
+    channel->gro = true;
+    return 1;
+}
+
+void exon_udp_msg_split(const exon_udp_msg_t *msg, exon_udp_segments_t *out)
+{
+    int32_t length = msg->length > 0 ? msg->length : 0;
+    int32_t size = msg->segment_size;
+    out->dropped = 0;
+    if (size <= 0 || size >= length)
+    {
+        /* one datagram; a cut one is dropped whole */
+        out->count = msg->truncated ? 0 : 1;
+        out->segment_size = length;
+        out->last_length = length;
+        out->dropped = msg->truncated ? 1 : 0;
+        return;
+    }
+    if (msg->truncated)
+    {
+        /* the whole datagrams before the cut go on; the cut tail (and whatever did not fit) is one drop */
+        out->count = length / size;
+        out->segment_size = size;
+        out->last_length = size;
+        out->dropped = 1;
+        return;
+    }
+    out->count = (length + size - 1) / size;
+    out->segment_size = size;
+    out->last_length = length - (out->count - 1) * size;
+}
+
+/* The UDP_GRO segment size a received header carries, 0 when none. */
+static int32_t gro_segment_size(struct msghdr *hdr)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(hdr); NULL != cm; cm = CMSG_NXTHDR(hdr, cm))
+    {
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO && cm->cmsg_len >= CMSG_LEN(sizeof(int)))
+        {
+            int size = 0;
+            memcpy(&size, CMSG_DATA(cm), sizeof(size));
+            return size > 0 ? size : 0;
+        }
+    }
+    return 0;
+}
+
+typedef union exon_udp_cmsg_stct
+{
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+}
+exon_udp_cmsg_t;
+
 int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
 {
     struct mmsghdr headers[EXON_UDP_BATCH_MAX];
     struct iovec iovs[EXON_UDP_BATCH_MAX];
+    exon_udp_cmsg_t controls[EXON_UDP_BATCH_MAX];
     count = batch_headers(headers, iovs, msgs, count, true);
     if (count == 0)
     {
         return 0;
+    }
+    if (channel->gro)
+    {
+        for (int32_t i = 0; i < count; i++)
+        {
+            headers[i].msg_hdr.msg_control = controls[i].buf;
+            headers[i].msg_hdr.msg_controllen = sizeof(controls[i].buf);
+        }
     }
     int n = recvmmsg(channel->fd, headers, (unsigned)count, MSG_DONTWAIT, NULL);
     if (n < 0)
@@ -295,11 +391,12 @@ int exon_udp_channel_recv_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msg
         msgs[i].length = (int32_t)headers[i].msg_len;
         msgs[i].truncated = 0 != (headers[i].msg_hdr.msg_flags & MSG_TRUNC);
         msgs[i].addr.length = headers[i].msg_hdr.msg_namelen;
+        msgs[i].segment_size = channel->gro ? gro_segment_size(&headers[i].msg_hdr) : 0;
     }
     return n;
 }
 
-int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
+static int send_batch_plain(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
 {
     struct mmsghdr headers[EXON_UDP_BATCH_MAX];
     struct iovec iovs[EXON_UDP_BATCH_MAX];
@@ -310,4 +407,94 @@ int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msg
     }
     int n = sendmmsg(channel->fd, headers, (unsigned)count, MSG_DONTWAIT);
     return io_outcome(n, "sendmmsg");
+}
+
+/* Errors by which the kernel refuses a GSO send that a plain one may pass. */
+static bool gso_refused(int err)
+{
+    return err == EIO || err == EINVAL || err == EMSGSIZE || err == ENOPROTOOPT || err == EOPNOTSUPP;
+}
+
+int exon_udp_channel_send_batch(exon_udp_channel_t *channel, exon_udp_msg_t *msgs, int32_t count)
+{
+    if (!channel->gso)
+    {
+        return send_batch_plain(channel, msgs, count);
+    }
+    struct mmsghdr headers[EXON_UDP_BATCH_MAX];
+    struct iovec iovs[EXON_UDP_BATCH_MAX];
+    exon_udp_cmsg_t controls[EXON_UDP_BATCH_MAX];
+    int32_t runs[EXON_UDP_BATCH_MAX];
+    if (count > EXON_UDP_BATCH_MAX)
+    {
+        count = EXON_UDP_BATCH_MAX;
+    }
+    if (count <= 0)
+    {
+        return 0;
+    }
+    /* runs: datagrams of one length to one address, the last of a run may be shorter */
+    int32_t groups = 0;
+    for (int32_t i = 0; i < count;)
+    {
+        int32_t size = msgs[i].length;
+        int32_t j = i + 1;
+        int64_t total = size;
+        while (j < count && j - i < EXON_UDP_GSO_MAX_SEGMENTS && msgs[j].length > 0 && msgs[j].length <= size &&
+            total + msgs[j].length <= EXON_UDP_GSO_MAX_BYTES && exon_udp_addr_equal(&msgs[j].addr, &msgs[i].addr))
+        {
+            total += msgs[j].length;
+            j++;
+            if (msgs[j - 1].length < size)
+            {
+                break;
+            }
+        }
+        struct msghdr *hdr = &headers[groups].msg_hdr;
+        memset(&headers[groups], 0, sizeof(headers[groups]));
+        for (int32_t k = i; k < j; k++)
+        {
+            iovs[k].iov_base = msgs[k].buffer;
+            iovs[k].iov_len = (size_t)msgs[k].length;
+        }
+        hdr->msg_iov = &iovs[i];
+        hdr->msg_iovlen = (size_t)(j - i);
+        hdr->msg_name = msgs[i].addr.storage;
+        hdr->msg_namelen = msgs[i].addr.length;
+        if (j - i > 1)
+        {
+            memset(&controls[groups], 0, sizeof(controls[groups]));
+            hdr->msg_control = controls[groups].buf;
+            hdr->msg_controllen = CMSG_SPACE(sizeof(uint16_t));
+            struct cmsghdr *cm = CMSG_FIRSTHDR(hdr);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t segment = (uint16_t)size;
+            memcpy(CMSG_DATA(cm), &segment, sizeof(segment));
+        }
+        runs[groups++] = j - i;
+        i = j;
+    }
+    int n = sendmmsg(channel->fd, headers, (unsigned)groups, MSG_DONTWAIT);
+    if (n < 0)
+    {
+        int err = errno;
+        if (runs[0] > 1 && gso_refused(err))
+        {
+            /* the first message was a GSO one and the kernel (or the device) will not
+             * segment it: off for good on this channel, and this batch goes plainly */
+            channel->gso = false;
+            channel->gso_fallbacks++;
+            return send_batch_plain(channel, msgs, count);
+        }
+        errno = err;
+        return io_outcome(n, "sendmmsg");
+    }
+    int sent = 0;
+    for (int i = 0; i < n; i++)
+    {
+        sent += runs[i];
+    }
+    return sent;
 }

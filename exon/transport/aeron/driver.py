@@ -95,6 +95,8 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.nak_retry_max_delay_ns = settings.nak_retry_max_delay_ns
     ctx.nak_rate_window_ns = settings.nak_rate_window_ns
     ctx.nak_rate_max_per_window = settings.nak_rate_max_per_window
+    ctx.udp_gso = int(settings.udp_gso)
+    ctx.udp_gro = int(settings.udp_gro)
     return ctx
 
 

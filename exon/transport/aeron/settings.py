@@ -149,6 +149,14 @@ class DriverSettings(BaseModel):
         2 * SECOND, ge=10 * MS, le=3600 * SECOND,
         description="UDP: a verified image quiet this long may be evicted when the table is full")
 
+    # exon (issue 11): segmentation offload; the datagrams on the wire are the same either way
+    udp_gso: bool = Field(
+        True, description="UDP: send runs of equal-length datagrams as one UDP GSO message "
+                          "(UDP_SEGMENT) where the kernel supports it")
+    udp_gro: bool = Field(
+        True, description="UDP: receive coalesced datagrams (UDP_GRO) where the kernel "
+                          "supports it, one syscall for many")
+
     to_driver_buffer_length: int = Field(1 * MIB, description="ring capacity (power of two)")
     to_clients_buffer_length: int = Field(1 * MIB, description="broadcast capacity (power of 2)")
     counters_values_buffer_length: int = Field(1 * MIB, description="128 bytes per counter")
