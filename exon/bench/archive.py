@@ -20,7 +20,9 @@ round (a ratio run compares figures of one round: on a busy machine, read those)
   ``fs_ceiling``: the file system's own limit for the bytes the archive wrote (the
   recording's bytes, headers included, written by 4 MiB ``os.write`` calls).
 * ``record_vs_pushpull_{size}``: the same producer against a plain exon PULL whose process
-  runs a ``receive()`` loop (no archive). Goal: ratio >= 0.8.
+  runs a ``receive()`` loop (no archive), with the archive's ingest credits (the same
+  window: with fewer, a PULL descheduled on a busy machine stalls its producer sooner).
+  Goal: ratio >= 0.8.
 * ``replay_local_64``: ``for rec in Archive(dir).replay(name): n += 1`` over the 64-byte
   recording of the record case. Peer: the same bytes (the recording's segment files) read
   by a plain Python loop, a record at a time (header read and unpacked, payload sliced; no
@@ -385,7 +387,8 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     peer_mb_s=round(mb / pp_seconds, 3),
                     **_spread(messages, [(r[0], r[2]) for r in rounds]),
                     note=f"{where}; peer: the same producer (last message with a cookie) "
-                         f"against a PULL process running a receive() loop, no archive; "
+                         f"against a PULL process running a receive() loop, no archive, "
+                         f"with the credits of the archive's ingest sockets; "
                          f"{_ROUNDS_NOTE}",
                     **common))
             if replay:
@@ -473,8 +476,11 @@ def _serve(driver_dir: str, directory: str, specs: list[str]) -> None:
 
 
 def _pull(driver_dir: str, count: int) -> None:
+    from exon.archive.service import INGEST_CREDITS
+
     with _node(driver_dir) as node:
-        sock = node.socket("pull", tag=1)
+        # the credits of the archive's ingest sockets: the same window on both sides
+        sock = node.socket("pull", tag=1, credits=INGEST_CREDITS)
         print(f"{node.address}/1", flush=True)
         recv = sock.receive
         for _ in range(count):
