@@ -22,8 +22,9 @@ from exon.core.events import (
 from exon.core.frames import Decision, ErrorCode, FrameType, LinkMetadata
 from exon.core.link_state import LinkState
 from exon.core.policy import LinkPolicy, SharedSecretPolicy, compatible, register_socket_type
+from exon.core.records import CoreStatistics, LinkAccelerator
 from exon.core.settings import LinkSettings
-from exon.core.socket_core import CoreStatistics, LinkAccelerator, SocketCore
+from exon.core.socket_core import SocketCore
 
 __all__ = [
     "CookieLost",

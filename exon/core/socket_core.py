@@ -35,10 +35,8 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from exon.core.cookies import CookieJar
 from exon.core.credits import CreditLedger
 from exon.core.events import (
     CookieLost,
@@ -69,6 +67,9 @@ from exon.core.frames import (
 )
 from exon.core.link_state import LinkInput, LinkState, LinkStateMachine, Verdict
 from exon.core.policy import LinkPolicy, PolicyContext, compatible
+from exon.core.records import CoreStatistics, LinkAccelerator
+from exon.core.records import LinkRecord as _Link
+from exon.core.records import SocketRecord as _Socket
 from exon.core.settings import LinkSettings
 from exon.errors import (
     BackPressured,
@@ -80,6 +81,9 @@ from exon.errors import (
     StateError,
 )
 
+# CoreStatistics and LinkAccelerator live in exon.core.records; imported from here too
+__all__ = ["CoreStatistics", "LinkAccelerator", "SocketCore"]
+
 _FRAME_INPUT = {
     FrameType.LINK: LinkInput.LINK,
     FrameType.DATA: LinkInput.DATA,
@@ -87,104 +91,6 @@ _FRAME_INPUT = {
     FrameType.UNLINK: LinkInput.UNLINK,
     FrameType.ERROR: LinkInput.ERROR,
 }
-
-
-@dataclass(slots=True, eq=False)
-class _Link:
-    tag: int
-    peer: PeerId
-    machine: LinkStateMachine
-    incarnation: int = 0
-    nonce: bytes = b""
-    initiator: bool = False
-    peer_incarnation: int | None = None
-    peer_node: str | None = None
-    peer_meta: LinkMetadata | None = None
-    our_decision: Decision | None = None
-    our_reason: str = ""
-    peer_decision: Decision | None = None
-    peer_reason: str = ""
-    ledger: CreditLedger | None = None
-    cookies: CookieJar = field(default_factory=CookieJar)
-    peer_unlink_count: int | None = None
-    established_emitted: bool = False
-    attempts: int = 0
-    deadline: float | None = None
-    flow_deadline: float | None = None
-    resend_deadline: float | None = None  #: LINK_SENT: when the LINK is repeated
-    resend_interval: float = 0.0
-    stored: bool = False
-    channel: int | None = None  #: the transport stream the peer's handshake came on
-    fast: Any = None  #: the accelerator's token while the link is attached to it
-
-    @property
-    def state(self) -> LinkState:
-        return self.machine.state
-
-
-@dataclass(slots=True, eq=False)
-class _Socket:
-    tag: int
-    socket_type: str
-    policy: LinkPolicy | None
-    initial_credits: int
-    max_message_size: int
-    max_links: int | None
-    links: dict[PeerId, _Link] = field(default_factory=dict)
-    rr: list[PeerId] = field(default_factory=list)
-    rr_next: int = 0
-    closing: bool = False
-
-
-class LinkAccelerator(Protocol):
-    """A DATA fast path beside the core (the Node's native link table).
-
-    The core attaches every link when it becomes ESTABLISHED and detaches it as soon as it
-    leaves that state (UNLINKING, closed, broken, forgotten). While attached:
-
-    * the link's :class:`CreditLedger` counters live in the accelerator's record
-      (``ledger.attach(record)`` inside :meth:`attach`); the core detaches the ledger
-      (copying them back) *before* calling :meth:`detach`;
-    * the accelerator may send DATA itself (spending ``sent`` < ``limit``), may count DATA
-      it received itself (``received`` < ``advertised``, to be handed to the application
-      without the core) and deliveries (``delivered``), calling
-      :meth:`SocketCore.delivered_natively` when a FLOW may be due;
-    * everything else (handshake, FLOW, UNLINK, ERROR, cookies, timers) goes through the
-      core as before.
-    """
-
-    def attach(self, tag: int, peer: PeerId, incarnation: int, peer_incarnation: int,
-               ledger: CreditLedger, peer_max_size: int, max_size: int) -> Any:
-        """Attach an ESTABLISHED link; a token, or None when it cannot be accelerated."""
-        ...
-
-    def detach(self, token: Any) -> None:
-        """The link left ESTABLISHED: stop sending and receiving on it natively."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class CoreStatistics:
-    """An immutable snapshot of the core's counters."""
-
-    frames_received: int
-    frames_sent: int
-    malformed_dropped: int
-    stale_dropped: int
-    ignored: int
-    not_found_sent: int
-    not_linked_sent: int
-    credit_violations: int
-    oversize_dropped: int
-    refusals_sent: int
-    refusals_received: int
-    retries: int
-    links_established: int
-    links_closed: int
-    cookies_returned: int
-    cookies_lost: int
-    relinks_refused: int  #: LINKs that would have replaced a live link, from another stream
-    links_resent: int  #: LINKs repeated unanswered, and LINKACKs repeated for a repeated LINK
 
 
 class SocketCore:
