@@ -32,7 +32,6 @@ round-robin (PUSH/REQ). The application layer calls :meth:`deliver` with each
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections import deque
 from typing import Any
@@ -71,6 +70,7 @@ from exon.core.records import CoreStatistics, LinkAccelerator
 from exon.core.records import LinkRecord as _Link
 from exon.core.records import SocketRecord as _Socket
 from exon.core.settings import LinkSettings
+from exon.core.timers import LinkTimers
 from exon.errors import (
     BackPressured,
     ClosedError,
@@ -113,8 +113,7 @@ class SocketCore:
         self._sockets: dict[int, _Socket] = {}
         self._out: list[tuple[str, bytes]] = []
         self._events: deque[Event] = deque()
-        self._timers: list[tuple[float, int, str, _Link]] = []
-        self._timer_seq = 0
+        self._timers = LinkTimers()
         self._sources: dict[str, str] = {}
         # (tag, peer) -> (peer node id, peer incarnation, expiry): closed incarnations
         self._tombstones: dict[tuple[int, PeerId], tuple[str | None, int, float]] = {}
@@ -428,22 +427,14 @@ class SocketCore:
 
     def next_timer(self) -> float | None:
         """Earliest time ``handle_timer`` has work, or None."""
-        timers = self._timers
-        while timers:
-            when, _seq, kind, link = timers[0]
-            if self._timer_valid(when, kind, link):
-                return when
-            heapq.heappop(timers)
-        return None
+        return self._timers.next()
 
     def handle_timer(self, *, now: float) -> None:
         """Fire every due timer: retries, batched FLOWs, unlink timeouts."""
         self._last_now = now
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            when, _seq, kind, link = heapq.heappop(timers)
-            if not self._timer_valid(when, kind, link):
-                continue
+        pop_due = self._timers.pop_due
+        while (due := pop_due(now)) is not None:
+            kind, link = due
             sock = self._sockets.get(link.tag)
             if sock is None:
                 continue
@@ -605,30 +596,10 @@ class SocketCore:
     # ==== internals: timers =================================================================
 
     def _clear_flow_timer(self, link: _Link) -> None:
-        link.flow_deadline = None
-        if link.ledger is not None:
-            link.ledger.flow_timer = 0
+        LinkTimers.clear_flow(link)
 
     def _arm(self, link: _Link, kind: str, when: float) -> None:
-        if kind == "flow":
-            link.flow_deadline = when
-            if link.ledger is not None:
-                link.ledger.flow_timer = 1  # a native record stops asking for the timer
-        elif kind == "resend":
-            link.resend_deadline = when
-        else:
-            link.deadline = when
-        self._timer_seq += 1
-        heapq.heappush(self._timers, (when, self._timer_seq, kind, link))
-
-    def _timer_valid(self, when: float, kind: str, link: _Link) -> bool:
-        if not link.stored:
-            return False
-        if kind == "flow":
-            return link.flow_deadline == when
-        if kind == "resend":  # only while the LINK is unanswered
-            return link.resend_deadline == when and link.state is LinkState.LINK_SENT
-        return link.deadline == when
+        self._timers.arm(link, kind, when)
 
     # ==== internals: frames out =============================================================
 
