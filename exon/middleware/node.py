@@ -1,8 +1,9 @@
 """The Node: one SocketCore bound to the Aeron transport, and its threads.
 
-A node uses a media driver (see *Which driver* below), one Aeron client, the
-:class:`~exon.middleware.node_transport.NodeTransport` (its subscriptions and
-one exclusive publication per peer node), the socket registry and a dispatcher thread.
+A node uses a media driver (chosen as :mod:`~exon.middleware.node_driver` says), one
+Aeron client, the :class:`~exon.middleware.node_transport.NodeTransport` (its
+subscriptions and one exclusive publication per peer node), the socket registry and a
+dispatcher thread.
 
 Threading (one lock, ``Node._lock``, guards the core and every socket's state):
 
@@ -31,17 +32,7 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
   (the core retries them), and the address is not tried again before a back-off (from
   0.25 s, doubling, up to 5 s) -- frames for it meanwhile are dropped the same way.
 
-Which driver (``Node(driver=...)``, default ``$EXON_NODE_DRIVER``, else ``"auto"``), as
-Aeron deploys one driver per host:
-
-* ``"auto"``: the host driver when one is live at :func:`~exon.transport.aeron.settings.
-  host_driver_dir` (``$EXON_DIR``, else ``/dev/shm/exon-<user>``, where ``exon driver``
-  runs with no ``--dir``): nodes of one host then talk over IPC with no configuration.
-  Otherwise an embedded driver of the node's own; a stale directory there (its driver
-  gone) is reported in a warning (logger ``exon.node``) and left alone.
-* ``"embedded"``: always a driver of its own (isolation: tests, benchmarks).
-* ``"shared"``: the host driver, or :class:`~exon.errors.DriverUnavailable`.
-* a directory (or ``driver_dir=DIR``): the driver of that directory.
+Which driver a node uses (``Node(driver=...)``): see :mod:`exon.middleware.node_driver`.
 
 A node on a driver that dies (killed, stopped) learns it from its Aeron client (the
 driver's pid gone, or its heartbeat older than the driver timeout) and breaks every link:
@@ -80,6 +71,7 @@ from exon.core.address import Peer, split_address
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.hosted import HostedSocket, make_socket
 from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
+from exon.middleware.node_driver import DRIVER_CHOICES, EMBEDDED_DRIVER_DEFAULTS, choose_driver
 from exon.middleware.node_transport import (
     NODE_DIR_PREFIX,
     ConnectBackoff,
@@ -94,15 +86,14 @@ from exon.transport.aeron import (
     Aeron,
     MediaDriver,
 )
-from exon.transport.aeron.driver import probe_driver
-from exon.transport.aeron.settings import driver_dir_base, fresh_driver_dir, host_driver_dir
+from exon.transport.aeron.settings import driver_dir_base, fresh_driver_dir
 
-__all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES", "Node"]
+# DRIVER_CHOICES and EMBEDDED_DRIVER_DEFAULTS live in exon.middleware.node_driver
+__all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES",
+           "EMBEDDED_DRIVER_DEFAULTS", "Node"]
 
 log = logging.getLogger("exon.node")
 
-#: the named choices of ``Node(driver=...)``; any other value is a driver directory
-DRIVER_CHOICES = ("auto", "embedded", "shared")
 _DRIVER_CHECK_INTERVAL = 0.05  #: seconds between two looks at the Aeron client's health
 
 DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher polls
@@ -117,14 +108,6 @@ _CONNECT_BACKLOG = 4096  #: frames that may wait for one connection; more: the p
 #: waits (PULL, credit) do not spin: parking lets the batch grow, which is cheaper per message
 CLIENT_SPIN = 0.00005
 
-#: settings of an embedded driver unless the caller overrides them
-EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
-    "ipc_term_buffer_length": 8 * 1024 * 1024,
-    "threading_mode": "INVOKER",
-    "publication_linger_timeout_ns": 0,
-    "client_liveness_timeout_ns": 2_000_000_000,
-}
-
 _DISPATCHER = -1
 _FLOW_CREDIT = FLOW_CREDIT  # exon_lt_desc_t.link of a FLOW that gave credit back to link i:
 # _FLOW_CREDIT - i (a FLOW applied natively otherwise is FLOW_DONE)
@@ -132,38 +115,6 @@ _FLOW_CREDIT = FLOW_CREDIT  # exon_lt_desc_t.link of a FLOW that gave credit bac
 
 def _monotonic() -> float:
     return time.monotonic()
-
-
-def _choose_driver(driver: str | None, driver_dir: str | None) -> tuple[str | None, str]:
-    """(directory of the driver to use, or None to embed one; a note on why)."""
-    if driver_dir is not None:
-        if driver is not None and driver != driver_dir:
-            raise errors.ConfigurationError(
-                f"give driver= or driver_dir=, not both (driver={driver!r}, "
-                f"driver_dir={driver_dir!r})")
-        return driver_dir, "external"
-    choice = driver if driver is not None else (os.environ.get("EXON_NODE_DRIVER") or "auto")
-    if choice == "embedded":
-        return None, "embedded"
-    if choice in ("auto", "shared"):
-        found = probe_driver(host_driver_dir())
-        if found.state == "live":
-            return found.dir, "host"
-        if choice == "shared":
-            why = "nothing runs there" if found.state == "absent" else found.reason
-            raise errors.DriverUnavailable(
-                f"no live media driver in {found.dir} ({why}): start one with "
-                f"`exon driver`, or use Node(driver='embedded')")
-        if found.state == "stale":
-            log.warning("the host driver directory %s is stale (%s); this node embeds a "
-                        "driver of its own (start `exon driver` to share one)",
-                        found.dir, found.reason)
-        return None, "embedded"
-    if os.sep not in choice:
-        raise errors.ConfigurationError(
-            f"driver must be one of {', '.join(DRIVER_CHOICES)} or a driver directory, "
-            f"not {choice!r}")
-    return choice, "external"
 
 
 class Node:
@@ -198,7 +149,7 @@ class Node:
         self._closed = False
         self._driver_failure: errors.ExonError | None = None
         self._next_driver_check = 0.0
-        driver_dir, self.driver_kind = _choose_driver(driver, driver_dir)
+        driver_dir, self.driver_kind = choose_driver(driver, driver_dir)
         try:
             if driver_dir is not None and self.driver_kind == "host":
                 try:

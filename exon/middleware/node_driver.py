@@ -1,0 +1,71 @@
+"""Which media driver a Node uses, and how it launches one of its own.
+
+Which driver (``Node(driver=...)``, default ``$EXON_NODE_DRIVER``, else ``"auto"``), as
+Aeron deploys one driver per host:
+
+* ``"auto"``: the host driver when one is live at :func:`~exon.transport.aeron.settings.
+  host_driver_dir` (``$EXON_DIR``, else ``/dev/shm/exon-<user>``, where ``exon driver``
+  runs with no ``--dir``): nodes of one host then talk over IPC with no configuration.
+  Otherwise an embedded driver of the node's own; a stale directory there (its driver
+  gone) is reported in a warning (logger ``exon.node``) and left alone.
+* ``"embedded"``: always a driver of its own (isolation: tests, benchmarks).
+* ``"shared"``: the host driver, or :class:`~exon.errors.DriverUnavailable`.
+* a directory (or ``driver_dir=DIR``): the driver of that directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from exon import errors
+from exon.transport.aeron.driver import probe_driver
+from exon.transport.aeron.settings import host_driver_dir
+
+__all__ = ["DRIVER_CHOICES", "EMBEDDED_DRIVER_DEFAULTS", "choose_driver"]
+
+log = logging.getLogger("exon.node")
+
+#: the named choices of ``Node(driver=...)``; any other value is a driver directory
+DRIVER_CHOICES = ("auto", "embedded", "shared")
+
+#: settings of an embedded driver unless the caller overrides them
+EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
+    "ipc_term_buffer_length": 8 * 1024 * 1024,
+    "threading_mode": "INVOKER",
+    "publication_linger_timeout_ns": 0,
+    "client_liveness_timeout_ns": 2_000_000_000,
+}
+
+
+def choose_driver(driver: str | None, driver_dir: str | None) -> tuple[str | None, str]:
+    """(directory of the driver to use, or None to embed one; a note on why)."""
+    if driver_dir is not None:
+        if driver is not None and driver != driver_dir:
+            raise errors.ConfigurationError(
+                f"give driver= or driver_dir=, not both (driver={driver!r}, "
+                f"driver_dir={driver_dir!r})")
+        return driver_dir, "external"
+    choice = driver if driver is not None else (os.environ.get("EXON_NODE_DRIVER") or "auto")
+    if choice == "embedded":
+        return None, "embedded"
+    if choice in ("auto", "shared"):
+        found = probe_driver(host_driver_dir())
+        if found.state == "live":
+            return found.dir, "host"
+        if choice == "shared":
+            why = "nothing runs there" if found.state == "absent" else found.reason
+            raise errors.DriverUnavailable(
+                f"no live media driver in {found.dir} ({why}): start one with "
+                f"`exon driver`, or use Node(driver='embedded')")
+        if found.state == "stale":
+            log.warning("the host driver directory %s is stale (%s); this node embeds a "
+                        "driver of its own (start `exon driver` to share one)",
+                        found.dir, found.reason)
+        return None, "embedded"
+    if os.sep not in choice:
+        raise errors.ConfigurationError(
+            f"driver must be one of {', '.join(DRIVER_CHOICES)} or a driver directory, "
+            f"not {choice!r}")
+    return choice, "external"
