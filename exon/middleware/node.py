@@ -23,14 +23,7 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
   :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
   receives) and hands it back at once when a client wants it (the client rings the
   subscription's doorbell to wake it).
-* Connecting never blocks anybody: a publication towards a new peer node is created
-  outside the lock (one driver round trip, no wait for the peer), then the node's polling
-  checks, without waiting, whether the peer's driver answered and sends HELLO. Frames for
-  such a peer wait in a bounded per-peer backlog meanwhile, in order. A peer that does not
-  answer within :data:`CONNECT_TIMEOUT` is unreachable: its frames are dropped (counted,
-  ``frames_dropped``), its links break or their handshakes count as temporary refusals
-  (the core retries them), and the address is not tried again before a back-off (from
-  0.25 s, doubling, up to 5 s) -- frames for it meanwhile are dropped the same way.
+* Connecting never blocks anybody: see :mod:`~exon.middleware.node_connections`.
 
 Which driver a node uses (``Node(driver=...)``): see :mod:`exon.middleware.node_driver`.
 
@@ -49,7 +42,6 @@ import shutil
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -70,25 +62,24 @@ from exon.core import (
 from exon.core.address import Peer, split_address
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.hosted import HostedSocket, make_socket
+from exon.middleware.node_connections import CONNECT_TIMEOUT, NodeConnections
 from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
 from exon.middleware.node_driver import DRIVER_CHOICES, EMBEDDED_DRIVER_DEFAULTS, choose_driver
 from exon.middleware.node_transport import (
     NODE_DIR_PREFIX,
-    ConnectBackoff,
     NodeTransport,
     sweep_stale_node_dirs,
 )
 from exon.middleware.socket_host import SocketHost
 from exon.native import node_lock
 from exon.transport.aeron import (
-    ADMIN_ACTION,
-    BACK_PRESSURED,
     Aeron,
     MediaDriver,
 )
 from exon.transport.aeron.settings import driver_dir_base, fresh_driver_dir
 
-# DRIVER_CHOICES and EMBEDDED_DRIVER_DEFAULTS live in exon.middleware.node_driver
+# DRIVER_CHOICES and EMBEDDED_DRIVER_DEFAULTS live in exon.middleware.node_driver,
+# CONNECT_TIMEOUT in exon.middleware.node_connections
 __all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES",
            "EMBEDDED_DRIVER_DEFAULTS", "Node"]
 
@@ -100,9 +91,6 @@ DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher p
 _DISPATCH_SLICE = 0.05  #: longest futex sleep of the dispatcher
 _WAIT_SLICE = 0.05  #: longest condition wait of a follower before it re-checks
 _POLL_LIMIT = 256
-CONNECT_TIMEOUT = 1.0  #: seconds a new peer node's driver has to answer our publication
-_CONNECTS_PENDING = 64  #: connections in progress at once; more addresses: dropped, counted
-_CONNECT_BACKLOG = 4096  #: frames that may wait for one connection; more: the peer is lost
 #: seconds a REQ/REP receiver that leads the polling spins (CPU pause, no syscall) before
 #: it parks in the futex: an answer within it costs neither side a futex wake. Streaming
 #: waits (PULL, credit) do not spin: parking lets the batch grow, which is cheaper per message
@@ -117,7 +105,7 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-class Node:
+class Node(NodeConnections):
     """An exon node: ``Node(endpoint="127.0.0.1:0")``; see :mod:`exon.middleware.node`.
 
     ``endpoint`` is ``"HOST:PORT"`` (port 0: pick a free one); :attr:`address` is the
@@ -194,17 +182,9 @@ class Node:
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self._async_waiters = 0
         self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
-        self._backlog: dict[str, deque[bytes]] = {}
-        self._to_connect: set[str] = set()  # addresses whose publication must be created
-        self._pending: dict[str, tuple[Any, float]] = {}  # address -> (publication, deadline)
-        self._to_close: list[Any] = []  # publications to close outside the lock
-        self._backoff = ConnectBackoff()
-        self._connecting = threading.Lock()
-        self.connects_failed = 0  #: peer nodes that did not answer in CONNECT_TIMEOUT
-        self._lost: set[str] = set()
+        self._init_connections()
         self._touched: set[HostedSocket] = set()
         self._peer_cache: dict[PeerId, Any] = {}
-        self.frames_dropped = 0  #: frames for unreachable peer nodes
         #: the statistics as counters in the driver's CnC (``exon stat``)
         self._counters = NodeCounters(self._aeron, node_id=self.node_id, address=self.address)
         self._next_publish = 0.0
@@ -466,144 +446,6 @@ class Node:
             elif cls is ErrorReceived:
                 sock._on_error(ev)
             touched.add(sock)
-
-    def _send_frames(self, frames: list[tuple[str, bytes]]) -> None:
-        transport = self._transport
-        if transport is None:
-            return
-        pubs = transport.publications
-        backlog = self._backlog
-        offer = transport.offer
-        for address, data in frames:
-            pub = pubs.get(address)
-            if pub is None or address in backlog:
-                if address in self._lost:
-                    self.frames_dropped += 1
-                    continue
-                if pub is None:
-                    queue = backlog.get(address)
-                    if queue is None:
-                        if not self._want_connection(address):
-                            self.frames_dropped += 1
-                            self._lost.add(address)  # handshakes with it: temporary refusal
-                            continue
-                        queue = backlog[address] = deque()
-                    elif len(queue) >= _CONNECT_BACKLOG:
-                        self.frames_dropped += 1
-                        self._lost.add(address)
-                        continue
-                    queue.append(data)
-                    continue
-                backlog[address].append(data)
-                continue
-            rc = offer(pub, data)
-            if rc < 0:
-                if rc in (BACK_PRESSURED, ADMIN_ACTION):
-                    backlog.setdefault(address, deque()).append(data)
-                else:  # NOT_CONNECTED, CLOSED, MAX_POSITION_EXCEEDED: the peer is gone
-                    self.frames_dropped += 1
-                    self._lost.add(address)
-
-    def _retry_backlog(self) -> None:
-        transport = self._transport
-        if transport is None or not self._backlog:
-            return
-        for address in list(self._backlog):
-            pub = transport.publications.get(address)
-            if pub is None:
-                continue
-            queue = self._backlog[address]
-            while queue:
-                rc = pub.offer(queue[0])
-                if rc < 0:
-                    if rc not in (BACK_PRESSURED, ADMIN_ACTION):
-                        self._lost.add(address)
-                    break
-                queue.popleft()
-            if not queue:
-                del self._backlog[address]
-
-    def _drop_peer(self, address: str) -> None:
-        dropped = self._backlog.pop(address, None)
-        if dropped:
-            self.frames_dropped += len(dropped)
-        self._to_connect.discard(address)
-        pending = self._pending.pop(address, None)
-        if pending is not None:
-            self._to_close.append(pending[0])
-        if self._transport is not None:
-            self._transport.drop_publication(address)
-
-    def _want_connection(self, address: str) -> bool:
-        """Frames wait for a connection to ``address``: ask for one. False: the address is
-        in its back-off, or too many connections are in progress (drop the frames)."""
-        if address in self._pending or address in self._to_connect:
-            return True
-        if len(self._backoff) and self._backoff.blocked(address, _monotonic()):
-            return False
-        if len(self._pending) + len(self._to_connect) >= _CONNECTS_PENDING:
-            return False
-        self._to_connect.add(address)
-        return True
-
-    def _connect_pending(self) -> None:
-        """Create the publications asked for and close the ones given up (lock NOT held):
-        driver round trips only, never a wait for a peer. One thread at a time."""
-        if not self._connecting.acquire(blocking=False):
-            return
-        try:
-            with self._lock:
-                transport = self._transport
-                if transport is None or self._closed:
-                    return
-                todo = [a for a in self._to_connect
-                        if a not in transport.publications and a not in self._pending]
-                self._to_connect.clear()
-                closing, self._to_close = self._to_close, []
-            for pub in closing:
-                with contextlib.suppress(errors.ExonError):
-                    pub.close()
-            if not todo:
-                return
-            started = [(address, transport.start_connect(address)) for address in todo]
-            with self._lock:
-                now = _monotonic()
-                for address, pub in started:
-                    if pub is None:
-                        self._connect_failed(address, now)
-                    elif self._transport is None or address not in self._backlog:
-                        self._to_close.append(pub)  # closed, or nobody waits for it now
-                    else:
-                        self._pending[address] = (pub, now + CONNECT_TIMEOUT)
-                self._progress_connections(now)
-                self._pump_locked()
-        finally:
-            self._connecting.release()
-
-    def _connect_failed(self, address: str, now: float) -> None:
-        self.connects_failed += 1
-        self._backoff.failed(address, now)
-        self._lost.add(address)
-
-    def _progress_connections(self, now: float) -> None:
-        """Move the connections whose peer answered to the publications (HELLO sent, their
-        backlog offered); give up those past their deadline. Never waits. Lock held."""
-        transport = self._transport
-        if transport is None:
-            return
-        ready = False
-        for address, (pub, deadline) in list(self._pending.items()):
-            if transport.finish_connect(pub):
-                del self._pending[address]
-                self._backoff.succeeded(address)
-                transport.publications[address] = pub
-                ready = True
-            elif now >= deadline:
-                del self._pending[address]
-                self._to_close.append(pub)
-                self._connect_failed(address, now)
-        if ready:
-            self._retry_backlog()
 
     def _process_native(self, n: int, left: int, slots: list[int], gone: list[str]) -> int:
         """Hand out a polled batch (its fast DATA is in the sockets' native queues already):

@@ -32,9 +32,9 @@ MAX_ROUND_TRIP = 1.5
 
 @pytest.fixture
 def long_connect_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    import exon.middleware.node
+    import exon.middleware.node_connections
 
-    monkeypatch.setattr(exon.middleware.node, "CONNECT_TIMEOUT", CONNECT_TIMEOUT)
+    monkeypatch.setattr(exon.middleware.node_connections, "CONNECT_TIMEOUT", CONNECT_TIMEOUT)
 
 
 def _dead_address() -> str:
