@@ -6,11 +6,12 @@ It prints ``{"ready": true, "pid": ..., ...}`` once the publication or subscript
 then answers one JSON line per command line (``{"id": n, "op": ...}``):
 
 * ``pub``: ``connect`` (wait until some receiver sent an SM), ``send`` (offer messages
-  ``0..count-1`` of :func:`tests.interop.peer.message`, then answer with the counters); it
-  stays up, serving NAKs, until ``exit`` or stdin closes.
+  ``start..start+count-1`` of :func:`tests.interop.peer.message` until done or
+  ``timeout``, then answer with how many went and the counters); it stays up, serving
+  NAKs, until ``exit`` or stdin closes.
 * ``sub``: a thread polls from the start and checks every message against the pattern, in
   order; ``wait`` blocks until ``count`` arrived (or ``timeout``) and answers with the tally
-  and the driver's counters.
+  and the driver's counters; ``pause`` stops polling (a consumer that stalls).
 
 Every loop is bounded by the timeout the command carries.
 """
@@ -94,9 +95,13 @@ def main() -> None:
             sub = client.add_subscription(args.channel, args.stream)
             tally = Tally()
 
+            paused = threading.Event()
+
             def poll() -> None:
                 while not stop.is_set():
-                    if sub.poll(tally.on_message, 256) == 0:
+                    if paused.is_set():
+                        time.sleep(0.01)
+                    elif sub.poll(tally.on_message, 256) == 0:
                         sub.wait(0.01)
 
             poller = threading.Thread(target=poll, daemon=True)
@@ -113,13 +118,16 @@ def main() -> None:
                     time.sleep(0.005)
                 _say({"id": ident, "connected": pub.is_connected})
             elif op == "send":
-                count, i = int(cmd["count"]), 0
+                start, count, i = int(cmd.get("start", 0)), int(cmd["count"]), 0
                 while i < count and time.monotonic() < deadline:
-                    if pub.offer(message(i)) > 0:
+                    if pub.offer(message(start + i)) > 0:
                         i += 1
                     else:
                         time.sleep(0.0002)
                 _say({"id": ident, "sent": i, **counters()})
+            elif op == "pause":
+                paused.set()
+                _say({"id": ident, "paused": True})
             elif op == "wait":
                 count = int(cmd["count"])
                 while tally.received < count and time.monotonic() < deadline:

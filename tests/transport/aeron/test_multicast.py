@@ -218,3 +218,25 @@ def test_fc_max_is_paced_by_the_fastest_receiver(lab: MulticastLab) -> None:
     results = [first] + [sub.ok("wait", wait=1, count=N) for sub in subs[1:]]
     assert max(r["received"] for r in results) == N, results
     assert all(r["bad"] == 0 for r in results), results
+
+
+@pytest.mark.netns
+@pytest.mark.net
+def test_fc_min_waits_for_a_stalled_receiver_until_it_times_out(lab: MulticastLab) -> None:
+    """fc=min,t:500ms: a subscriber that stops reading holds the publisher back (its window
+    closes); once that subscriber's driver is gone its SMs stop, the publisher drops it
+    after the timeout and finishes; the other subscriber gets everything, in order."""
+    channel = f"{CHANNEL}|fc=min,t:500ms"
+    steady, stalled = lab.peer(1, "sub", channel), lab.peer(2, "sub", channel)
+    pub = lab.peer(0, "pub", channel)
+    assert pub.ok("connect", wait=10)["connected"]
+    stalled.ok("pause", wait=5)
+    # the stalled receiver's window (at most half a 1 MiB term) stops the publisher well
+    # before N messages (about 8.5 MiB)
+    first = pub.ok("send", wait=3, count=N)["sent"]
+    assert 0 < first < N
+    stalled.close()
+    rest = pub.ok("send", wait=30, start=first, count=N - first)["sent"]
+    assert first + rest == N
+    result = steady.ok("wait", wait=30, count=N)
+    assert (result["received"], result["bad"]) == (N, 0), result
