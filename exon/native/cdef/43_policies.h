@@ -66,3 +66,9 @@ typedef struct exon_loss_generator_stct { uint64_t state; uint64_t threshold; bo
 int exon_loss_generator_init(exon_loss_generator_t *generator, double rate, int64_t seed, bool data_only);
 uint64_t exon_loss_generator_next(exon_loss_generator_t *generator);
 bool exon_loss_generator_should_drop(exon_loss_generator_t *generator, const uint8_t *packet, size_t length);
+
+#define EXON_NAK_MULTICAST_MAX_BACKOFF_NS ...
+#define EXON_NAK_MULTICAST_GROUP_SIZE ...
+typedef struct exon_feedback_delay_stct { int64_t max_backoff_ns; double lambda; double scale; uint64_t state; ...; } exon_feedback_delay_t;
+void exon_feedback_delay_init(exon_feedback_delay_t *generator, int64_t max_backoff_ns, int32_t group_size, uint64_t seed);
+int64_t exon_feedback_delay_next(exon_feedback_delay_t *generator);

@@ -1891,6 +1891,13 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     {
         exon_loss_detector_init(&image->img.loss, c->config.nak_delay_ns, c->config.nak_retry_delay_ns);
     }
+    if (ep->multicast && nak_delay_ns < 0)
+    {
+        /* multicast: a random delay per gap lets one receiver's NAK serve the group */
+        exon_feedback_delay_init(&image->img.nak_delay, EXON_NAK_MULTICAST_MAX_BACKOFF_NS,
+            EXON_NAK_MULTICAST_GROUP_SIZE, exon_dc_random(c));
+        image->img.loss.delay_ns = exon_feedback_delay_next(&image->img.nak_delay);
+    }
     /* issue 13: no NAK before the source proves real, backoff on a repeated gap, a cap */
     exon_loss_detector_set_policy(&image->img.loss, c->config.nak_retry_max_delay_ns, c->config.nak_rate_window_ns,
         c->config.nak_rate_max_per_window, false);

@@ -747,6 +747,11 @@ int exon_publication_image_do_work(exon_publication_image_t *img, int64_t now_ns
                 exon_loss_detector_verify(&img->loss, now_ns);
             }
         }
+        if (result.loss_found && img->nak_delay.max_backoff_ns > 0)
+        {
+            /* the next new gap waits a fresh random delay (this one keeps its timer) */
+            img->loss.delay_ns = exon_feedback_delay_next(&img->nak_delay);
+        }
         if (result.nak_suppressed)
         {
             exon_counter_add(img->counters, EXON_SYSTEM_COUNTER_NAKS_SUPPRESSED, 1);

@@ -57,6 +57,7 @@
 #include "exon_loss_detector.h"
 #include "exon_flow_control.h"
 #include "exon_loss_generator.h"
+#include "exon_feedback_delay.h"
 
 #define EXON_IMAGE_MAX_SUBSCRIBERS 16
 #define EXON_ENDPOINT_MAX_IMAGES 1024          /* capacity; the driver setting limits it */
@@ -113,6 +114,8 @@ typedef struct exon_publication_image_stct
                                        * asleep on the log once the batch is done */
     int64_t created_ns;               /* when the conductor made it (eviction order) */
     bool evicted;                     /* made INACTIVE to make room (counted) */
+    exon_feedback_delay_t nak_delay;  /* multicast: each new gap's NAK delay is drawn from
+                                       * it (max_backoff_ns 0: the detector's static delay) */
 }
 exon_publication_image_t;
 

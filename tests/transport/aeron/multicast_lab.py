@@ -102,8 +102,23 @@ class MulticastLab:
             "  }", "}", ""])
         _run("ip", "netns", "exec", self.ns[host], "nft", "-f", "-", input=script)
 
-    def dropped(self, host: int) -> int:
-        out = _run("ip", "netns", "exec", self.ns[host], "nft", "-j", "list", "table", "ip",
+    def loss_from(self, host: int, percent: int) -> None:
+        """Drop ``percent`` % of the UDP frames host ``host`` sends, in the bridge before it
+        floods them, so every other host misses the same ones (a drop on the sender's own
+        output would fail its send call, which the sender retries: no loss)."""
+        port = f"{self.name[-6:]}h{host}"
+        script = "\n".join([
+            "table bridge mcloss {",
+            "  chain forward { type filter hook forward priority 0; policy accept;",
+            f'    iifname "{port}" meta l4proto udp numgen random mod 100 < {int(percent)} '
+            "counter drop",
+            "  }", "}", ""])
+        _run("ip", "netns", "exec", self.hub, "nft", "-f", "-", input=script)
+
+    def dropped(self, host: int | None) -> int:
+        """Datagrams the loss rule of host ``host`` dropped (None: the bridge's)."""
+        where, family = (self.hub, "bridge") if host is None else (self.ns[host], "ip")
+        out = _run("ip", "netns", "exec", where, "nft", "-j", "list", "table", family,
                    "mcloss")
         total = 0
         for item in json.loads(out)["nftables"]:

@@ -132,3 +132,31 @@ def test_multicast_max_follows_the_fastest_receiver() -> None:
     assert lib.exon_flow_control_on_sm(fc, limit, 1, 0, window, 2) == limit
     assert lib.exon_flow_control_on_idle(fc, limit, 10**12) == limit
     assert fc.receiver_count == 0  # max keeps no table
+
+
+def test_multicast_nak_delay_is_aeron_s_optimal_feedback_delay() -> None:
+    import math
+
+    g = ffi.new("exon_feedback_delay_t *")
+    top = lib.EXON_NAK_MULTICAST_MAX_BACKOFF_NS
+    assert top == 10 * MS
+    lib.exon_feedback_delay_init(g, top, lib.EXON_NAK_MULTICAST_GROUP_SIZE, 42)
+    delays = sorted(lib.exon_feedback_delay_next(g) for _ in range(20_000))
+    assert 0 <= delays[0] and delays[-1] < top
+    lam = math.log(10) + 1
+
+    def quantile(u: float) -> float:  # (T / lambda) ln(1 + u (e^lambda - 1))
+        return top / lam * math.log1p(u * (math.exp(lam) - 1))
+
+    for u in (0.1, 0.25, 0.5, 0.75, 0.9):
+        assert abs(delays[int(u * len(delays))] - quantile(u)) < 0.02 * top, u
+    # most delays are near the top, few near 0: receivers rarely NAK at once
+    assert delays[len(delays) // 2] > 0.7 * top
+    # the same seed gives the same sequence; a generator without backoff gives 0
+    again = ffi.new("exon_feedback_delay_t *")
+    lib.exon_feedback_delay_init(again, top, 10, 42)
+    lib.exon_feedback_delay_init(g, top, 10, 42)
+    assert [lib.exon_feedback_delay_next(g) for _ in range(5)] == [
+        lib.exon_feedback_delay_next(again) for _ in range(5)]
+    lib.exon_feedback_delay_init(g, 0, 10, 42)
+    assert lib.exon_feedback_delay_next(g) == 0

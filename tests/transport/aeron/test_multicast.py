@@ -240,3 +240,25 @@ def test_fc_min_waits_for_a_stalled_receiver_until_it_times_out(lab: MulticastLa
     assert first + rest == N
     result = steady.ok("wait", wait=30, count=N)
     assert (result["received"], result["bad"]) == (N, 0), result
+
+
+@pytest.mark.netns
+@pytest.mark.net
+def test_receivers_that_lose_the_same_datagrams_mostly_share_one_nak(lab: MulticastLab) -> None:
+    """The bridge drops 5% of what the publisher sends, so all three receivers see the same
+    gaps. Each waits a random delay (exon_feedback_delay) before NAKing; the first NAK's
+    retransmit fills the others' gaps, so the NAKs sent in all stay well below one per
+    receiver per gap."""
+    lab.loss_from(0, 5)
+    subs = [lab.peer(host, "sub", CHANNEL) for host in (1, 2, 3)]
+    pub = lab.peer(0, "pub", CHANNEL)
+    assert pub.ok("connect", wait=10)["connected"]
+    assert pub.ok("send", wait=60, count=N)["sent"] == N
+    results = [sub.ok("wait", wait=60, count=N) for sub in subs]
+    assert [(r["received"], r["bad"]) for r in results] == [(N, 0)] * 3, results
+    final = pub.ok("send", wait=5, count=0)
+    naks = sum(r["naks_sent"] for r in results)
+    assert lab.dropped(None) > 0
+    print(f"dropped {lab.dropped(None)} naks {naks} retransmits {final['retransmits_sent']}")
+    assert final["retransmits_sent"] > 0
+    assert naks < 1.75 * final["retransmits_sent"]  # about 2.2 with a static delay
