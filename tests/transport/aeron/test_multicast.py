@@ -3,6 +3,9 @@ namespaces (one of them losing 5% of its datagrams) over a bridge."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +17,7 @@ from exon.native import ffi, lib
 from exon.transport.aeron import Aeron, MediaDriver, channel
 from exon.transport.aeron.counters import SystemCounter
 from tests.transport.aeron.driver_fixtures import unique_dir
+from tests.chaos.netns import REPO
 from tests.transport.aeron.multicast_lab import MulticastLab, missing_requirements, sweep_stale
 
 GROUP = "224.0.1.1:40456"
@@ -262,3 +266,32 @@ def test_receivers_that_lose_the_same_datagrams_mostly_share_one_nak(lab: Multic
     print(f"dropped {lab.dropped(None)} naks {naks} retransmits {final['retransmits_sent']}")
     assert final["retransmits_sent"] > 0
     assert naks < 1.75 * final["retransmits_sent"]  # about 2.2 with a static delay
+
+
+@pytest.mark.netns
+def test_group_without_a_route_is_a_driver_error_not_a_crash(lab: MulticastLab) -> None:
+    """No route for 224.0.0.0/4 and no interface=: the kernel cannot pick an interface to
+    join on; the subscription is refused with an error that says what failed (and the
+    publication, which needs no membership of the data group, still opens)."""
+    from tests.chaos.netns import _run
+
+    _run("ip", "-n", lab.ns[0], "route", "del", "224.0.0.0/4")
+    script = (
+        "import tempfile\n"
+        "from exon.errors import DriverError\n"
+        "from exon.transport.aeron import Aeron, MediaDriver\n"
+        "ch = 'aeron:udp?endpoint=224.0.1.1:40456'\n"
+        "with MediaDriver.launch(dir=tempfile.mkdtemp(dir='/dev/shm'),"
+        " dir_delete_on_shutdown=True) as d, Aeron.connect(d.dir) as a:\n"
+        "    try:\n"
+        "        a.add_subscription(ch, 1)\n"
+        "    except DriverError as exc:\n"
+        "        print('REFUSED', exc)\n"
+        "    a.add_publication('aeron:ipc', 2)\n"
+        "    print('DRIVER OK')\n")
+    proc = lab.popen(0, [sys.executable, "-c", script], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "REFUSED" in out and "IP_ADD_MEMBERSHIP" in out and "224.0.1.1:40456" in out, out
+    assert out.strip().endswith("DRIVER OK")
