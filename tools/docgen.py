@@ -229,6 +229,10 @@ SYSTEM_COUNTERS: dict[str, tuple[str, bool, str]] = {
                                "mid-message."),
     "UNBLOCKED_COMMANDS": ("health", True, "Client commands unblocked after a client died "
                            "mid-command."),
+    "UDP_GSO_FALLBACKS": ("health", True, "UDP publications whose GSO send the kernel or the "
+                          "network device refused: they send one datagram per message from "
+                          "then on (slower, same wire). See the tuning guide's offload "
+                          "section."),
     "CONTROLLABLE_IDLE_STRATEGY": ("health", False, "Status of a controllable idle strategy "
                                    "(Aeron's; 0 here)."),
     "DOORBELL_WAKES": ("health", False, "Times the driver woke a parked client (a node "

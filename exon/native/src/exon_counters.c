@@ -34,6 +34,7 @@ static const char *const system_counter_labels[EXON_SYSTEM_COUNTER_COUNT] = {
     [EXON_SYSTEM_COUNTER_SETUPS_DROPPED] = "SETUPs dropped (endpoint image capacity full)",
     [EXON_SYSTEM_COUNTER_IMAGES_EVICTED] = "Images evicted (unverified or idle, endpoint full)",
     [EXON_SYSTEM_COUNTER_NAKS_SUPPRESSED] = "NAKs suppressed (unverified source or rate cap)",
+    [EXON_SYSTEM_COUNTER_UDP_GSO_FALLBACKS] = "UDP GSO fallbacks (kernel refused, sending plainly)",
 };
 
 static inline uint8_t *meta_at(const exon_counters_t *c, int32_t id)

@@ -105,7 +105,9 @@
                                                      * (unverified, or verified but quiet) */
 #define EXON_SYSTEM_COUNTER_NAKS_SUPPRESSED 29       /* exon: NAKs withheld (source not verified
                                                      * yet, or over the per-image rate cap) */
-#define EXON_SYSTEM_COUNTER_COUNT 30
+#define EXON_SYSTEM_COUNTER_UDP_GSO_FALLBACKS 30   /* exon: publications whose GSO send the kernel
+                                                     * refused (they send plainly from then on) */
+#define EXON_SYSTEM_COUNTER_COUNT 31
 
 typedef struct exon_counters_stct
 {

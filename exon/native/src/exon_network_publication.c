@@ -67,6 +67,18 @@ static int exon_netpub_send_one(exon_network_publication_t *pub, const uint8_t *
     return 1;
 }
 
+/* send_batch on the publication's socket; a GSO fallback it took is counted once. */
+static int exon_netpub_send_batch(exon_network_publication_t *pub, exon_udp_msg_t *msgs, int count)
+{
+    int64_t fallbacks = pub->channel.gso_fallbacks;
+    int rc = exon_udp_channel_send_batch(&pub->channel, msgs, count);
+    if (pub->channel.gso_fallbacks != fallbacks)
+    {
+        exon_counter_add(pub->counters, EXON_SYSTEM_COUNTER_UDP_GSO_FALLBACKS, 1);
+    }
+    return rc;
+}
+
 static void exon_netpub_send_setup(exon_network_publication_t *pub, int64_t now_ns)
 {
     exon_setup_header_t s;
@@ -211,7 +223,7 @@ static int exon_netpub_send_data(exon_network_publication_t *pub, int64_t now_ns
         {
             run++;
         }
-        int rc = exon_udp_channel_send_batch(&pub->channel, msgs + done, run - done);
+        int rc = exon_netpub_send_batch(pub, msgs + done, run - done);
         if (rc <= 0)
         {
             if (rc < 0)
@@ -291,7 +303,7 @@ static void exon_netpub_resend(exon_network_publication_t *pub, const exon_retra
     int64_t bytes = 0;
     while (done < n)
     {
-        int rc = exon_udp_channel_send_batch(&pub->channel, msgs + done, n - done);
+        int rc = exon_netpub_send_batch(pub, msgs + done, n - done);
         if (rc <= 0)
         {
             /* the rest waits for the next NAK, as a lost resend would */

@@ -111,6 +111,7 @@ class SystemCounter(enum.IntEnum):
     SETUPS_DROPPED = 27
     IMAGES_EVICTED = 28
     NAKS_SUPPRESSED = 29
+    UDP_GSO_FALLBACKS = 30
 
     @property
     def label(self) -> str:

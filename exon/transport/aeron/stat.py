@@ -79,6 +79,7 @@ SYSTEM_GROUPS: dict[SystemCounter, str] = {
     SystemCounter.UNBLOCKED_COMMANDS: "health",
     SystemCounter.CONTROLLABLE_IDLE_STRATEGY: "health",
     SystemCounter.DOORBELL_WAKES: "health",
+    SystemCounter.UDP_GSO_FALLBACKS: "health",
 }
 
 _PUBLICATION_TYPES = {CounterType.PUBLISHER_POSITION, CounterType.PUBLISHER_LIMIT,

@@ -279,3 +279,50 @@ def test_resends_under_loss_deliver_everything(offload: bool) -> None:
         assert pump(pub, sub, messages) == messages
         assert tx.counter_value(SystemCounter.RETRANSMITS_SENT) > 0
         assert rx.counter_value(SystemCounter.INVALID_PACKETS) == 0
+
+
+def _udp_sockets_of_this_process() -> list[int]:
+    fds = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            probe = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if probe.family == socket.AF_INET and probe.type == socket.SOCK_DGRAM:
+                fds.append(int(name))
+        finally:
+            probe.close()
+    return fds
+
+
+def test_a_driver_whose_gso_send_is_refused_falls_back_and_counts_it() -> None:
+    """The kernel refuses the publication's GSO sends (SO_NO_CHECK on its socket, EINVAL):
+    the driver resends plainly, counts one fallback, and every message arrives."""
+    probe_channel = ffi.new("exon_udp_channel_t *")
+    check(lib.exon_udp_channel_open(probe_channel, _addr("127.0.0.1", 0), 0, 0))
+    try:
+        _gso(probe_channel)
+    finally:
+        lib.exon_udp_channel_close(probe_channel)
+    with ExitStack() as stack:
+        _, rx = launch(stack, initial_window_length=32 * 1024)
+        _, tx = launch(stack)
+        sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+        port = int(sub.bound_endpoint.rsplit(":", 1)[1])
+        pub = tx.add_publication(f"aeron:udp?endpoint=127.0.0.1:{port}", STREAM)
+        connect(pub)
+        assert wait_until(lambda: sub.image_count == 1)
+        for fd in _udp_sockets_of_this_process():  # both drivers run in this process
+            probe = socket.socket(fileno=os.dup(fd))
+            try:
+                probe.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
+            finally:
+                probe.close()
+        messages = [i.to_bytes(4, "little") * 256 for i in range(2000)]
+        assert pump(pub, sub, messages) == messages
+        assert tx.counter_value(SystemCounter.UDP_GSO_FALLBACKS) == 1
+        assert rx.counter_value(SystemCounter.UDP_GSO_FALLBACKS) == 0
+        assert rx.counter_value(SystemCounter.INVALID_PACKETS) == 0
