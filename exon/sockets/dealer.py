@@ -26,7 +26,8 @@ from exon import errors
 from exon.core import LinkClosed, LinkEstablished, PeerId
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _deadline, _payload
+from exon.sockets.socket import Socket, _payload
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["DealerSocket"]
 

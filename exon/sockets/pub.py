@@ -31,7 +31,8 @@ from exon import errors
 from exon.core import LinkClosed, LinkEstablished, LinkState, MessageReceived, PeerId
 from exon.core.pubsub import MESSAGE, PrefixFilter, SubKind, decode_subscription, encode_dropped
 from exon.sockets.messages import Peer
-from exon.sockets.socket import Socket, _deadline, _monotonic, _payload
+from exon.sockets.socket import Socket, _monotonic, _payload
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["PubSocket", "PubStatistics"]
 

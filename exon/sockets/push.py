@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from exon import errors
-from exon.sockets.socket import Socket, _deadline, _payload
+from exon.sockets.socket import Socket, _payload
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["PushSocket"]
 

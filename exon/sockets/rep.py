@@ -15,7 +15,8 @@ from exon.core import PeerId
 from exon.middleware.node import CLIENT_SPIN
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _deadline, _payload
+from exon.sockets.socket import Socket, _payload
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["RepSocket"]
 

@@ -23,7 +23,8 @@ from exon import errors
 from exon.core import LinkClosed, PeerId
 from exon.middleware.node import CLIENT_SPIN
 from exon.sockets.messages import Message
-from exon.sockets.socket import Socket, _deadline, _payload
+from exon.sockets.socket import Socket, _payload
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["ENVELOPE", "ReqSocket"]
 

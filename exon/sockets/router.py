@@ -27,7 +27,8 @@ from exon import errors
 from exon.core import LinkEstablished, LinkState, PeerId
 from exon.sockets.messages import Message, Peer
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _deadline, _payload
+from exon.sockets.socket import Socket, _payload
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["RouterSocket"]
 

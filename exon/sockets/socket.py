@@ -46,6 +46,7 @@ from exon.middleware.hosted import register_socket_factory
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.messages import Cookie, CookieLost, Message, Peer
 from exon.sockets.timeouts import check_timeout as _check_timeout
+from exon.sockets.timeouts import deadline as _deadline
 
 if TYPE_CHECKING:
     from exon.middleware.node import Node
@@ -56,12 +57,6 @@ _monotonic = time.monotonic
 _new_message = tuple.__new__
 _RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer again
 _OFFER_SPINS = 200
-
-
-def _deadline(timeout: float | None) -> float | None:
-    """The monotonic deadline of ``timeout`` (see :func:`_check_timeout`); None: no limit."""
-    seconds = _check_timeout(timeout)
-    return None if seconds is None else _monotonic() + seconds
 
 
 def _payload(data: Any) -> bytes:

@@ -31,7 +31,8 @@ from exon.core.pubsub import (
     encode_subscription,
 )
 from exon.sockets.messages import Dropped, Message, Peer
-from exon.sockets.socket import Socket, _deadline, _monotonic
+from exon.sockets.socket import Socket, _monotonic
+from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["SubSocket"]
 

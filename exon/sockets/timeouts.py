@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import time
 
 from exon import errors
 
-__all__ = ["check_timeout"]
+__all__ = ["check_timeout", "deadline"]
 
 
 def check_timeout(timeout: float | None) -> float | None:
@@ -25,3 +26,9 @@ def check_timeout(timeout: float | None) -> float | None:
     if timeout == math.inf:
         return None
     return float(timeout)
+
+
+def deadline(timeout: float | None) -> float | None:
+    """The monotonic deadline of ``timeout`` (see :func:`check_timeout`); None: no limit."""
+    seconds = check_timeout(timeout)
+    return None if seconds is None else time.monotonic() + seconds
