@@ -156,7 +156,9 @@ struct exon_receive_endpoint_stct
     exon_udp_addr_t control_group;                    /* multicast: where control frames go */
     char bind_text[EXON_UDP_ADDR_TEXT_MAX];           /* as asked: "host:port" */
     char bound_text[EXON_UDP_ADDR_TEXT_MAX];          /* as bound */
-    uint8_t *buffers;                                 /* EXON_ENDPOINT_BATCH x BUFFER_LENGTH */
+    uint8_t *buffers;                                 /* EXON_ENDPOINT_BATCH x BUFFER_LENGTH: 64 KiB,
+                                                       * as a UDP GRO read may fill it with
+                                                       * up to 64 KiB of datagrams */
 };
 
 /* Open the socket (bound to addr) and the buffers. */

@@ -1,7 +1,8 @@
 /*
  * exon_receiver.c: the receiver agent's duty cycle. `state` is the exon_driver_t.
  *
- * Under the receiver lock: for every receive endpoint, recvmmsg a batch and dispatch it
+ * Under the receiver lock: for every receive endpoint, recvmmsg a batch (with UDP GRO a
+ * read may hold several datagrams, split by exon_udp_msg_split) and dispatch it
  * (DATA into images, SETUP queued for the conductor, elicit SETUP for unknown sessions),
  * then per image: gap scan + NAK, SM, cleaning, EOS, liveness. The runner parks when
  * nothing was done; its epoll set holds every endpoint's socket. When a batch queued a new
