@@ -1,0 +1,389 @@
+"""A Node's polling: who reads the transport, when, and how the others wait.
+
+* Leader/follower polling: a thread that must wait (``receive`` with nothing queued,
+  ``send`` without credit, ``link``...) takes the *poll role* if it is free, pulls a native
+  batch from the transport in one GIL-holding call (lock held: poll, classify, fast DATA
+  into the sockets' native queues), runs the core on the rest and checks its own
+  condition. While it holds the role and there is nothing to read it sleeps in the
+  transport's futex wait (lock and GIL released). Threads that find the role taken wait
+  on their socket's condition; the leader notifies them.
+* The dispatcher thread takes the poll role only when no client thread has polled for
+  :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
+  receives) and hands it back at once when a client wants it (the client rings the
+  subscription's doorbell to wake it).
+
+A node on a driver that dies (killed, stopped) learns it from its Aeron client (the
+driver's pid gone, or its heartbeat older than the driver timeout) and breaks every link:
+blocked callers wake with :class:`~exon.errors.BrokenLink`.
+
+:class:`NodePolling` is a part of :class:`~exon.middleware.node.Node` (a base class of
+it): the leader/follower wait (``_await``, the sockets' ``wait_until``), one poll of the
+transport and the hand-out of what it read, the dispatcher thread's loop and the driver's
+liveness check. Every method runs with the node's lock held unless it says otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from exon import errors
+from exon.core import SocketCore
+from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
+from exon.middleware.hosted import HostedSocket
+from exon.middleware.node_connections import NodeConnections
+from exon.transport.aeron import Aeron
+
+__all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "NodePolling"]
+
+log = logging.getLogger("exon.node")
+
+_DRIVER_CHECK_INTERVAL = 0.05  #: seconds between two looks at the Aeron client's health
+
+DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher polls
+_DISPATCH_SLICE = 0.05  #: longest futex sleep of the dispatcher
+_WAIT_SLICE = 0.05  #: longest condition wait of a follower before it re-checks
+#: seconds a REQ/REP receiver that leads the polling spins (CPU pause, no syscall) before
+#: it parks in the futex: an answer within it costs neither side a futex wake. Streaming
+#: waits (PULL, credit) do not spin: parking lets the batch grow, which is cheaper per message
+CLIENT_SPIN = 0.00005
+
+_DISPATCHER = -1
+_FLOW_CREDIT = FLOW_CREDIT  # exon_lt_desc_t.link of a FLOW that gave credit back to link i:
+# _FLOW_CREDIT - i (a FLOW applied natively otherwise is FLOW_DONE)
+
+
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+class NodePolling(NodeConnections):
+    """The polling side of a Node: leader/follower waits, the dispatcher, driver liveness."""
+
+    # the node's own, used here (exon.middleware.node.Node.__init__)
+    address: str
+    _aeron: Aeron | None
+    _core: SocketCore
+    _fast: FastLinks
+    _poller: Any
+    _sockets: dict[int, HostedSocket]
+    _touched: set[HostedSocket]
+    _dispatch_cond: threading.Condition
+    _role: int | None
+    _role_waiters: list[threading.Condition]
+    _last_client_poll: float
+    _async_waiters: int
+    _async_sockets: set[HostedSocket]
+    _driver_failure: errors.ExonError | None
+    _next_driver_check: float
+    _next_publish: float
+
+    def _publish_counters(self, core_statistics: Any = None, *,
+                          now: float | None = None) -> None:
+        raise NotImplementedError  # Node's
+
+    def _notify_touched(self) -> None:
+        raise NotImplementedError  # Node's
+
+    def _client_activity(self) -> int:
+        raise NotImplementedError  # Node's
+
+    def _process_native(self, n: int, left: int, slots: list[int], gone: list[str]) -> int:
+        """Hand out a polled batch (its fast DATA is in the sockets' native queues already):
+        wake the sockets touched, every other frame to the core, in order. Lock held."""
+        core = self._core
+        now = _monotonic()
+        if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
+            self._publish_counters(now=now)
+        count = n
+        transport = self._transport
+        if n and transport is not None:
+            if slots:
+                owners = self._fast.slot_owners
+                for slot in slots:
+                    self._touched.add(owners[slot])
+            if left:  # something is left for Python to look at
+                ints, data = self._poller.descriptors()
+                tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
+                sockets = self._sockets
+                touched = self._touched
+                receive = core.receive_frame
+                addresses: dict[int, str | None] = {}
+                channels: dict[int, int] = {}
+                head = HEADER_LENGTH  # exon frame header bytes in front of a DATA payload
+                for k in range(0, 5 * n, 5):
+                    link = ints[k]
+                    if link < -1:  # queued natively, or a FLOW applied natively (exon_lt_classify)
+                        if link <= _FLOW_CREDIT:  # it gave credit back: wake the senders
+                            sock = sockets.get(tokens[_FLOW_CREDIT - link].tag)
+                            if sock is not None:
+                                touched.add(sock)
+                        continue
+                    off = ints[k + 2]
+                    if link >= 0:
+                        token = tokens[link]
+                        sock = sockets.get(token.tag)
+                        if sock is not None:
+                            sock._on_fast(token, data[off + head : off + ints[k + 3]])
+                            touched.add(sock)
+                            continue
+                        if not self._fast_orphan(token):
+                            continue
+                    frame = data[off : off + ints[k + 3]]
+                    image = ints[k + 1]
+                    address = addresses.get(image)
+                    if address is None:
+                        address = transport.image_address(image)
+                        if address is None:
+                            address = transport.hello(image, frame)
+                            if address is not None:
+                                self._poller.set_key(image, self._fast.key_of(address))
+                                addresses[image] = address
+                            continue
+                        addresses[image] = address
+                    channel = channels.get(image)
+                    if channel is None:
+                        channel = channels[image] = transport.image_channel(image)
+                    receive(address, frame, now=now, channel=channel)
+        for address in gone:
+            self._drop_peer(address)
+            core.peer_gone(address, now=now)
+        if transport is not None and transport.gone_channels:
+            self._channels_gone(now)
+        due = core.next_timer()
+        if due is not None and due <= now:
+            core.handle_timer(now=now)
+        if self._backlog:
+            self._retry_backlog()
+        self._pump_locked()
+        return count + len(gone)
+
+    def _channels_gone(self, now: float) -> None:
+        """Images gone while their address lives on in another image (the peer node
+        restarted): break the links whose handshake came on them. Lock held."""
+        transport = self._transport
+        if transport is None:
+            return
+        gone, transport.gone_channels = transport.gone_channels, []
+        for address, channel in gone:
+            if self._core.channel_gone(address, channel, now=now):
+                # the node those links were with is gone; a successor at its address reads
+                # a new stream of ours from its start (HELLO first), never the old one's
+                # middle (UDP: one session continues) nor a dead IPC stream id
+                self._drop_peer(address)
+
+    def _fast_orphan(self, token: Any) -> bool:
+        """A fast DATA for a socket object that is gone. True: undo its count and let the
+        core take the frame; False: the link is gone too, drop it."""
+        if token.attached:
+            self._fast.record(token).received -= 1
+            return True
+        self.frames_dropped += 1
+        return False
+
+    def poll_once_if_idle(self) -> bool:
+        """Lock held: look at the transport once unless another thread holds the poll
+        role (a non-blocking receive that found nothing queued). True if it looked."""
+        if self._role is not None:
+            return False
+        self._role = threading.get_ident()
+        try:
+            self._poll_once()
+        finally:
+            self._role = None
+        return True
+
+    def _poll_once(self) -> int:
+        """Poll the transport once (lock held on entry and exit, released while polling)."""
+        transport = self._transport
+        if transport is None:
+            return 0
+        transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
+        gone = transport.refresh(self._poller, self._fast.key_of)
+        if transport.gone_channels and not gone:
+            self._channels_gone(_monotonic())
+            self._pump_locked()
+        if self._pending:
+            self._progress_connections(_monotonic())
+            if self._lost:
+                self._pump_locked()
+        if self._to_connect or self._to_close:
+            self._lock.release()
+            try:
+                self._connect_pending()
+            finally:
+                self._lock.acquire()
+        # one native call, lock and GIL held: poll, classify, queue the fast DATA
+        n, left, slots = self._poller.batch(self._fast.queues)
+        self._fast.flush_flows()
+        if n or gone:
+            if self._async_sockets:
+                # asyncio waiters learn of every change, as a polling thread's ready() would:
+                # credit or state can move without an event for their socket (a FLOW the
+                # core applied, say)
+                self._touched.update(self._async_sockets)
+            return self._process_native(n, left, slots, gone)
+        now = _monotonic()
+        if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
+            self._publish_counters(now=now)
+        if now >= self._next_driver_check:
+            self._next_driver_check = now + _DRIVER_CHECK_INTERVAL
+            if self._driver_failure is None and self._check_driver():
+                return 1
+        due = self._core.next_timer()
+        if due is not None and due <= now:
+            self._core.handle_timer(now=now)
+            self._pump_locked()
+        if self._backlog:
+            # frames refused by back pressure (a FLOW, say) go out without waiting for
+            # inbound traffic: the peer may be waiting for exactly these frames
+            self._retry_backlog()
+            if self._lost:
+                self._pump_locked()
+        return 0
+
+    def _check_driver(self) -> bool:
+        """True if the driver was just found dead (lock held): then every link of every
+        socket is broken (the peers are unreachable without a driver) and the callers
+        waiting on them wake with BrokenLink."""
+        aeron = self._aeron
+        if aeron is None:
+            return False
+        try:
+            aeron.check()
+        except errors.ExonError as exc:
+            self._driver_failure = exc
+        else:
+            return False
+        log.warning("node %s lost its media driver (%s): every link breaks",
+                    self.address, self._driver_failure)
+        addresses: set[str] = set()
+        for tag in self._sockets:
+            with contextlib.suppress(errors.ExonError):
+                addresses.update(peer.address for peer in self._core.links(tag))
+        if self._transport is not None:
+            addresses.update(self._transport.publications)
+        addresses.update(self._backlog)
+        addresses.update(self._pending)
+        now = _monotonic()
+        for address in addresses:
+            self._drop_peer(address)
+            self._core.peer_gone(address, now=now)
+        self._pump_locked()
+        for sock in self._sockets.values():
+            self._touched.add(sock)
+        self._notify_touched()
+        return True
+
+    def _sleep_locked(self, timeout: float, spin: float = 0.0) -> None:
+        """Futex-sleep on the transport (lock released), bounded by the next core timer;
+        spin first for ``spin`` seconds (client threads: see :data:`CLIENT_SPIN`)."""
+        transport = self._transport
+        if transport is None or timeout <= 0:
+            return
+        due = self._core.next_timer()
+        if due is not None:
+            timeout = min(timeout, max(0.0, due - _monotonic()))
+        flow_in = self._fast.next_flow_in()
+        if flow_in is not None:
+            timeout = min(timeout, flow_in)
+        if self._backlog or self._to_connect or self._pending or self._to_close:
+            timeout = min(timeout, 0.001)
+        self._lock.release()
+        try:
+            transport.wait(timeout, spin)
+        finally:
+            self._lock.acquire()
+
+    def _await(self, cond: threading.Condition, ready: Callable[[], bool],
+               deadline: float | None, spin: float = 0.0) -> bool:
+        """Wait (lock held) until ``ready()``; True, or False at ``deadline``. Polls the
+        transport itself when the poll role is free (leader/follower); as the leader it
+        spins ``spin`` seconds before each futex sleep (request/reply waits)."""
+        me = threading.get_ident()
+        while True:
+            if ready():
+                return True
+            if self._closed:
+                raise errors.ClosedError("the node is closed")
+            if self._driver_failure is not None:
+                raise errors.BrokenLink(
+                    f"node {self.address} lost its media driver: {self._driver_failure}")
+            now = _monotonic()
+            if deadline is not None and now >= deadline:
+                return False
+            if self._role is None:
+                self._role = me
+                try:
+                    if spin:
+                        # a request/reply wait: the answer is rarely there yet, and the wait
+                        # returns at once when it is, so skip the empty poll
+                        left = _WAIT_SLICE if deadline is None else deadline - now
+                        self._sleep_locked(min(left, _WAIT_SLICE), spin)
+                    while True:
+                        if self._poll_once() == 0:
+                            if ready() or self._closed:
+                                break
+                            now = _monotonic()
+                            if deadline is not None and now >= deadline:
+                                break
+                            if self._role_waiters:
+                                break  # let another thread lead; we wait as a follower
+                            left = _WAIT_SLICE if deadline is None else deadline - now
+                            self._sleep_locked(min(left, _WAIT_SLICE), spin)
+                        elif ready() or self._closed:
+                            break
+                finally:
+                    self._role = None
+                    self._last_client_poll = _monotonic()
+                    if self._role_waiters:
+                        self._role_waiters[0].notify_all()
+                if ready():
+                    return True
+                if self._role_waiters and not ready():
+                    # give the follower a turn before polling again
+                    cond.wait(0.0005)
+                continue
+            # follower
+            if self._role == _DISPATCHER and self._transport is not None:
+                self._transport.wake()
+            self._role_waiters.append(cond)
+            try:
+                left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
+                cond.wait(max(0.0, left))
+            finally:
+                self._role_waiters.remove(cond)
+
+    # ==== the dispatcher thread ==============================================================
+
+    def _dispatch_loop(self) -> None:
+        lock = self._lock
+        seen = -1
+        with lock:
+            while not self._closed:
+                now = _monotonic()
+                activity = self._client_activity()
+                busy = seen != activity or now - self._last_client_poll < DISPATCH_GRACE
+                if self._role is not None or self._role_waiters or (busy and not
+                                                                    self._async_waiters):
+                    seen = activity
+                    self._dispatch_cond.wait(DISPATCH_GRACE * 2)
+                    continue
+                self._role = _DISPATCHER
+                try:
+                    while not self._closed and not self._role_waiters:
+                        try:
+                            n = self._poll_once()
+                        except errors.ExonError:
+                            n = 0  # a transport hiccup: keep serving
+                        if n == 0 and not self._role_waiters and not self._closed:
+                            self._sleep_locked(_DISPATCH_SLICE)
+                finally:
+                    self._role = None
+                    if self._role_waiters:
+                        self._role_waiters[0].notify_all()
+                self._last_client_poll = _monotonic()
