@@ -1,0 +1,458 @@
+"""What the link handshake does: one method per ``link_state.Action``, and their helpers.
+
+``link_state.py`` says which action a (state, input) pair takes; :class:`LinkActions`
+carries it out: the frames it sends (LINK, LINKACK, UNLINK, FLOW, ERROR), the policy
+decisions and their conclusion, credit flowing back, and the events for the layer above.
+It is a base of :class:`~exon.core.socket_core.SocketCore`, whose state it uses (declared
+below); ``SocketCore._input`` calls ``_do_<action>`` for each transition. Sans-IO, as the
+whole core: time is ``now``, randomness the core's ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+from exon.core.credits import CreditLedger
+from exon.core.events import (
+    CookieLost,
+    CookieReturned,
+    CreditAvailable,
+    Event,
+    LinkClosed,
+    LinkEstablished,
+    LinkRefused,
+    MessageReceived,
+)
+from exon.core.frames import (
+    Decision,
+    ErrorCode,
+    Frame,
+    FrameType,
+    LinkMetadata,
+    encode_error,
+    encode_flow,
+    encode_link,
+    encode_linkack,
+    encode_unlink,
+)
+from exon.core.link_state import LinkInput, LinkState, Verdict
+from exon.core.policy import PolicyContext, compatible
+from exon.core.records import LinkAccelerator
+from exon.core.records import LinkRecord as _Link
+from exon.core.records import SocketRecord as _Socket
+from exon.core.settings import LinkSettings
+
+__all__ = ["LinkActions"]
+
+
+class LinkActions:
+    """The handshake's actions (a base of :class:`~exon.core.socket_core.SocketCore`)."""
+
+    # the core's state (exon.core.socket_core.SocketCore.__init__)
+    node_id: str
+    reply_address: str
+    settings: LinkSettings
+    accelerator: LinkAccelerator | None
+    _rng: random.Random
+    _out: list[tuple[str, bytes]]
+    _events: deque[Event]
+    _stats: dict[str, int]
+    _last_now: float
+    _channel: int | None
+
+    # the core's own (SocketCore)
+    def _arm(self, link: _Link, kind: str, when: float) -> None:
+        raise NotImplementedError
+
+    def _clear_flow_timer(self, link: _Link) -> None:
+        raise NotImplementedError
+
+    def _forget(self, sock: _Socket, link: _Link) -> None:
+        raise NotImplementedError
+
+    def _fresh_incarnation(self, link: _Link) -> None:
+        raise NotImplementedError
+
+    def _input(self, sock: _Socket, link: _Link, event: LinkInput, frame: Frame | None,
+               now: float) -> None:
+        raise NotImplementedError
+
+    # ==== internals: frames out =============================================================
+
+    def _emit_frame(self, address: str, data: bytes) -> None:
+        self._stats["frames_sent"] += 1
+        self._out.append((address, data))
+
+    def _metadata(self, sock: _Socket, link: _Link, peer_meta: LinkMetadata | None) -> LinkMetadata:
+        custom: dict[str, Any] = {}
+        if sock.policy is not None:
+            custom = sock.policy.metadata(self._ctx(sock, link), peer_meta)
+        return LinkMetadata(
+            socket_type=sock.socket_type,
+            credits=sock.initial_credits,
+            max_message_size=sock.max_message_size,
+            node_id=self.node_id,
+            reply_address=self.reply_address,
+            nonce=link.nonce,
+            custom=custom,
+        )
+
+    def _ctx(self, sock: _Socket, link: _Link) -> PolicyContext:
+        return PolicyContext(tag=sock.tag, socket_type=sock.socket_type, node_id=self.node_id,
+                             reply_address=self.reply_address, peer=link.peer, nonce=link.nonce)
+
+    def _send_linkack(self, sock: _Socket, link: _Link, with_metadata: bool) -> None:
+        assert link.our_decision is not None
+        assert link.peer_incarnation is not None
+        meta = self._metadata(sock, link, link.peer_meta) if with_metadata else None
+        if not link.our_decision.accepted:
+            self._stats["refusals_sent"] += 1
+        self._emit_frame(link.peer.address, encode_linkack(
+            sock.tag, link.peer.tag, link.incarnation, link.our_decision, meta,
+            link.our_reason, answers=link.peer_incarnation))
+
+    def _send_unlink(self, sock: _Socket, link: _Link) -> None:
+        sent = link.ledger.sent if link.ledger is not None else 0
+        self._emit_frame(link.peer.address,
+                         encode_unlink(sock.tag, link.peer.tag, link.incarnation, sent))
+
+    def _send_flow(self, link: _Link) -> None:
+        if link.ledger is None:
+            return
+        delivered, limit = link.ledger.make_flow()
+        self._emit_frame(link.peer.address,
+                         encode_flow(link.tag, link.peer.tag, link.incarnation, delivered, limit))
+
+    def _not_linked(self, sock: _Socket, link: _Link, frame: Frame | None) -> None:
+        if frame is None:
+            return
+        self._stats["not_linked_sent"] += 1
+        self._emit_frame(link.peer.address, encode_error(
+            sock.tag, frame.source_tag, frame.incarnation, ErrorCode.SOCKET_NOT_LINKED,
+            f"socket {sock.tag} is not linked with {link.peer}"))
+
+    # ==== internals: decisions ==============================================================
+
+    def _learn_peer(self, sock: _Socket, link: _Link, frame: Frame) -> None:
+        meta = frame.metadata
+        assert meta is not None
+        link.peer_meta = meta
+        link.peer_incarnation = frame.incarnation
+        link.peer_node = meta.node_id
+        link.channel = self._channel
+        link.ledger = CreditLedger(
+            limit=meta.credits,
+            capacity=sock.initial_credits,
+            batch=self.settings.grant_batch(sock.initial_credits),
+        )
+
+    def _decide(self, sock: _Socket, link: _Link) -> None:
+        meta = link.peer_meta
+        assert meta is not None
+        decision, reason = Decision.ACCEPTED, ""
+        if sock.closing:
+            decision, reason = Decision.CANCELLED, "socket is closing"
+        elif not compatible(sock.socket_type, meta.socket_type):
+            decision = Decision.INCOMPATIBLE
+            reason = f"a {sock.socket_type} socket cannot link with a {meta.socket_type} socket"
+        elif sock.max_links is not None and sum(
+            1 for other in sock.links.values()
+            if other is not link and other.state in (
+                LinkState.DECIDED, LinkState.ESTABLISHED, LinkState.UNLINKING)
+        ) >= sock.max_links:
+            decision, reason = Decision.LINK_LIMIT, f"socket {sock.tag} has {sock.max_links} links"
+        elif sock.policy is not None:
+            decision, reason = sock.policy.decide(self._ctx(sock, link), meta)
+        link.our_decision, link.our_reason = decision, reason
+
+    def _conclude(self, sock: _Socket, link: _Link, now: float) -> Verdict:
+        """Both decisions known (or one refusal): establish, or refuse (maybe retry)."""
+        ours, theirs = link.our_decision, link.peer_decision
+        if ours is not None and ours.accepted and theirs is not None and theirs.accepted:
+            self._establish(sock, link)
+            return Verdict.ACCEPT
+        by_peer = theirs is not None and not theirs.accepted
+        decision = theirs if by_peer else ours
+        assert decision is not None
+        reason = link.peer_reason if by_peer else link.our_reason
+        if by_peer:
+            self._stats["refusals_received"] += 1
+        retry = (link.initiator and not decision.permanent and not sock.closing
+                 and link.state is not LinkState.UNLINKING)
+        retry_at = None
+        if retry:
+            link.attempts += 1
+            s = self.settings
+            base = min(s.retry_max, s.retry_initial * s.retry_multiplier ** (link.attempts - 1))
+            retry_at = now + base * self._rng.uniform(1 - s.retry_jitter, 1 + s.retry_jitter)
+            self._arm(link, "retry", retry_at)
+            self._stats["retries"] += 1
+        if link.initiator:
+            self._events.append(LinkRefused(
+                tag=sock.tag, peer=link.peer, decision=decision, reason=reason or decision.name,
+                permanent=decision.permanent, by_peer=by_peer, retry_at=retry_at))
+        self._lose_cookies(sock, link)
+        return Verdict.RETRY if retry else Verdict.REFUSE
+
+    def _establish(self, sock: _Socket, link: _Link) -> None:
+        assert link.ledger is not None
+        assert link.peer_meta is not None
+        link.attempts = 0
+        link.established_emitted = True
+        if link.peer not in sock.rr:
+            sock.rr.append(link.peer)
+        self._stats["links_established"] += 1
+        if self.accelerator is not None and link.fast is None:
+            link.fast = self.accelerator.attach(
+                sock.tag, link.peer, link.incarnation, link.peer_incarnation or 0, link.ledger,
+                link.peer_meta.max_message_size, sock.max_message_size)
+        self._events.append(LinkEstablished(
+            tag=sock.tag, peer=link.peer, incarnation=link.incarnation,
+            peer_metadata=link.peer_meta, credits=link.ledger.credit))
+
+    def _lose_cookies(self, sock: _Socket, link: _Link) -> None:
+        for cookie in link.cookies.lose_all():
+            self._stats["cookies_lost"] += 1
+            self._events.append(CookieLost(tag=sock.tag, peer=link.peer, cookie=cookie))
+        if link.ledger is not None:
+            link.ledger.hold_flow = 0
+
+    def _force_close(self, sock: _Socket, link: _Link, reason: str, *, error: bool) -> None:
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, reason, error)
+        link.machine.state = LinkState.IDLE
+        self._forget(sock, link)
+
+    def _closed_event(self, sock: _Socket, link: _Link, reason: str, error: bool) -> None:
+        if link.established_emitted:
+            self._stats["links_closed"] += 1
+            self._events.append(LinkClosed(tag=sock.tag, peer=link.peer, reason=reason,
+                                           error=error))
+        elif link.initiator:
+            self._events.append(LinkRefused(
+                tag=sock.tag, peer=link.peer, decision=Decision.CANCELLED, reason=reason,
+                permanent=True, by_peer=reason != "CANCELLED", retry_at=None))
+
+    # ==== internals: flow ===================================================================
+
+    def _flow_after_delivery(self, sock: _Socket, link: _Link, now: float) -> None:
+        ledger = link.ledger
+        assert ledger is not None
+        unlinking_done = (link.state is LinkState.UNLINKING and link.peer_unlink_count is not None
+                          and ledger.delivered == link.peer_unlink_count)
+        if ledger.flow_due or unlinking_done or self.settings.flow_delay == 0:
+            self._clear_flow_timer(link)
+            self._send_flow(link)
+        elif link.flow_deadline is None and ledger.flow_pending:
+            self._arm(link, "flow", now + self.settings.flow_delay)
+        self._check_drained(sock, link, now)
+
+    def _check_drained(self, sock: _Socket, link: _Link, now: float) -> None:
+        if link.state is not LinkState.UNLINKING or link.peer_unlink_count is None:
+            return
+        ledger = link.ledger
+        assert ledger is not None
+        if (ledger.received == link.peer_unlink_count and ledger.delivered == ledger.received
+                and not ledger.flow_pending and ledger.confirmed == ledger.sent):
+            self._input(sock, link, LinkInput.DRAINED, None, now)
+
+    # ==== actions (one per link_state.Action) ==============================================
+
+    def _do_ignore(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        if frame is not None:
+            self._stats["ignored"] += 1
+
+    def _do_not_linked(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._not_linked(sock, link, frame)
+
+    def _do_send_link(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._last_now = now
+        self._fresh_incarnation(link)
+        link.peer_incarnation = link.peer_node = None
+        link.peer_meta = link.ledger = None
+        link.our_decision = link.peer_decision = None
+        meta = self._metadata(sock, link, None)
+        self._emit_frame(link.peer.address,
+                         encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
+        link.resend_interval = self.settings.resend_initial
+        self._arm(link, "resend", now + link.resend_interval)
+
+    def _do_resend_link(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> None:
+        """No answer yet: the LINK again, same incarnation (its answer may have gone to a
+        stream that was replaced); the interval doubles up to ``resend_max``."""
+        self._stats["links_resent"] += 1
+        meta = self._metadata(sock, link, None)
+        self._emit_frame(link.peer.address,
+                         encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
+        link.resend_interval = min(self.settings.resend_max, link.resend_interval * 2)
+        self._arm(link, "resend", now + link.resend_interval)
+
+    def _do_resend_answer(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> None:
+        """The peer repeated its LINK: it has not seen our LINKACK. Send it again, with
+        our metadata (our own LINK, if we sent one, may be lost with it)."""
+        self._stats["links_resent"] += 1
+        self._send_linkack(sock, link, with_metadata=True)
+
+    def _do_answer_link(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> Verdict:
+        assert frame is not None
+        if link.incarnation == 0 or link.state is LinkState.RETRY_WAIT:
+            self._fresh_incarnation(link)
+        self._learn_peer(sock, link, frame)
+        self._decide(sock, link)
+        self._send_linkack(sock, link, with_metadata=True)
+        if link.our_decision is Decision.ACCEPTED:
+            if link.state is LinkState.RETRY_WAIT:
+                link.deadline = None  # the peer's LINK replaces our retry
+            return Verdict.ACCEPT
+        if link.state is LinkState.RETRY_WAIT:
+            link.peer_incarnation = link.peer_node = None
+            link.peer_meta = link.ledger = None
+        return Verdict.REFUSE
+
+    def _do_decide_on_link(self, sock: _Socket, link: _Link, frame: Frame | None,
+                           now: float) -> Verdict:
+        assert frame is not None
+        self._learn_peer(sock, link, frame)
+        self._decide(sock, link)
+        self._send_linkack(sock, link, with_metadata=False)
+        if link.peer_decision is None and link.our_decision is Decision.ACCEPTED:
+            return Verdict.ACCEPT  # LINK_SENT -> DECIDED
+        return self._conclude(sock, link, now)
+
+    def _do_decide_on_ack(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> Verdict:
+        assert frame is not None
+        self._learn_peer(sock, link, frame)
+        link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        if frame.decision.accepted:
+            self._decide(sock, link)
+            self._send_linkack(sock, link, with_metadata=False)
+        return self._conclude(sock, link, now)
+
+    def _do_note_decision(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        link.peer_incarnation = frame.incarnation
+        if frame.decision.accepted:
+            return Verdict.ACCEPT
+        return self._conclude(sock, link, now)
+
+    def _do_conclude(self, sock: _Socket, link: _Link, frame: Frame | None,
+                     now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        if link.state is LinkState.UNLINKING:
+            if frame.decision.accepted:
+                return Verdict.ACCEPT  # keep draining (nothing was sent)
+            self._lose_cookies(sock, link)
+            self._closed_event(sock, link, "CANCELLED", False)
+            return Verdict.REFUSE
+        return self._conclude(sock, link, now)
+
+    def _do_implicit_accept(self, sock: _Socket, link: _Link, frame: Frame | None,
+                            now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision = Decision.ACCEPTED
+        self._establish(sock, link)
+        link.machine.state = LinkState.ESTABLISHED
+        if frame.type is FrameType.DATA:
+            return self._do_receive_data(sock, link, frame, now)
+        self._do_receive_flow(sock, link, frame, now)
+        return Verdict.ACCEPT
+
+    def _do_receive_data(self, sock: _Socket, link: _Link, frame: Frame | None,
+                         now: float) -> Verdict:
+        assert frame is not None
+        assert link.ledger is not None
+        ledger = link.ledger
+        if link.peer_unlink_count is not None and ledger.received >= link.peer_unlink_count:
+            code, text = ErrorCode.PROTOCOL_VIOLATION, "DATA after UNLINK"
+        elif len(frame.payload) > sock.max_message_size:
+            self._stats["oversize_dropped"] += 1
+            code, text = ErrorCode.MESSAGE_TOO_LARGE, (
+                f"{len(frame.payload)} bytes exceed the {sock.max_message_size} advertised")
+        elif not ledger.accept_data():
+            self._stats["credit_violations"] += 1
+            code, text = ErrorCode.CREDIT_EXCEEDED, "DATA beyond the granted credit"
+        else:
+            self._events.append(MessageReceived(tag=sock.tag, peer=link.peer,
+                                                payload=frame.payload,
+                                                incarnation=link.incarnation))
+            return Verdict.ACCEPT
+        self._emit_frame(link.peer.address, encode_error(
+            sock.tag, link.peer.tag, frame.incarnation, code, text))
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, f"ERROR:{code.name}", True)
+        return Verdict.REFUSE
+
+    def _do_receive_flow(self, sock: _Socket, link: _Link, frame: Frame | None,
+                         now: float) -> None:
+        assert frame is not None
+        assert link.ledger is not None
+        newly, before = link.ledger.apply_flow(frame.delivered, frame.limit)
+        if newly:
+            for cookie in link.cookies.confirm(link.ledger.confirmed):
+                self._stats["cookies_returned"] += 1
+                self._events.append(CookieReturned(tag=sock.tag, peer=link.peer, cookie=cookie))
+            link.ledger.hold_flow = len(link.cookies)
+        if before <= 0 < link.ledger.credit:
+            self._events.append(CreditAvailable(tag=sock.tag, peer=link.peer,
+                                                credits=link.ledger.credit))
+
+    def _do_start_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
+                         now: float) -> None:
+        self._send_unlink(sock, link)
+        self._arm(link, "unlink", now + self.settings.unlink_timeout)
+
+    def _do_answer_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
+                          now: float) -> None:
+        self._do_note_unlink(sock, link, frame, now)
+        self._do_start_unlink(sock, link, frame, now)
+
+    def _do_note_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> None:
+        assert frame is not None
+        link.peer_unlink_count = frame.count
+
+    def _do_cancel(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._send_unlink(sock, link)
+        self._closed_event(sock, link, "CANCELLED", False)
+
+    def _do_peer_cancel(self, sock: _Socket, link: _Link, frame: Frame | None,
+                        now: float) -> None:
+        if link.initiator:
+            self._events.append(LinkRefused(
+                tag=sock.tag, peer=link.peer, decision=Decision.CANCELLED,
+                reason="the peer cancelled the handshake", permanent=True, by_peer=True,
+                retry_at=None))
+
+    def _do_link_error(self, sock: _Socket, link: _Link, frame: Frame | None,
+                       now: float) -> Verdict:
+        assert frame is not None
+        link.peer_decision = (Decision.SOCKET_NOT_FOUND
+                              if frame.error == ErrorCode.SOCKET_NOT_FOUND else Decision.TEMPORARY)
+        link.peer_reason = frame.reason or link.peer_decision.name
+        return self._conclude(sock, link, now)
+
+    def _do_break(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        assert frame is not None
+        name = frame.error.name if isinstance(frame.error, ErrorCode) else str(frame.error)
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, f"ERROR:{name}", True)
+
+    def _do_give_up(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._closed_event(sock, link, "CANCELLED", False)
+
+    def _do_unlink_timeout(self, sock: _Socket, link: _Link, frame: Frame | None,
+                           now: float) -> None:
+        self._lose_cookies(sock, link)
+        self._closed_event(sock, link, "TIMEOUT", True)
+
+    def _do_finish(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
+        self._closed_event(sock, link, "UNLINKED", False)
