@@ -16,7 +16,8 @@ Receiver half (``received``/``delivered``/``capacity``/``advertised``):
     * DATA with ``received >= advertised`` is a credit violation (dropped and counted);
     * ``deliver()`` counts a message handed to the application; a FLOW is due when
       ``delivered - flowed_delivered >= batch`` (or when the core's flow timer fires), with
-      ``limit = delivered + capacity``.
+      ``limit = max(advertised, delivered + capacity)`` (``capacity``, the window, may shrink
+      when more links share the node's memory budget; a limit never moves back).
 
 Shared counters: :meth:`CreditLedger.attach` moves ``limit``, ``sent``, ``confirmed``,
 ``hold_flow`` (non-zero while cookies wait: FLOWs must then reach the core), ``flow_timer``
@@ -27,8 +28,9 @@ object in tests) and makes the ledger read and write them there, so a native DAT
 path and the core count in one place; :meth:`CreditLedger.detach` copies them back. The
 rules above hold whoever moves the counters.
 
-So the messages a link can hold in the receiver's queue are at most ``capacity``, and the
-memory of a socket is bounded by links x capacity x max message size.
+So the messages a link can hold in the receiver's queue are at most its window, and the
+memory of a node is bounded by the sum of windows x max message size, which the core keeps
+within ``LinkSettings.memory_budget`` (see ``SocketCore``, "the memory budget").
 """
 
 from __future__ import annotations
@@ -201,7 +203,11 @@ class CreditLedger:
         return self.delivered > self.flowed_delivered
 
     def make_flow(self) -> tuple[int, int]:
-        """The (delivered, limit) pair of the next FLOW, and mark it sent."""
-        self.flowed_delivered = self.delivered
-        self.advertised = self.delivered + self.capacity
-        return self.delivered, self.advertised
+        """The (delivered, limit) pair of the next FLOW, and mark it sent. The limit never
+        falls below the last one advertised (``capacity`` may have shrunk since)."""
+        delivered = self.delivered
+        self.flowed_delivered = delivered
+        limit = delivered + self.capacity
+        if limit > self.advertised:
+            self.advertised = limit
+        return delivered, self.advertised

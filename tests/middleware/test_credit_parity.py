@@ -57,6 +57,7 @@ class NativeLink:
         self.keys = ffi.new("int32_t[1]", [PEER_KEY])
         self.timer_armed = False  # the model: a native FLOW timer is queued
         self.timers = False  # the table keeps FLOW timers (exon_lt_set_flow_delay)
+        self.advertised_max = capacity  # the highest limit advertised so far
 
     def close(self) -> None:
         lib.exon_lt_detach(self.table, 0)
@@ -94,6 +95,9 @@ OPS = st.one_of(
     st.tuples(st.just("hold"), st.booleans()),
     st.tuples(st.just("timer"), st.booleans()),
     st.tuples(st.just("expire"), st.just(0)),
+    # the core resizes the receive window (the node's memory budget): it may shrink below
+    # what was advertised, and a FLOW then never moves the limit back
+    st.tuples(st.just("window"), st.integers(1, 64), st.integers(1, 16)),
 )
 
 
@@ -185,6 +189,8 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
                 OUR_TAG, PEER_TAG, OUR_INC)
             assert F.decode_frame(F.encode_flow(OUR_TAG, PEER_TAG, OUR_INC, delivered, limit)) \
                 == frame
+            assert limit >= native.advertised_max  # a limit never moves back
+            native.advertised_max = limit
         else:
             timers = native.timers
             if ledger.flow_timer:
@@ -205,6 +211,8 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
             [frame] = native.sent_frames()
             assert (frame.type, frame.delivered, frame.limit) == (F.FrameType.FLOW, delivered,
                                                                   limit)
+            assert limit >= native.advertised_max
+            native.advertised_max = limit
         else:
             assert sent == 0
             assert native.sent_frames() == []
@@ -214,6 +222,11 @@ def step(native: NativeLink, ledger: CreditLedger, op: tuple[Any, ...]) -> None:
         value = int(op[1])
         ledger.hold_flow = value
         native.record.hold_flow = value
+        return
+    if kind == "window":
+        capacity, batch = op[1], op[2]
+        ledger.capacity, ledger.batch = capacity, batch
+        native.record.capacity, native.record.batch = capacity, batch
         return
     if kind == "timer":
         value = int(op[1])
@@ -234,5 +247,24 @@ def test_parity_harness_detects_a_drifted_rule(workdir: Path) -> None:
         native.record.limit += 1
         with pytest.raises(AssertionError):
             step(native, ledger, ("send", 3))
+    finally:
+        native.close()
+
+
+def test_a_shrunk_window_never_moves_the_limit_back(workdir: Path) -> None:
+    """The memory budget shrinks a window below what was advertised: both sides then send
+    FLOWs that report deliveries but keep the old limit, until deliveries pass it."""
+    native = NativeLink(workdir, limit=0, capacity=10, batch=2)
+    ledger = CreditLedger(limit=0, capacity=10, batch=2)
+    try:
+        for op in [("data", 4), ("data", 4), ("window", 1, 2), ("deliver", 2)]:
+            step(native, ledger, op)  # the FLOW (2, 10): the limit stays at 10
+            assert counters(native.record) == {n: getattr(ledger, n) for n in _SHARED}
+        assert ledger.advertised == native.record.advertised == 10
+        for _ in range(8):
+            step(native, ledger, ("data", 4))
+        step(native, ledger, ("deliver", 8))  # delivered 10: the FLOW (10, 11)
+        assert counters(native.record) == {n: getattr(ledger, n) for n in _SHARED}
+        assert ledger.advertised == native.record.advertised == 11
     finally:
         native.close()

@@ -323,11 +323,16 @@ static int64_t lt_offer_frame(exon_lt_link_t *l, uint8_t type, const char *paylo
         l->pub, (const char *)header, EXON_LT_HEADER_LENGTH, payload, length, 0);
 }
 
-/* The FLOW (delivered, delivered + capacity), as the core's CreditLedger.make_flow: on
- * success flowed_delivered and advertised move. */
+/* The FLOW (delivered, max(advertised, delivered + capacity)), as the core's
+ * CreditLedger.make_flow (a window that shrank never moves the limit back): on success
+ * flowed_delivered and advertised move. */
 static int64_t lt_offer_flow(exon_lt_link_t *l)
 {
     uint64_t limit = l->delivered + l->capacity;
+    if (limit < l->advertised)
+    {
+        limit = l->advertised;
+    }
     uint8_t body[16];
     for (int k = 0; k < 8; k++)
     {

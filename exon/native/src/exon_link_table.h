@@ -59,8 +59,9 @@ typedef struct exon_lt_link_stct
     uint64_t confirmed;            /* sender half: the peer's application got this many */
     uint64_t hold_flow;            /* != 0 (cookies pending): FLOWs go to the core */
     uint64_t flow_timer;           /* != 0: the core's FLOW timer is armed (set by the core) */
-    uint64_t capacity;             /* receiver half: credits granted per FLOW; 0: the core
-                                    * sends every FLOW */
+    uint64_t capacity;             /* receiver half: the window a FLOW grants (limit =
+                                    * max(advertised, delivered + capacity)); 0: the core
+                                    * sends every FLOW. Set by the core (memory budget). */
     uint32_t source_tag;           /* ours */
     uint32_t destination_tag;      /* the peer's */
     uint32_t incarnation;          /* ours, written in every DATA header */
@@ -153,7 +154,7 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
                  int64_t timeout_ns);
 
 /* One message of `link` handed to the application: EXON_LT_DELIVER_*. When a batch is due
- * and `capacity` > 0, the FLOW (delivered, delivered + capacity) is offered here on the
+ * and `capacity` > 0, the FLOW (delivered, max(advertised, delivered + capacity)) is offered here on the
  * link's publication (flowed_delivered and advertised move as in the core's make_flow) and
  * NONE is returned; DUE only when that offer failed (the core sends it). FIRST: deliveries
  * wait for a FLOW and no core FLOW timer is armed (flow_timer == 0): arm one. */
