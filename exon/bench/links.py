@@ -22,7 +22,9 @@ def _rate(driver_dir: str, links: int, messages: int, size: int) -> float:
     """Messages per second through ``links`` PUSH->PULL links, first send to last receive."""
     with Node(endpoint="127.0.0.1:0", driver_dir=driver_dir) as sender, \
             Node(endpoint="127.0.0.1:0", driver_dir=driver_dir) as receiver:
-        pull = receiver.socket("pull")
+        # the node's memory budget counts each link's window at the socket's max message
+        # size: saying the messages are small keeps 1,000 links at full credit
+        pull = receiver.socket("pull", max_message_size=max(size, 1024))
         pushes = [sender.socket("push") for _ in range(links)]
         for push in pushes:
             push.link(f"{receiver.address}/{pull.tag}", timeout=30)

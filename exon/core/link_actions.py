@@ -14,6 +14,7 @@ import random
 from collections import deque
 from typing import Any
 
+from exon.core.budget import MemoryBudget
 from exon.core.credits import CreditLedger
 from exon.core.events import (
     CookieLost,
@@ -47,7 +48,7 @@ from exon.core.settings import LinkSettings
 __all__ = ["LinkActions"]
 
 
-class LinkActions:
+class LinkActions(MemoryBudget):
     """The handshake's actions (a base of :class:`~exon.core.socket_core.SocketCore`)."""
 
     # the core's state (exon.core.socket_core.SocketCore.__init__)
@@ -91,7 +92,7 @@ class LinkActions:
             custom = sock.policy.metadata(self._ctx(sock, link), peer_meta)
         return LinkMetadata(
             socket_type=sock.socket_type,
-            credits=sock.initial_credits,
+            credits=self._grant(sock, link),
             max_message_size=sock.max_message_size,
             node_id=self.node_id,
             reply_address=self.reply_address,
@@ -121,6 +122,8 @@ class LinkActions:
     def _send_flow(self, link: _Link) -> None:
         if link.ledger is None:
             return
+        if link.growing:
+            self._grow(link)
         delivered, limit = link.ledger.make_flow()
         self._emit_frame(link.peer.address,
                          encode_flow(link.tag, link.peer.tag, link.incarnation, delivered, limit))
@@ -142,10 +145,16 @@ class LinkActions:
         link.peer_incarnation = frame.incarnation
         link.peer_node = meta.node_id
         link.channel = self._channel
+        credits = self._grant(sock, link)
+        window = credits
+        if not link.growing and sock.budgeted and self.settings.memory_budget is not None:
+            # links came since the grant: its next FLOWs grant the current share
+            window = min(credits, self._share(sock, len(self._holders(but=link)) + 1))
         link.ledger = CreditLedger(
             limit=meta.credits,
-            capacity=sock.initial_credits,
-            batch=self.settings.grant_batch(sock.initial_credits),
+            capacity=window,
+            batch=self.settings.grant_batch(window),
+            advertised=credits,
         )
 
     def _decide(self, sock: _Socket, link: _Link) -> None:
@@ -208,6 +217,8 @@ class LinkActions:
             link.fast = self.accelerator.attach(
                 sock.tag, link.peer, link.incarnation, link.peer_incarnation or 0, link.ledger,
                 link.peer_meta.max_message_size, sock.max_message_size)
+            if link.fast is not None and link.growing:
+                self.accelerator.set_window(link.fast, 0, link.ledger.batch)
         self._events.append(LinkEstablished(
             tag=sock.tag, peer=link.peer, incarnation=link.incarnation,
             peer_metadata=link.peer_meta, credits=link.ledger.credit))

@@ -48,6 +48,11 @@ class LinkRecord:
     stored: bool = False
     channel: int | None = None  #: the transport stream the peer's handshake came on
     fast: Any = None  #: the accelerator's token while the link is attached to it
+    #: (our incarnation, the credits our metadata granted in it): the memory budget's share
+    grant: tuple[int, int] | None = None
+    #: the receive window is below its share of the memory budget: the core computes each
+    #: FLOW (the accelerator leaves them to it) and grows the window as the budget frees
+    growing: bool = False
 
     @property
     def state(self) -> LinkState:
@@ -64,6 +69,7 @@ class SocketRecord:
     initial_credits: int
     max_message_size: int
     max_links: int | None
+    budgeted: bool = True  #: its links' receive windows share the node's memory budget
     links: dict[PeerId, LinkRecord] = field(default_factory=dict)
     rr: list[PeerId] = field(default_factory=list)
     rr_next: int = 0
@@ -94,6 +100,11 @@ class LinkAccelerator(Protocol):
 
     def detach(self, token: Any) -> None:
         """The link left ESTABLISHED: stop sending and receiving on it natively."""
+        ...
+
+    def set_window(self, token: Any, capacity: int, batch: int) -> None:
+        """The receive window of an attached link changed: FLOWs grant ``capacity`` credits
+        after ``batch`` deliveries; ``capacity`` 0: every FLOW goes through the core."""
         ...
 
 

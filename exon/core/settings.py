@@ -30,6 +30,11 @@ class LinkSettings(BaseModel):
     unlink_timeout: float = Field(5.0, gt=0.0, le=3600.0, description="drain bound (s)")
     tombstone_ttl: float = Field(60.0, ge=0.0, description="remember closed incarnations (s)")
     max_links_per_socket: int | None = Field(None, ge=1, description="None: unlimited")
+    memory_budget: int | None = Field(
+        1 << 30, ge=1 << 10, le=1 << 40,
+        description="bytes all receiving links of a node may hold (credits x max message "
+                    "size, summed; a receiving socket's max_message_size must fit); "
+                    "None: unlimited")
 
     def grant_batch(self, credits: int) -> int:
         """Deliveries that trigger a FLOW for a link with ``credits`` capacity (>= 1)."""

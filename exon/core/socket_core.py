@@ -124,8 +124,11 @@ class SocketCore(LinkActions):
         initial_credits: int | None = None,
         max_message_size: int | None = None,
         max_links: int | None = None,
+        budgeted: bool = True,
     ) -> None:
-        """Register a socket. ``tag`` is a u32 unique on this node."""
+        """Register a socket. ``tag`` is a u32 unique on this node. ``budgeted``: its links'
+        receive windows share ``settings.memory_budget`` (False for a socket that queues
+        nothing it receives, e.g. PUSH or PUB: its links keep ``initial_credits``)."""
         if type(tag) is not int or not 0 <= tag <= TAG_MAX:
             raise ConfigurationError(f"tag {tag} is not an unsigned 32-bit integer")
         if tag in self._sockets:
@@ -136,6 +139,11 @@ class SocketCore(LinkActions):
         size = self.settings.max_message_size if max_message_size is None else max_message_size
         if size < 1:
             raise ConfigurationError("max_message_size must be >= 1")
+        budget = self.settings.memory_budget
+        if budgeted and budget is not None and size > budget:
+            raise ConfigurationError(
+                f"max_message_size {size} exceeds the node's memory_budget {budget}: such a "
+                "message could never be received")
         self._sockets[tag] = _Socket(
             tag=tag,
             socket_type=socket_type,
@@ -143,6 +151,7 @@ class SocketCore(LinkActions):
             initial_credits=credits,
             max_message_size=size,
             max_links=max_links if max_links is not None else self.settings.max_links_per_socket,
+            budgeted=budgeted,
         )
 
     def close_socket(self, tag: int, *, now: float, force: bool = False) -> None:
@@ -565,8 +574,12 @@ class SocketCore(LinkActions):
     def _forget(self, sock: _Socket, link: _Link) -> None:
         if link.fast is not None:
             self._detach_fast(link)
+        held = link.grant is not None and sock.budgeted  # (the link is IDLE by now)
         if sock.links.get(link.peer) is link:
             del sock.links[link.peer]
+        link.grant = None
+        if held and self.settings.memory_budget is not None:
+            self._budget_freed()
         link.stored = False
         if link.peer in sock.rr and link.peer not in sock.links:
             sock.rr.remove(link.peer)

@@ -207,6 +207,14 @@ class FastLinks:
         self.by_link[(tag, peer)] = token
         return token
 
+    def set_window(self, token: FastLink | None, capacity: int, batch: int) -> None:
+        """The core resized the link's receive window (memory budget); 0: the core sends
+        every FLOW of the link."""
+        if token is not None and token.attached:
+            rec = self._table.links[token.index]
+            rec.capacity = capacity
+            rec.batch = batch
+
     def detach(self, token: FastLink | None) -> None:
         if token is None or not token.attached:
             return

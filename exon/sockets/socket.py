@@ -155,7 +155,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         self._closed = False
         self._aio_waiters: deque[Any] = deque()  # asyncio tasks in line (exon.sockets.aio)
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
-        options: dict[str, Any] = {"policy": policy}
+        options: dict[str, Any] = {"policy": policy, "budgeted": self.can_receive}
         if credits is not None:
             options["initial_credits"] = credits
         if max_message_size is not None:

@@ -33,6 +33,10 @@ class FakeAccelerator:
         del self.live[id(token)]
         self.detaches += 1
 
+    def set_window(self, token: Any, capacity: int, batch: int) -> None:
+        assert id(token) in self.live, "a window set on a link not attached"
+        token.window = (capacity, batch)
+
 
 def test_ledger_attach_moves_counters_and_detach_copies_them_back() -> None:
     led = CreditLedger(limit=4, capacity=8)

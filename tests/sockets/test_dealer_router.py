@@ -9,6 +9,7 @@ import time
 import pytest
 
 import exon
+from exon.core import LinkSettings
 from tests.sockets.helpers import assert_refused_as_incompatible
 
 
@@ -83,7 +84,10 @@ def test_dealer_round_robins_and_fair_queues(make_node) -> None:
 
 
 def test_thousand_requests_in_flight_every_reply_matched(make_node) -> None:
-    a, b = make_node(), make_node()
+    # credit alone bounds each link (no memory budget): 500 requests each way stay in
+    # flight, so the round-robin splits them evenly and the replies queue in full
+    unbounded = LinkSettings(memory_budget=None)
+    a, b = make_node(settings=unbounded), make_node(settings=unbounded)
     routers = [a.socket("router", tag=1), a.socket("router", tag=2)]
     dealer = b.socket("dealer", credits=2048)
     for r in routers:

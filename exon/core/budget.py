@@ -1,0 +1,127 @@
+"""The node's memory budget: the receive windows of all links share ``memory_budget``.
+
+A link may hold at most its window of messages the application has not taken
+(``advertised - delivered``), each up to the socket's max_message_size. The node's links
+share ``settings.memory_budget`` so that the sum of window x max size stays within it: each
+link's share is budget / (links x max size) credits, capped by the socket's credits, and
+never below 1 (no link is starved; the budget may then be exceeded by one message per
+link). Windows shrink at once when links come (a FLOW never takes credit back, but grants
+less); a window grows only through the core, and only into what the other links' windows
+leave free, so a link that arrives while the budget is taken starts small and grows as the
+others drain. A new link starts with half its share (at least :data:`START_CREDITS`) and
+grows at its first FLOW: a link that never carries anything holds less of the budget.
+
+:class:`MemoryBudget` is a base of :class:`~exon.core.link_actions.LinkActions` (so of the
+core), whose state it uses (declared below). Sans-IO.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exon.core.link_state import LinkState
+from exon.core.records import LinkAccelerator
+from exon.core.records import LinkRecord as _Link
+from exon.core.records import SocketRecord as _Socket
+from exon.core.settings import LinkSettings
+
+__all__ = ["START_CREDITS", "MemoryBudget"]
+
+#: a new link's first window under the memory budget: half its share, at least this
+#: (so a socket with up to 64 credits gets them all at once)
+START_CREDITS = 64
+
+
+class MemoryBudget:
+    """The budget's rules over the core's links (a base of the core)."""
+
+    # the core's state (exon.core.socket_core.SocketCore.__init__)
+    settings: LinkSettings
+    accelerator: LinkAccelerator | None
+    _sockets: dict[int, Any]
+
+    def _holds_budget(self, sock: _Socket, link: _Link) -> bool:
+        grant = link.grant
+        return (sock.budgeted and self.settings.memory_budget is not None and grant is not None
+                and grant[0] == link.incarnation
+                and link.state not in (LinkState.IDLE, LinkState.RETRY_WAIT))
+
+    def _holders(self, but: _Link | None = None) -> list[tuple[_Socket, _Link]]:
+        """The stored links holding part of the budget (except ``but``)."""
+        return [(sock, link) for sock in self._sockets.values() if sock.budgeted
+                for link in sock.links.values()
+                if link is not but and self._holds_budget(sock, link)]
+
+    @staticmethod
+    def _reserved(sock: _Socket, link: _Link) -> int:
+        """Bytes the link may come to hold: its window now, or its next one if larger."""
+        ledger = link.ledger
+        if ledger is None:
+            assert link.grant is not None
+            credits = link.grant[1]
+        else:
+            credits = max(ledger.advertised - ledger.delivered, ledger.capacity)
+        return credits * sock.max_message_size
+
+    def _share(self, sock: _Socket, holders: int) -> int:
+        budget = self.settings.memory_budget
+        assert budget is not None
+        return max(1, min(sock.initial_credits, budget // (holders * sock.max_message_size)))
+
+    def _fit(self, sock: _Socket, share: int, others: list[tuple[_Socket, _Link]]) -> int:
+        """The window a link of ``sock`` may have beside ``others``: its share, or what
+        the budget has left if less, at least 1."""
+        budget = self.settings.memory_budget
+        assert budget is not None
+        free = budget - sum(self._reserved(s, lk) for s, lk in others)
+        return max(1, min(share, free // sock.max_message_size))
+
+    def _grant(self, sock: _Socket, link: _Link) -> int:
+        """The credits our metadata grants in this incarnation (computed once per
+        incarnation: a repeated LINK or LINKACK says the same)."""
+        grant = link.grant
+        if grant is not None and grant[0] == link.incarnation:
+            return grant[1]
+        if not sock.budgeted or self.settings.memory_budget is None:
+            credits = sock.initial_credits
+        else:
+            others = self._holders(but=link)
+            holders = len(others) + 1
+            for s, other in others:  # one more holder: every share shrinks
+                share = self._share(s, holders)
+                if other.ledger is not None and other.ledger.capacity > share:
+                    self._set_window(other, share, growing=False)
+            share = self._share(sock, holders)
+            credits = self._fit(sock, min(share, max(START_CREDITS, share // 2)), others)
+            link.growing = credits < share
+        link.grant = (link.incarnation, credits)
+        return credits
+
+    def _grow(self, link: _Link) -> None:
+        """Before a FLOW of a growing link: its window grows into the free budget."""
+        sock = self._sockets.get(link.tag)
+        if sock is None or not self._holds_budget(sock, link):
+            link.growing = False
+            return
+        others = self._holders(but=link)
+        share = self._share(sock, len(others) + 1)
+        credits = self._fit(sock, share, others)
+        self._set_window(link, credits, growing=credits < share)
+
+    def _budget_freed(self) -> None:
+        """A holder left: the others' shares grow (each grows at its next FLOW)."""
+        holders = self._holders()
+        for sock, link in holders:
+            ledger = link.ledger
+            if ledger is not None and not link.growing and \
+                    ledger.capacity < self._share(sock, len(holders)):
+                self._set_window(link, ledger.capacity, growing=True)
+
+    def _set_window(self, link: _Link, credits: int, *, growing: bool) -> None:
+        ledger = link.ledger
+        assert ledger is not None
+        ledger.capacity = credits
+        ledger.batch = self.settings.grant_batch(credits)
+        link.growing = growing
+        if link.fast is not None and self.accelerator is not None:
+            self.accelerator.set_window(link.fast, 0 if growing else credits, ledger.batch)
