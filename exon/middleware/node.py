@@ -23,6 +23,7 @@ what happens when it dies: :mod:`~exon.middleware.node_polling`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -36,6 +37,7 @@ from exon import errors
 from exon.core import (
     CookieLost,
     CookieReturned,
+    CoreStatistics,
     CreditAvailable,
     ErrorReceived,
     LinkClosed,
@@ -48,6 +50,7 @@ from exon.core import (
 )
 from exon.core.address import Peer, split_address
 from exon.middleware.fastpath import FastLinks
+from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket, make_socket
 from exon.middleware.node_connections import CONNECT_TIMEOUT
 from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
@@ -70,7 +73,7 @@ from exon.transport.aeron.settings import driver_dir_base, fresh_driver_dir
 # CONNECT_TIMEOUT in exon.middleware.node_connections, CLIENT_SPIN and DISPATCH_GRACE in
 # exon.middleware.node_polling
 __all__ = ["CLIENT_SPIN", "CONNECT_TIMEOUT", "DISPATCH_GRACE", "DRIVER_CHOICES",
-           "EMBEDDED_DRIVER_DEFAULTS", "Node"]
+           "EMBEDDED_DRIVER_DEFAULTS", "Node", "NodeStatistics"]
 
 log = logging.getLogger("exon.node")
 
@@ -79,6 +82,15 @@ _POLL_LIMIT = 256  #: frames one native poll hands out at most
 
 def _monotonic() -> float:
     return time.monotonic()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeStatistics(CoreStatistics):
+    """:meth:`Node.statistics`: the core's counters and what the node's sockets hold."""
+
+    #: payload bytes received and not yet taken by the application (walks the queues):
+    #: within ``LinkSettings.memory_budget`` plus one message per link
+    queued_bytes: int
 
 
 class Node(NodePolling):
@@ -113,6 +125,8 @@ class Node(NodePolling):
         self._closed = False
         self._driver_failure: errors.ExonError | None = None
         self._next_driver_check = 0.0
+        self._heap = HeapTrimmer()
+        self._next_trim_check = 0.0
         driver_dir, self.driver_kind = choose_driver(driver, driver_dir)
         try:
             if driver_dir is not None and self.driver_kind == "host":
@@ -194,13 +208,16 @@ class Node(NodePolling):
 
     def statistics(self) -> Any:
         """An immutable snapshot of the node's core counters (frames, links, cookies, refusals,
-        drops): a ``CoreStatistics``. The same figures are in the driver's CnC file as exon
-        counters, for ``exon stat`` (refreshed every :data:`PUBLISH_INTERVAL` seconds and
-        by this call)."""
+        drops) and the payload bytes its sockets hold (``queued_bytes``, which the memory
+        budget bounds): a :class:`NodeStatistics`. The same figures but ``queued_bytes`` are
+        in the driver's CnC file as exon counters, for ``exon stat`` (refreshed every
+        :data:`PUBLISH_INTERVAL` seconds and by this call)."""
         with self._lock:
             stats = self._core.statistics()
             self._publish_counters(stats)
-            return stats
+            queued = sum(sock._queued_bytes() for sock in self._sockets.values())
+        return NodeStatistics(**{f.name: getattr(stats, f.name)
+                                 for f in dataclasses.fields(stats)}, queued_bytes=queued)
 
     def _publish_counters(self, core_statistics: Any = None, *, now: float | None = None) -> None:
         """Copy the statistics into the node's CnC counters (lock held)."""

@@ -34,6 +34,7 @@ from typing import Any
 from exon import errors
 from exon.core import SocketCore
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
+from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket
 from exon.middleware.node_connections import NodeConnections
 from exon.transport.aeron import Aeron
@@ -43,6 +44,8 @@ __all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "NodePolling"]
 log = logging.getLogger("exon.node")
 
 _DRIVER_CHECK_INTERVAL = 0.05  #: seconds between two looks at the Aeron client's health
+#: seconds between two looks, while idle, at the heap memory freed since (exon.middleware.heap)
+_TRIM_CHECK_INTERVAL = 1.0
 
 DISPATCH_GRACE = 0.002  #: seconds without a client poll before the dispatcher polls
 _DISPATCH_SLICE = 0.05  #: longest futex sleep of the dispatcher
@@ -81,6 +84,8 @@ class NodePolling(NodeConnections):
     _driver_failure: errors.ExonError | None
     _next_driver_check: float
     _next_publish: float
+    _heap: HeapTrimmer
+    _next_trim_check: float
 
     def _publish_counters(self, core_statistics: Any = None, *,
                           now: float | None = None) -> None:
@@ -234,6 +239,10 @@ class NodePolling(NodeConnections):
             self._next_driver_check = now + _DRIVER_CHECK_INTERVAL
             if self._driver_failure is None and self._check_driver():
                 return 1
+        if now >= self._next_trim_check:
+            # idle: what a drained backlog freed goes back to the system
+            self._next_trim_check = now + _TRIM_CHECK_INTERVAL
+            self._heap.maybe_trim()
         due = self._core.next_timer()
         if due is not None and due <= now:
             self._core.handle_timer(now=now)

@@ -218,6 +218,14 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         if nq is not None:
             nq.direct = 0 if (self._queued or self._cookies or self._closed) else 1
 
+    def _queued_bytes(self) -> int:
+        """Payload bytes received and not yet taken (lock held; walks the queues)."""
+        total = 0 if self._nq is None else self._nq.queued_bytes()
+        for q in self._inq.values():
+            for item in q:
+                total += len(item[0]) if type(item) is tuple else len(item.payload)
+        return total
+
     def _on_message(self, ev: MessageReceived) -> None:
         nq = self._nq
         if nq is not None:

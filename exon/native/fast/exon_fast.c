@@ -405,6 +405,10 @@ static int rq_push(RecvQueueObject *q, int32_t link, PyObject *payload)
     return 0;
 }
 
+/* A link's ring above this many slots is freed when it empties (a burst's storage goes
+ * back after the drain; the next burst grows it again from 64). */
+#define RQ_KEEP_CAP 256
+
 /* Pop the next payload of `link` (count > 0); the caller owns the reference. */
 static PyObject *rq_pop_link(RecvQueueObject *q, rq_link_t *l)
 {
@@ -412,6 +416,13 @@ static PyObject *rq_pop_link(RecvQueueObject *q, rq_link_t *l)
     l->head = (l->head + 1) % l->cap;
     l->count--;
     q->total--;
+    if (l->count == 0 && l->cap > RQ_KEEP_CAP)
+    {
+        PyMem_Free(l->items);
+        l->items = NULL;
+        l->cap = 0;
+        l->head = 0;
+    }
     return payload;
 }
 
@@ -863,6 +874,22 @@ static Py_ssize_t rq_length(PyObject *self)
     return ((RecvQueueObject *)self)->total;
 }
 
+/* q.queued_bytes() -> the payload bytes queued (walks the queue: for statistics) */
+static PyObject *rq_queued_bytes(PyObject *self, PyObject *unused)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    long long bytes = 0;
+    for (int32_t i = 0; i < q->capacity && q->total > 0; i++)
+    {
+        rq_link_t *l = &q->links[i];
+        for (uint32_t k = 0; k < l->count; k++)
+        {
+            bytes += (long long)PyBytes_GET_SIZE(l->items[(l->head + k) % l->cap]);
+        }
+    }
+    return PyLong_FromLongLong(bytes);
+}
+
 static void rq_clear_links(RecvQueueObject *q)
 {
     if (q->links == NULL)
@@ -900,6 +927,7 @@ static PyMethodDef rq_methods[] = {
     {"attach", rq_attach, METH_VARARGS, "attach(link, peer)"},
     {"detach", rq_detach, METH_O, "detach(link)"},
     {"take_all", rq_take_all, METH_NOARGS, "take_all() -> [(link, payload), ...]"},
+    {"queued_bytes", rq_queued_bytes, METH_NOARGS, "queued_bytes() -> payload bytes queued"},
     {"take", rq_take_many, METH_O, "take(max_messages) -> [Message, ...], deliveries counted"},
     {"hold", rq_hold, METH_O,
      "hold(max_messages) -> ([Message, ...], [(link, count), ...]), deliveries NOT counted"},
