@@ -37,6 +37,14 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
         r"^wrong secret: refused: UNAUTHORIZED \(permanent=True\)$",
         r"^no policy: refused: UNAUTHORIZED \(permanent=True\)$",
     ]),
+    "pubsub_fanout.py": (["--messages", "200"], [
+        r"^prices: 100/100 in order: True$",
+        r"^news: 100/100 in order: True$",
+        r"^all: 200/200 in order: True$",
+        r"^slow subscriber: (\d+) ticks delivered \+ (\d+) dropped \+ 1 end = (\d+) of \3 "
+        r"sent \(200 ticks, \d+ end\); the PUB counted \2 dropped; gaps marked [1-9]\d*; in "
+        r"order: True$",
+    ]),
     "archive_replay.py": (["--orders", "100"], [
         r"^second service: 100/100 orders durable in all; recording 'orders' ends at "
         r"position \d+$",
