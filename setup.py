@@ -9,6 +9,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "exo
 from build import archive_extension, fast_extension
 
 setup(
-    cffi_modules=["exon/native/build.py:ffibuilder"],
+    cffi_modules=["exon/native/build.py:ffibuilder", "exon/native/build.py:bench_ffibuilder"],
     ext_modules=[fast_extension(), archive_extension()],
 )

@@ -90,7 +90,7 @@ def exon_req_rep(driver_dir: str, size: int, round_trips: int, credits: int) -> 
 
 def udp_floor(size: int, round_trips: int, timeout: float = 5.0) -> Latency:
     """Round trips (us) of a bare C UDP ping-pong on 127.0.0.1 (exon_bench_udp_floor)."""
-    from exon.native import check, ffi, lib
+    from exon.native.bench_loops import check, ffi, lib
 
     rtt = ffi.new("int64_t[]", round_trips)
     done = check(lib.exon_bench_udp_floor(size, round_trips, int(timeout * 1e9), rtt),

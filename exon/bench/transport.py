@@ -34,7 +34,7 @@ from typing import Any
 
 from exon.bench import peers as peer_runs
 from exon.bench.report import emit
-from exon.native import ffi, lib
+from exon.native.bench_loops import ffi, handle, lib
 
 #: settings of exon's embedded drivers in these cases (``exon bench transport --set``):
 #: SHARED threading unless told otherwise (the Java peers run SHARED drivers too)
@@ -77,7 +77,8 @@ def native_ipc_throughput(size: int, seconds: float) -> float:
         image = sub.images[0]
         result = ffi.new("exon_bench_result_t *")
         rc = lib.exon_bench_ipc_throughput(
-            pub.cdata, image.cdata, size, int(seconds * 1e9), lib.EXON_BENCH_DRIVER_MANAGED, result
+            handle(pub.cdata, "exon_publication_t *"), handle(image.cdata, "exon_image_t *"),
+            size, int(seconds * 1e9), lib.EXON_BENCH_DRIVER_MANAGED, result
         )
         if rc < 0:
             raise RuntimeError(f"native benchmark failed: {rc}")
@@ -162,7 +163,8 @@ def native_udp_throughput(size: int, seconds: float, host: str) -> dict[str, flo
         retx0 = aeron.counter_value(SystemCounter.RETRANSMITS_SENT)
         result = ffi.new("exon_bench_result_t *")
         rc = lib.exon_bench_net_throughput(
-            pub.cdata, sub.images[0].cdata, size, int(seconds * 1e9), result
+            handle(pub.cdata, "exon_publication_t *"),
+            handle(sub.images[0].cdata, "exon_image_t *"), size, int(seconds * 1e9), result
         )
         if rc < 0:
             raise RuntimeError(f"native UDP benchmark failed: {rc}")
@@ -192,7 +194,10 @@ def native_pingpong(kind: str, size: int, round_trips: int, host: str) -> dict[s
         pong_pub, pong_sub = _ipc_pair(aeron, pong_ch, 1002, existing_sub=pong_sub)
         rtt = ffi.new("int64_t[]", round_trips)
         done: int = lib.exon_bench_net_pingpong(
-            ping_pub.cdata, ping_sub.images[0].cdata, pong_pub.cdata, pong_sub.images[0].cdata,
+            handle(ping_pub.cdata, "exon_publication_t *"),
+            handle(ping_sub.images[0].cdata, "exon_image_t *"),
+            handle(pong_pub.cdata, "exon_publication_t *"),
+            handle(pong_sub.images[0].cdata, "exon_image_t *"),
             size, round_trips, int(120e9), rtt,
         )
         if done < round_trips // 2:

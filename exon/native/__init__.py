@@ -73,9 +73,11 @@ def last_error() -> str:
     return text.decode("utf-8", "replace")
 
 
-def error_for(rc: int, what: str = "") -> errors.ExonError:
-    """The exception for a negative return code ``rc`` from the C core."""
-    detail = last_error() if lib.exon_last_error_code() == rc else ""
+def error_for(rc: int, what: str = "", detail: str | None = None) -> errors.ExonError:
+    """The exception for a negative return code ``rc`` from the C core (``detail``: the
+    error text, if not the core's own thread-local one: another module's, say)."""
+    if detail is None:
+        detail = last_error() if lib.exon_last_error_code() == rc else ""
     prefix = f"{what}: " if what else ""
     cls = _BY_CODE.get(rc)
     if cls is not None:

@@ -1,6 +1,8 @@
 """cffi build script for exon's C core (API mode, out of line).
 
-Every ``src/*.c`` file is compiled into one extension, ``exon.native._exon``. The cffi
+Every ``src/*.c`` file is compiled into one extension, ``exon.native._exon``; the
+benchmark loops (``bench/*.c``, declarations in ``bench/cdef/*.h``) into another,
+``exon.native._bench``, that only ``exon.bench`` loads. The cffi
 declarations are the concatenation of ``cdef/*.h`` (declarations only, one file per
 concern, read in name order). Every ``src/*.h`` is included into the generated module, so
 each header must be self-contained. Nothing but ``exon/native/__init__.py`` imports the
@@ -38,6 +40,7 @@ from setuptools import Extension
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
 CDEF = HERE / "cdef"
+BENCH = HERE / "bench"  #: the benchmark loops: their own module, exon.native._bench
 
 
 def _relative(path: pathlib.Path) -> str:
@@ -61,11 +64,8 @@ def _opt_flags() -> list[str]:
     return ["-O1", "-g", "-fno-omit-frame-pointer", *SANITIZE_FLAGS] if sanitize() else ["-O3"]
 
 
-def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
-    ffi = FFI()
-    ffi.cdef("\n".join(p.read_text() for p in sorted(CDEF.glob("*.h"))))
-    headers = sorted(p.name for p in SRC.glob("*.h"))
-    sources = sorted(SRC.glob("*.c"))
+def _cflags() -> tuple[list[str], list[str]]:
+    """(compile flags, link flags) of the cffi modules."""
     debug = os.environ.get("EXON_NATIVE_DEBUG") == "1"
     cflags = [
         "-std=gnu11",
@@ -81,6 +81,15 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     else:
         cflags += ["-O0", "-g", "-fsanitize=address,undefined"] if debug else ["-O3", "-g"]
     ldflags = SANITIZE_FLAGS if sanitize() else ["-fsanitize=address,undefined"] if debug else []
+    return cflags, ldflags
+
+
+def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
+    ffi = FFI()
+    ffi.cdef("\n".join(p.read_text() for p in sorted(CDEF.glob("*.h"))))
+    headers = sorted(p.name for p in SRC.glob("*.h"))
+    sources = sorted(SRC.glob("*.c"))
+    cflags, ldflags = _cflags()
     ffi.set_source(
         "exon.native._exon",
         "\n".join(f'#include "{name}"' for name in headers),
@@ -94,7 +103,32 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     return ffi
 
 
+def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
+    """``exon.native._bench``: the C benchmark loops of ``exon bench`` (``bench/*.c``), kept
+    out of the library's module. They call the core's functions (offer, poll), so the
+    module compiles the core's sources too, as a private copy; the handles they take are
+    the library's, cast by ``exon/native/bench_loops.py`` (same sources, same flags: same
+    layouts). Only ``exon.bench`` loads it."""
+    ffi = FFI()
+    ffi.cdef("\n".join(p.read_text() for p in sorted((BENCH / "cdef").glob("*.h"))))
+    headers = sorted(p.name for p in BENCH.glob("*.h"))
+    sources = sorted(SRC.glob("*.c")) + sorted(BENCH.glob("*.c"))
+    cflags, ldflags = _cflags()
+    ffi.set_source(
+        "exon.native._bench",
+        "\n".join(f'#include "{name}"' for name in ["exon_common.h", *headers]),
+        sources=[str(p) if absolute_paths else _relative(p) for p in sources],
+        include_dirs=[str(SRC), str(BENCH)],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        libraries=["pthread", "rt", "m"],
+        define_macros=[("_GNU_SOURCE", "1")],
+    )
+    return ffi
+
+
 ffibuilder = make_ffibuilder()
+bench_ffibuilder = make_bench_ffibuilder()
 
 
 def fast_extension(*, absolute_paths: bool = False) -> Extension:
@@ -155,10 +189,13 @@ def _install(built: pathlib.Path) -> pathlib.Path:
 if __name__ == "__main__":
     # In-place development build: python exon/native/build.py
     os.chdir(HERE.parent.parent)
-    ffibuilder = make_ffibuilder(absolute_paths=True)
-    built = pathlib.Path(ffibuilder.compile(tmpdir="build/cffi", verbose="-v" in sys.argv))
-    for stale in HERE.glob("_exon*.so"):
-        if stale.name != built.name:
-            stale.unlink()  # an older build under another suffix would shadow or confuse
-    print(_install(built))
+    for make, stem in ((make_ffibuilder, "_exon"), (make_bench_ffibuilder, "_bench")):
+        builder = make(absolute_paths=True)
+        tmpdir = "build/cffi" if stem == "_exon" else f"build/cffi{stem}"
+        built = pathlib.Path(builder.compile(tmpdir=tmpdir,
+                                             verbose="-v" in sys.argv))
+        for stale in HERE.glob(f"{stem}*.so"):
+            if stale.name != built.name:
+                stale.unlink()  # an older build under another suffix would shadow or confuse
+        print(_install(built))
     print(_build_fast_in_place())

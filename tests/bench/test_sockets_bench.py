@@ -62,7 +62,7 @@ def test_udp_floor_counts_every_round_trip() -> None:
 
 def test_udp_floor_rejects_bad_arguments() -> None:
     from exon import errors
-    from exon.native import check, ffi, lib
+    from exon.native.bench_loops import check, ffi, lib
 
     rtt = ffi.new("int64_t[]", 1)
     with pytest.raises(errors.ExonError):
