@@ -36,13 +36,13 @@ from exon.core import (
     LinkPolicy,
     LinkRefused,
     LinkState,
-    MessageReceived,
     PeerId,
 )
 from exon.core.events import ErrorReceived
 from exon.core.frames import ErrorCode
 from exon.middleware.hosted import register_socket_factory
 from exon.sockets.aio import AsyncSocketMixin
+from exon.sockets.inbox import InboxMixin
 from exon.sockets.linking import LinkingMixin
 from exon.sockets.messages import Cookie, CookieLost, Message
 from exon.sockets.timeouts import check_timeout as _check_timeout
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["Socket"]
 
 _monotonic = time.monotonic
-_new_message = tuple.__new__
 _RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer again
 _OFFER_SPINS = 200
 
@@ -79,7 +78,7 @@ def _payload(data: Any) -> bytes:
     return view.tobytes()
 
 
-class Socket(LinkingMixin, AsyncSocketMixin):
+class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
     """Base of every socket type. Construct through ``exon.Socket(type=...)`` or
     ``node.socket(type)``."""
 
@@ -193,70 +192,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             elif cls._native_queue:  # items (payload, PeerId) for _accept_locked
                 self._nq = fast.open_queue(self._fast_slot, self, tuple, public=False)
 
-    # ==== events (called by the node, lock held) ============================================
-
-    def _on_due(self, link: int) -> None:
-        """A delivery popped from the native queue needs the core (a FLOW is due, or the
-        FLOW timer must be armed). Lock held."""
-        token = self._host.fast.tokens.get(link)
-        if token is not None:
-            self._core.delivered_natively(self.tag, token.peer, now=_monotonic())
-            self._host.flush()
-
-    def _drain_native(self, items: list[tuple[int, bytes]]) -> None:
-        """Every message of the native queue moves to the Python queues, in order (a link
-        detaches, or a core-path message must queue behind them). Lock held."""
-        tokens = self._host.fast.tokens
-        for link, payload in items:
-            self._on_fast(tokens[link], payload)
-
-    def _sync_direct(self) -> None:
-        """Tell the native receive queue whether the receive door may pop it: only while
-        nothing waits on the Python side (queued messages, cookies) and the socket is open.
-        Everything that queues on the Python side clears it first; receive() sets it again."""
-        nq = self._nq
-        if nq is not None:
-            nq.direct = 0 if (self._queued or self._cookies or self._closed) else 1
-
-    def _queued_bytes(self) -> int:
-        """Payload bytes received and not yet taken (lock held; walks the queues)."""
-        total = 0 if self._nq is None else self._nq.queued_bytes()
-        for q in self._inq.values():
-            for item in q:
-                total += len(item[0]) if type(item) is tuple else len(item.payload)
-        return total
-
-    def _on_message(self, ev: MessageReceived) -> None:
-        nq = self._nq
-        if nq is not None:
-            nq.direct = 0
-            if len(nq):
-                self._drain_native(nq.take_all())  # keep each peer's order
-        q = self._inq.get(ev.peer)
-        if q is None:
-            q = self._inq[ev.peer] = deque()
-        if not q:
-            self._ready.append(ev.peer)
-        q.append(ev)
-        self._queued += 1
-
-    def _on_fast(self, token: Any, payload: bytes) -> None:
-        """DATA taken natively (exon.middleware.fastpath); counted as received already."""
-        if self._nq is not None:
-            self._nq.direct = 0
-        peer = token.peer
-        q = self._inq.get(peer)
-        if q is None:
-            q = self._inq[peer] = deque()
-        if not q:
-            self._ready.append(peer)
-        q.append((payload, token))
-        self._queued += 1
-
-    def _on_cookie(self, value: Any, *, lost: bool) -> None:
-        if self._nq is not None:
-            self._nq.direct = 0
-        self._cookies.append(CookieLost(value) if lost else Cookie(value))
+    # ==== events (called by the node, lock held; the message queues: exon.sockets.inbox) ====
 
     def _on_established(self, ev: LinkEstablished) -> None:
         self._broken.pop(ev.peer, None)
@@ -274,64 +210,6 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             self._refusals[ev.peer] = ev
 
     # ==== receiving ==========================================================================
-
-    def _take_message_locked(self) -> tuple[bytes, PeerId] | None:
-        """Pop the next message, fair-queued over peers, and credit it back:
-        (payload, peer)."""
-        ready = self._ready
-        while ready:
-            peer = ready.popleft()
-            q = self._inq[peer]
-            if not q:
-                continue
-            item = q.popleft()
-            self._queued -= 1
-            if q:
-                ready.append(peer)
-            else:
-                del self._inq[peer]
-            if type(item) is tuple:
-                payload, token = item
-                if token.attached:
-                    if self._deliver(token.index):
-                        self._core.delivered_natively(self.tag, peer, now=_monotonic())
-                else:  # detached since (unlinking, closed): the core counts it
-                    self._core.deliver(MessageReceived(
-                        tag=self.tag, peer=peer, payload=payload,
-                        incarnation=token.incarnation), now=_monotonic())
-                return payload, peer
-            self._core.deliver(item, now=_monotonic())
-            return item.payload, peer
-        return None
-
-    def _take_plain_locked(self) -> Message | None:
-        """The short path of a plain socket with no cookie pending and a message queued
-        natively: the next message, fair-queued, delivered and credited. None: take the
-        general path (:meth:`_take_locked`)."""
-        ready = self._ready
-        peer = ready[0]
-        q = self._inq[peer]
-        item = q[0]
-        if type(item) is not tuple:
-            return None
-        payload, token = item
-        if not token.attached:
-            return None
-        q.popleft()
-        ready.popleft()
-        self._queued -= 1
-        if q:
-            ready.append(peer)
-        else:
-            del self._inq[peer]
-        if self._deliver(token.index):
-            self._core.delivered_natively(self.tag, peer, now=_monotonic())
-            self._host.flush()
-        self._cookie_run = 0
-        public = token.public
-        if public is None:
-            public = token.public = self._host.peer(peer)
-        return _new_message(Message, (payload, public))
 
     def _accept_locked(self, payload: bytes, peer: PeerId) -> Message | None:
         """Turn a taken message into what the application gets (None: drop it)."""
