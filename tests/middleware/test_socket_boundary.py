@@ -6,7 +6,10 @@ hands out (the core, the fast path)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+
+import pytest
 
 import exon.sockets
 
@@ -46,6 +49,18 @@ def test_the_sockets_touch_nothing_private_of_their_node() -> None:
     root = Path(exon.sockets.__file__).parent
     files = sorted(root.rglob("*.py"))
     assert len(files) >= 10
+    bad = [(f.name, line, expr) for f in files
+           for line, expr in private_node_accesses(f.read_text(), str(f))]
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", ["exon.archive", "exon.spark", "exon.bench"])
+def test_the_layers_above_touch_nothing_private_of_a_node(package: str) -> None:
+    """The archive, the Spark source/sink and the benchmarks use nodes and sockets as an
+    application does."""
+    root = Path(importlib.util.find_spec(package).origin).parent  # type: ignore[union-attr, arg-type]
+    files = sorted(root.rglob("*.py"))
+    assert files
     bad = [(f.name, line, expr) for f in files
            for line, expr in private_node_accesses(f.read_text(), str(f))]
     assert bad == []
