@@ -127,6 +127,7 @@ class Node(NodePolling):
         self._next_driver_check = 0.0
         self._heap = HeapTrimmer()
         self._next_trim_check = 0.0
+        self._traffic = False
         driver_dir, self.driver_kind = choose_driver(driver, driver_dir)
         try:
             if driver_dir is not None and self.driver_kind == "host":

@@ -86,6 +86,7 @@ class NodePolling(NodeConnections):
     _next_publish: float
     _heap: HeapTrimmer
     _next_trim_check: float
+    _traffic: bool  #: messages were polled since the last trim check
 
     def _publish_counters(self, core_statistics: Any = None, *,
                           now: float | None = None) -> None:
@@ -231,6 +232,7 @@ class NodePolling(NodeConnections):
                 # credit or state can move without an event for their socket (a FLOW the
                 # core applied, say)
                 self._touched.update(self._async_sockets)
+            self._traffic = True  # no heap trim in the next round (see below)
             return self._process_native(n, left, slots, gone)
         now = _monotonic()
         if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
@@ -240,9 +242,12 @@ class NodePolling(NodeConnections):
             if self._driver_failure is None and self._check_driver():
                 return 1
         if now >= self._next_trim_check:
-            # idle: what a drained backlog freed goes back to the system
+            # idle for a whole round: what a drained backlog freed goes back to the system
+            # (never while messages flow: the pages given back would fault in again)
             self._next_trim_check = now + _TRIM_CHECK_INTERVAL
-            self._heap.maybe_trim()
+            if not self._traffic:
+                self._heap.maybe_trim()
+            self._traffic = False
         due = self._core.next_timer()
         if due is not None and due <= now:
             self._core.handle_timer(now=now)

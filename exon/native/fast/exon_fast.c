@@ -405,9 +405,10 @@ static int rq_push(RecvQueueObject *q, int32_t link, PyObject *payload)
     return 0;
 }
 
-/* A link's ring above this many slots is freed when it empties (a burst's storage goes
- * back after the drain; the next burst grows it again from 64). */
-#define RQ_KEEP_CAP 256
+/* A link's ring above this many slots (the default credits) is freed when it empties: a
+ * burst beyond them gives its storage back after the drain (the next one grows it again
+ * from 64); up to them the ring stays, so a stream does not regrow it on every burst. */
+#define RQ_KEEP_CAP 1024
 
 /* Pop the next payload of `link` (count > 0); the caller owns the reference. */
 static PyObject *rq_pop_link(RecvQueueObject *q, rq_link_t *l)
