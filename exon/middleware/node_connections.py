@@ -40,6 +40,11 @@ def _monotonic() -> float:
 class NodeConnections:
     """The connection side of a Node: backlogs, connections in progress, back-off."""
 
+    #: peer nodes that did not answer within :data:`CONNECT_TIMEOUT`
+    connects_failed: int
+    #: frames for unreachable peer nodes (dropped, counted)
+    frames_dropped: int
+
     # the node's own, used here
     _lock: Any
     _closed: bool
