@@ -8,8 +8,10 @@ never below 1 (no link is starved; the budget may then be exceeded by one messag
 link). Windows shrink at once when links come (a FLOW never takes credit back, but grants
 less); a window grows only through the core, and only into what the other links' windows
 leave free, so a link that arrives while the budget is taken starts small and grows as the
-others drain. A new link starts with half its share (at least :data:`START_CREDITS`) and
-grows at its first FLOW: a link that never carries anything holds less of the budget.
+others drain. A new link gets its whole share while half the budget would stay free;
+beyond that it starts with half its share (at least :data:`START_CREDITS`) and grows at
+its first FLOW, so a link that never carries anything holds less of a crowded budget (a
+growth costs the core a walk over the links: uncrowded, links never need one).
 
 :class:`MemoryBudget` is a base of :class:`~exon.core.link_actions.LinkActions` (so of the
 core), whose state it uses (declared below). Sans-IO.
@@ -92,7 +94,13 @@ class MemoryBudget:
                 if other.ledger is not None and other.ledger.capacity > share:
                     self._set_window(other, share, growing=False)
             share = self._share(sock, holders)
-            credits = self._fit(sock, min(share, max(START_CREDITS, share // 2)), others)
+            budget = self.settings.memory_budget
+            free = budget - sum(self._reserved(s, lk) for s, lk in others)
+            if free - share * sock.max_message_size >= budget // 2:
+                credits = share  # half the budget stays free: no need to start small
+            else:
+                start = min(share, max(START_CREDITS, share // 2))
+                credits = max(1, min(start, free // sock.max_message_size))
             link.growing = credits < share
         link.grant = (link.incarnation, credits)
         return credits
