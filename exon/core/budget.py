@@ -42,6 +42,26 @@ class MemoryBudget:
     accelerator: LinkAccelerator | None
     _sockets: dict[int, Any]
 
+    #: sum over links of their ``budget_peak``, and how many have one: an upper bound of
+    #: what the links may hold (a window's messages never exceed the largest window
+    #: granted), and of the number of holders
+    _peak_bytes: int = 0
+    _peak_links: int = 0
+
+    def _raise_peak(self, sock: _Socket, link: _Link, credits: int) -> None:
+        peak = credits * sock.max_message_size
+        if link.budget_peak == 0:
+            self._peak_links += 1
+        if peak > link.budget_peak:
+            self._peak_bytes += peak - link.budget_peak
+            link.budget_peak = peak
+
+    def _drop_peak(self, link: _Link) -> None:
+        if link.budget_peak:
+            self._peak_bytes -= link.budget_peak
+            self._peak_links -= 1
+            link.budget_peak = 0
+
     def _holds_budget(self, sock: _Socket, link: _Link) -> bool:
         grant = link.grant
         return (sock.budgeted and self.settings.memory_budget is not None and grant is not None
@@ -87,6 +107,7 @@ class MemoryBudget:
         if not sock.budgeted or self.settings.memory_budget is None:
             credits = sock.initial_credits
         else:
+            self._drop_peak(link)  # (a grant of an older incarnation)
             others = self._holders(but=link)
             holders = len(others) + 1
             for s, other in others:  # one more holder: every share shrinks
@@ -102,6 +123,7 @@ class MemoryBudget:
                 start = min(share, max(START_CREDITS, share // 2))
                 credits = max(1, min(start, free // sock.max_message_size))
             link.growing = credits < share
+            self._raise_peak(sock, link, credits)
         link.grant = (link.incarnation, credits)
         return credits
 
@@ -110,6 +132,14 @@ class MemoryBudget:
         sock = self._sockets.get(link.tag)
         if sock is None or not self._holds_budget(sock, link):
             link.growing = False
+            return
+        budget = self.settings.memory_budget
+        assert budget is not None
+        # first without walking the links: the peaks bound what they hold, and their count
+        # the holders (so this share is no larger than the exact one)
+        share = self._share(sock, max(1, self._peak_links))
+        if self._peak_bytes - link.budget_peak + share * sock.max_message_size <= budget:
+            self._set_window(link, share, growing=False)  # fits even if all hold their peak
             return
         others = self._holders(but=link)
         share = self._share(sock, len(others) + 1)
@@ -131,5 +161,8 @@ class MemoryBudget:
         ledger.capacity = credits
         ledger.batch = self.settings.grant_batch(credits)
         link.growing = growing
+        sock = self._sockets.get(link.tag)
+        if sock is not None and sock.budgeted and self.settings.memory_budget is not None:
+            self._raise_peak(sock, link, credits)
         if link.fast is not None and self.accelerator is not None:
             self.accelerator.set_window(link.fast, 0 if growing else credits, ledger.batch)

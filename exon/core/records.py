@@ -53,6 +53,9 @@ class LinkRecord:
     #: the receive window is below its share of the memory budget: the core computes each
     #: FLOW (the accelerator leaves them to it) and grows the window as the budget frees
     growing: bool = False
+    #: bytes: the largest window granted in the budget x max message size (0: none); the
+    #: core's sum of these bounds what all links may hold, so growing needs no walk
+    budget_peak: int = 0
 
     @property
     def state(self) -> LinkState:

@@ -578,6 +578,7 @@ class SocketCore(LinkActions):
         if sock.links.get(link.peer) is link:
             del sock.links[link.peer]
         link.grant = None
+        self._drop_peak(link)
         if held and self.settings.memory_budget is not None:
             self._budget_freed()
         link.stored = False
