@@ -30,8 +30,9 @@ from exon.core.settings import LinkSettings
 __all__ = ["START_CREDITS", "MemoryBudget"]
 
 #: a new link's first window under the memory budget: half its share, at least this
-#: (so a socket with up to 64 credits gets them all at once)
-START_CREDITS = 64
+#: (so a socket with up to 256 credits gets them all at once, and a burst of 256 before its
+#: application reads never waits for a FLOW)
+START_CREDITS = 256
 
 
 class MemoryBudget:
