@@ -42,6 +42,11 @@ class MemoryBudget:
     settings: LinkSettings
     accelerator: LinkAccelerator | None
     _sockets: dict[int, Any]
+    _last_now: float
+
+    # the core's own (SocketCore)
+    def _arm(self, link: _Link, kind: str, when: float) -> None:
+        raise NotImplementedError
 
     #: sum over links of their ``budget_peak``, and how many have one: an upper bound of
     #: what the links may hold (a window's messages never exceed the largest window
@@ -167,3 +172,8 @@ class MemoryBudget:
             self._raise_peak(sock, link, credits)
         if link.fast is not None and self.accelerator is not None:
             self.accelerator.set_window(link.fast, 0 if growing else credits, ledger.batch)
+            if growing and ledger.flow_pending and link.flow_deadline is None:
+                # the accelerator may hold this FLOW's timer, and at capacity 0 it sends
+                # no FLOW: the core takes the timer over (else the deliveries' FLOW, and
+                # the cookies it confirms, could wait for ever)
+                self._arm(link, "flow", self._last_now + self.settings.flow_delay)

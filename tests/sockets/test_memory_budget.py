@@ -138,3 +138,28 @@ def test_a_drained_backlog_gives_its_memory_back(make_node) -> None:
         after = rss_anon() - before
     assert after <= grown // 2, (after, grown)
     assert len(kept) == -(-(sum(fleet.sent) - taken) // 64)
+
+
+def test_a_flow_waiting_on_a_native_timer_survives_a_window_change(make_node) -> None:
+    """A delivery's FLOW waits on the link table's timer; another link leaves, the budget
+    frees and this link's window is to grow (its FLOWs then go through the core): the
+    FLOW, and the cookie it confirms, still come (they used to be dropped for ever)."""
+    target = make_node(settings=LinkSettings(flow_delay=0.5))  # a long native FLOW timer
+    pull = target.socket("pull", tag=2)
+    sender = make_node()
+    first, second = sender.socket("push"), sender.socket("push")
+    for push in (first, second):
+        push.link(f"{target.address}/2", timeout=10)
+    first.send(b"zero", timeout=5)
+    assert pull.receive(timeout=5).payload == b"zero"
+    link = target._core._sockets[2].links[exon.core.PeerId(sender.address, first.tag)]
+    deadline = time.monotonic() + 5  # its first FLOW (the core's) grows it to its share
+    while link.growing and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not link.growing
+    first.send(b"one", cookie="c1", timeout=5)
+    assert pull.receive(timeout=5).payload == b"one"  # FLOW due in 0.5 s, natively
+    second.unlink(f"{target.address}/2", timeout=5)  # the budget frees: the window grows
+    item = first.receive(timeout=5)
+    assert isinstance(item, exon.Cookie)
+    assert item.value == "c1"
