@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 

@@ -16,8 +16,8 @@ from exon.errors import ChannelUriError, ConfigurationError
 from exon.native import ffi, lib
 from exon.transport.aeron import Aeron, MediaDriver, channel
 from exon.transport.aeron.counters import SystemCounter
-from tests.transport.aeron.driver_fixtures import unique_dir
 from tests.chaos.netns import REPO
+from tests.transport.aeron.driver_fixtures import unique_dir
 from tests.transport.aeron.multicast_lab import MulticastLab, missing_requirements, sweep_stale
 
 GROUP = "224.0.1.1:40456"
