@@ -1,7 +1,6 @@
 /* exon_invoker.c: the INVOKER threading mode (see exon_invoker.h). */
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,10 +107,10 @@ static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t
             {
                 return 0;
             }
-            /* yield, not pause: the peer we wait for may be runnable on this very CPU
-             * (two cores, both ends of a round trip scheduled together); a pause spin
-             * would keep it off the CPU for the whole spin */
-            sched_yield();
+            for (int p = 0; p < 16; p++)
+            {
+                EXON_CPU_PAUSE();
+            }
         }
     }
     for (;;)

@@ -27,9 +27,7 @@
  * bridge to the eventfd, which left the waiter to its park slice: p99 of 2 ms), and the
  * sender's while such a thread spins (it sends within microseconds; a parked one does not,
  * so then the agent sends what other threads offer). The waiter takes the sender lock with
- * a trylock (the agent holds it only while sending). While it spins it yields the CPU
- * between duty cycles: on two cores both ends of a round trip often share one, and a pause
- * loop kept the peer it waits for off the CPU for the whole spin.
+ * a trylock (the agent holds it only while sending).
  *
  * Thread-safety: every function may be called from any thread of the driver's process.
  */

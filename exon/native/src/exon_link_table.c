@@ -1,7 +1,6 @@
 /*
  * exon_link_table.c: the native DATA fast path of exon's sockets; see exon_link_table.h.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -700,14 +699,9 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
             {
                 EXON_CPU_PAUSE();
             }
-            if ((k & 7) == 7)
+            if ((k & 7) == 7 && exon_nano_clock() >= end)
             {
-                if (exon_nano_clock() >= end)
-                {
-                    break;
-                }
-                /* the writer we wait for may be runnable on this CPU: let it run */
-                sched_yield();
+                break;
             }
         }
     }
