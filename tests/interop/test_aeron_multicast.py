@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.peer import FLAGS, JavaPeer, java_peer
-from tests.transport.aeron.multicast_lab import MulticastLab, missing_requirements, sweep_stale
+from tests.transport.aeron.multicast_lab import MulticastLab, built_lab
 
 pytestmark = [pytest.mark.interop, pytest.mark.net, pytest.mark.netns]
 
@@ -34,18 +34,11 @@ def peer(tmp_path_factory: pytest.TempPathFactory) -> JavaPeer:
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[MulticastLab]:
-    reason = missing_requirements(nft=True)
-    if reason:
-        print(f"SKIP: {reason}")
-        pytest.skip(reason)
-    sweep_stale()
-    built = MulticastLab(tmp_path, hosts=2)
-    try:
-        built.build()
-        yield built
-    finally:
-        built.close()
-        shutil.rmtree(f"/dev/shm/exon-mc-java-{built.name}", ignore_errors=True)
+    with built_lab(tmp_path, hosts=2) as built:
+        try:
+            yield built
+        finally:
+            shutil.rmtree(f"/dev/shm/exon-mc-java-{built.name}", ignore_errors=True)
 
 
 def _java(lab: MulticastLab, peer: JavaPeer, host: int, args: list[str],

@@ -23,12 +23,15 @@ import re
 import secrets
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.chaos.netns import LabError, Process, _pid_alive, _run, missing_requirements
 
-__all__ = ["LabError", "MulticastLab", "Peer", "missing_requirements", "sweep_stale"]
+__all__ = ["LabError", "MulticastLab", "Peer", "built_lab", "missing_requirements", "sweep_stale"]
 
 SUBNET = "10.78.0"
 _STALE = re.compile(r"^exm(\d+)x[0-9a-f]+-(hub|n\d+)$")
@@ -152,3 +155,20 @@ class MulticastLab:
                 proc.wait(timeout=10)
         for ns in reversed(self._created):
             _run("ip", "netns", "delete", ns, check=False)
+
+
+@contextlib.contextmanager
+def built_lab(directory: Path, hosts: int) -> Iterator[MulticastLab]:
+    """A built lab of ``hosts`` namespaces, closed after (a fixture's body); skips, saying
+    why, where namespaces or nftables cannot be had (no root, no iproute2 or nft)."""
+    reason = missing_requirements(nft=True)
+    if reason:
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    sweep_stale()
+    lab = MulticastLab(directory, hosts=hosts)
+    try:
+        lab.build()
+        yield lab
+    finally:
+        lab.close()

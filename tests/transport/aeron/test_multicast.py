@@ -18,7 +18,7 @@ from exon.transport.aeron import Aeron, MediaDriver, channel
 from exon.transport.aeron.counters import SystemCounter
 from tests.chaos.netns import REPO
 from tests.transport.aeron.driver_fixtures import unique_dir
-from tests.transport.aeron.multicast_lab import MulticastLab, missing_requirements, sweep_stale
+from tests.transport.aeron.multicast_lab import MulticastLab, built_lab
 
 GROUP = "224.0.1.1:40456"
 
@@ -165,17 +165,8 @@ CHANNEL = f"aeron:udp?endpoint={GROUP}|interface=10.78.0.0/24|term-length=1m"
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[MulticastLab]:
-    reason = missing_requirements(nft=True)
-    if reason:
-        print(f"SKIP: {reason}")
-        pytest.skip(reason)
-    sweep_stale()
-    built = MulticastLab(tmp_path, hosts=4)
-    try:
-        built.build()
+    with built_lab(tmp_path, hosts=4) as built:
         yield built
-    finally:
-        built.close()
 
 
 @pytest.mark.netns
