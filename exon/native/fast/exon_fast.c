@@ -498,6 +498,27 @@ static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
  * hundreds of them alive at once; tracked, each batch of more than ~700 would set off a
  * collection that walks them and promotes them to older generations (a 1024-message batch
  * took 3x as long). */
+/* Append (link, popped) for each link a pop touched to `counts` (unless `failed`), and
+ * reset the links' popped counts whatever happens; the new failed flag. */
+static int rq_take_counts(RecvQueueObject *q, int32_t touched, PyObject *counts, int failed)
+{
+    for (int32_t i = 0; i < touched; i++)
+    {
+        rq_link_t *l = &q->links[q->touched[i]];
+        if (!failed)
+        {
+            PyObject *pair = Py_BuildValue("(iI)", q->touched[i], l->popped);
+            if (pair == NULL || PyList_Append(counts, pair) < 0)
+            {
+                failed = 1;
+            }
+            Py_XDECREF(pair);
+        }
+        l->popped = 0;
+    }
+    return failed;
+}
+
 static PyObject *rq_pop_many(RecvQueueObject *q, Py_ssize_t max, int32_t *touched_out)
 {
     Py_ssize_t n = q->total < max ? q->total : max;
@@ -628,21 +649,7 @@ static PyObject *rq_hold(PyObject *self, PyObject *arg)
         Py_DECREF(counts);
         return NULL;
     }
-    int failed = 0;
-    for (int32_t i = 0; i < touched; i++)
-    {
-        rq_link_t *l = &q->links[q->touched[i]];
-        if (!failed)
-        {
-            PyObject *pair = Py_BuildValue("(iI)", q->touched[i], l->popped);
-            if (pair == NULL || PyList_Append(counts, pair) < 0)
-            {
-                failed = 1;
-            }
-            Py_XDECREF(pair);
-        }
-        l->popped = 0;
-    }
+    int failed = rq_take_counts(q, touched, counts, 0);
     if (failed)
     {
         Py_DECREF(out);
@@ -714,20 +721,7 @@ static PyObject *rq_hold_runs(PyObject *self, PyObject *arg)
         }
         PyList_SET_ITEM(runs, r, pair);
     }
-    for (int32_t i = 0; i < touched; i++)
-    {
-        rq_link_t *l = &q->links[q->touched[i]];
-        if (!failed)
-        {
-            PyObject *pair = Py_BuildValue("(iI)", q->touched[i], l->popped);
-            if (pair == NULL || PyList_Append(counts, pair) < 0)
-            {
-                failed = 1;
-            }
-            Py_XDECREF(pair);
-        }
-        l->popped = 0;
-    }
+    failed = rq_take_counts(q, touched, counts, failed);
     PyMem_Free(run_link);
     PyMem_Free(run_count);
     if (failed)

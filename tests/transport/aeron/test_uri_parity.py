@@ -49,8 +49,9 @@ EDGE = [
     "aeron:udp?endpoint=" + "h" * 255 + ":1", "aeron:udp?endpoint=" + "h" * 256 + ":1",
     "aeron:udp?endpoint=a:1|alias=" + "x" * 4066, "aeron:udp?endpoint=a:1|alias=" + "x" * 4067,
     "aeron:udp?endpoint=224.0.1.1:40456|fc=min", "aeron:udp?endpoint=224.0.1.1:40456|fc=max",
-    "aeron:udp?endpoint=a:1|fc=min,t:5s", "aeron:udp?endpoint=a:1|fc=min,t:", "aeron:udp?endpoint=a:1|fc=min,",
-    "aeron:udp?endpoint=a:1|fc=max,t:1s", "aeron:udp?endpoint=a:1|fc=min,x:1s", "aeron:udp?endpoint=a:1|fc=tagged",
+    "aeron:udp?endpoint=a:1|fc=min,t:5s", "aeron:udp?endpoint=a:1|fc=min,t:",
+    "aeron:udp?endpoint=a:1|fc=min,", "aeron:udp?endpoint=a:1|fc=max,t:1s",
+    "aeron:udp?endpoint=a:1|fc=min,x:1s", "aeron:udp?endpoint=a:1|fc=tagged",
     "aeron:udp?endpoint=a:1|fc=min,t:5q",
     "aeron:udp?endpoint=a\x00:1", "aeron:udp?endpoint=\u00e9:1",
 ]
@@ -59,7 +60,8 @@ _KEYS = sorted(channel.KNOWN_KEYS)
 _VALUES = [
     "1", "0", "-1", "64", "1408", "64k", "1m", "1g", "3g", "65536", "true", "false", "5s", "10ms",
     "1us", "7ns", "127.0.0.1:0", "localhost:40123", "[::1]:5", "[::1]", "a:1", "eth0", "1.2.3.4/24",
-    "manual", "min", "max", "min,t:2s", "x", "-2147483648", "2147483648", "", "32", "33", "a b", "[::]:65535", ":1", "host:",
+    "manual", "min", "max", "min,t:2s", "x", "-2147483648", "2147483648", "", "32", "33", "a b",
+    "[::]:65535", ":1", "host:",
 ]
 
 
