@@ -118,6 +118,16 @@ int exon_doorbell_ring(int32_t *word)
     return (int)woken;
 }
 
+int exon_doorbell_ring_armed(int32_t *word)
+{
+    if (EXON_LOAD_RLX(word + 1) == 0 || __atomic_exchange_n(word + 1, 0, __ATOMIC_ACQ_REL) == 0)
+    {
+        return 0;
+    }
+    exon_doorbell_ring(word);
+    return 1;
+}
+
 int32_t exon_doorbell_read(const int32_t *word)
 {
     return EXON_LOAD_ACQ(word);
@@ -139,8 +149,7 @@ int exon_log_ring_doorbells(
         {
             if (counters_values != NULL)
             {
-                exon_doorbell_ring(exon_doorbell_word(counters_values, id));
-                rung++;
+                rung += exon_doorbell_ring_armed(exon_doorbell_word(counters_values, id));
             }
         }
         else if (agent_ring != NULL)

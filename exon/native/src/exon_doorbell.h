@@ -49,11 +49,26 @@ int exon_doorbell_ring(int32_t *word);
 int exon_doorbell_bridge_add(int32_t *word, int fd);
 int exon_doorbell_bridge_remove(int32_t *word, int fd);
 
+/*
+ * The armed flag of a reader doorbell: the int32 after the word (the high half of the
+ * DOORBELL counter's value). A reader going to sleep on a log's doorbell arms it (after
+ * reading the word, before counting itself in exon_waiters); a commit rings only a doorbell
+ * it finds armed, and disarms it. So the commits made while a reader wakes cost one
+ * FUTEX_WAKE, not one each (a futex wake on shared memory costs about a microsecond).
+ */
+static inline void exon_doorbell_arm(int32_t *word)
+{
+    __atomic_store_n(word + 1, 1, __ATOMIC_RELEASE);
+}
+
+/* Ring `word` if armed (clearing the flag): 1 rung, 0 not armed. */
+int exon_doorbell_ring_armed(int32_t *word);
+
 /* Current value of the word (acquire); read it before re-checking for data, then wait. */
 int32_t exon_doorbell_read(const int32_t *word);
 
 /*
- * Writer side, after a commit: if meta->exon_waiters > 0, ring every doorbell listed in
+ * Writer side, after a commit: if meta->exon_waiters > 0, ring every armed doorbell listed in
  * meta->exon_doorbell_ids whose id is >= 0 (counter ids into counters_values). Negative
  * ids (EXON_DOORBELL_SENDER) name driver agents and are passed to `agent_ring` when it is
  * not NULL. counters_values may be NULL (then only agents are rung). Returns the number of

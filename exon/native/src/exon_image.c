@@ -445,6 +445,7 @@ int exon_image_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int
     for (;;)
     {
         int32_t bell = EXON_LOAD_ACQ(doorbell);
+        exon_doorbell_arm(doorbell);
         add_waiters(images, count, 1);
         EXON_FENCE_SEQ();
         bool has_data = any_available(images, count);

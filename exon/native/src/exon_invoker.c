@@ -121,6 +121,7 @@ static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t
             return invoker_any_available(images, count) ? 1 : EXON_E_TIMEOUT;
         }
         int64_t slice = deadline - now < EXON_INVOKER_PARK_SLICE_NS ? deadline - now : EXON_INVOKER_PARK_SLICE_NS;
+        exon_doorbell_arm(doorbell);
         invoker_add_waiters(images, count, 1);
         EXON_FENCE_SEQ();
         bool ready = invoker_any_available(images, count) || exon_doorbell_read(doorbell) != bell;

@@ -228,6 +228,25 @@ def test_doorbell_wait_and_ring_directly() -> None:
     assert word[0] == 1
 
 
+def test_a_burst_of_commits_rings_a_sleeping_reader_once(log: LogBuffer) -> None:
+    counters = ffi.new("uint8_t[4096]")
+    doorbell = lib.exon_doorbell_word(counters, 2)
+    log.add_doorbell(2)
+    pub = Publication(log, ffi.new("int64_t[1]", [TERM // 2]), counters)
+    log.meta.exon_waiters = 1  # a reader counted asleep...
+    pub.offer(b"a")
+    assert doorbell[0] == 0  # ...but it did not arm the doorbell: nobody to wake
+    lib.exon_doorbell_arm(doorbell)  # as exon_image_wait does before it sleeps
+    for _ in range(10):
+        pub.offer(b"b")
+    assert (doorbell[0], doorbell[1]) == (1, 0)  # rung once, and disarmed
+    lib.exon_doorbell_arm(doorbell)
+    pub.offer(b"c")
+    assert (doorbell[0], doorbell[1]) == (2, 0)
+    assert lib.exon_doorbell_ring_armed(doorbell) == 0
+    log.meta.exon_waiters = 0
+
+
 WAITER = """
 import mmap, sys, time
 from exon.native import ffi, lib
