@@ -105,6 +105,10 @@ class PrefixFilter:
                 del self._by_length[len(prefix)]
         self.everything = b"" in self._prefixes
 
+    def prefixes(self) -> list[bytes]:
+        """The prefixes, each once (in no particular order)."""
+        return list(self._prefixes)
+
     def matches(self, data: bytes) -> bool:
         if self.everything:
             return True

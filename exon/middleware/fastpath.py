@@ -46,8 +46,10 @@ from exon.native import (
     fast_recv_queue,
     ffi,
     lib,
+    pub_send_door,
     socket_receive_door,
     socket_send_door,
+    sub_receive_door,
 )
 
 __all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "FastLink", "FastLinks"]
@@ -136,7 +138,8 @@ class FastLinks:
             self._public[slot] = public
             for token in self.tokens.values():  # links attached before the queue existed
                 if self._table.links[token.index].socket_slot == slot:
-                    queue.attach(token.index, self._queue_peer(slot, token.peer))
+                    queue.attach(token.index, self._queue_peer(slot, token.peer),
+                                 self._public_peer(token.peer))
         return queue
 
     def _queue_peer(self, slot: int, peer: PeerId) -> Any:
@@ -155,6 +158,27 @@ class FastLinks:
         if self._closed:
             return None
         return socket_receive_door(lock, queue, fallback)
+
+    def pub_door(self, lock: Any, slot: int, backlog: dict[Any, Any], fallback: Any,
+                 rest: Any) -> Any:
+        """The native ``send`` of the PUB of ``slot`` (None: not available); see
+        :func:`exon.native.pub_send_door`."""
+        if slot < 0 or self._closed:
+            return None
+        return pub_send_door(lock, self._table, slot, backlog, fallback, rest)
+
+    def sub_door(self, lock: Any, queue: Any, message_type: type, fallback: Any) -> Any:
+        """The native ``receive`` of a SUB over its queue (None: not available); see
+        :func:`exon.native.sub_receive_door`."""
+        if self._closed:
+            return None
+        return sub_receive_door(lock, queue, message_type, fallback)
+
+    def target(self, token: FastLink) -> tuple[int, int, int, int]:
+        """(link, peer key, destination tag, peer incarnation) of an attached link: its
+        identity as a PUB's door checks it."""
+        rec = self._table.links[token.index]
+        return token.index, int(rec.peer_key), int(rec.destination_tag), int(rec.peer_incarnation)
 
     def close_socket(self, tag: int) -> None:
         slot = self.slots.pop(tag, None)
@@ -202,7 +226,7 @@ class FastLinks:
         token = FastLink(index, tag, peer, incarnation)
         queue = self.queues[slot]
         if queue is not None:
-            queue.attach(index, self._queue_peer(slot, peer))
+            queue.attach(index, self._queue_peer(slot, peer), self._public_peer(peer))
         self.tokens[index] = token
         self.by_link[(tag, peer)] = token
         return token

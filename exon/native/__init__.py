@@ -47,7 +47,8 @@ else:
 
 __all__ = ["address_of", "check", "error_for", "fast_link_calls",
            "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
-           "node_lock", "socket_receive_door", "socket_send_door"]
+           "node_lock", "pub_send_door", "socket_receive_door", "socket_send_door",
+           "sub_receive_door"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -152,6 +153,27 @@ def socket_receive_door(lock: Any, queue: Any, fallback: Any) -> Any:
     if _fast is None or not hasattr(_fast, "SocketReceive") or type(lock) is not _fast.NodeLock:
         return None
     return _fast.SocketReceive(lock, queue, fallback)
+
+
+def pub_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any], fallback: Any,
+                  rest: Any) -> Any:
+    """A PUB's ``send(data, *, cookie=None, timeout=None)`` as one native call
+    (``exon_fast_pubsub.c``: PubSend) while its targets are set (``door.set_targets``);
+    otherwise ``fallback``. ``rest(payload, k)`` (lock held) sends to the targets from
+    ``k`` on when an offer failed midway. None without the fast door or a NodeLock."""
+    if _fast is None or not hasattr(_fast, "PubSend") or type(lock) is not _fast.NodeLock:
+        return None
+    return _fast.PubSend(lock, _address(table), table, slot, backlog, fallback, rest)
+
+
+def sub_receive_door(lock: Any, queue: Any, message_type: type, fallback: Any) -> Any:
+    """A SUB's ``receive(timeout=None)`` handing out the next published message of its
+    native queue in one call while ``queue.pass_all`` and ``queue.direct`` are set
+    (``exon_fast_pubsub.c``: SubReceive); otherwise ``fallback``. None without the fast
+    door or a NodeLock."""
+    if _fast is None or not hasattr(_fast, "SubReceive") or type(lock) is not _fast.NodeLock:
+        return None
+    return _fast.SubReceive(lock, queue, message_type, fallback)
 
 
 def address_of(pointer: Any) -> int:

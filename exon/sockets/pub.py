@@ -80,14 +80,69 @@ class PubSocket(Socket):
         self._published = 0
         self._sent = 0
         self.malformed_dropped = 0
+        #: the native send (exon_fast_pubsub.c PubSend), None without it; it publishes while
+        #: it has the subscribers' description (_describe_locked), the order of _targets
+        self._door: Any = None
+        self._targets: list[tuple[PeerId, _Subscriber]] = []
         super().__init__(*args, **kwargs)
+        host = self._host
+        with self._lock:
+            door = host.fast.pub_door(host.lock, self._fast_slot, host.backlog,
+                                      PubSocket.send.__get__(self), self._door_rest)
+            if (door is not None and not self._closed
+                    and type(self).send is PubSocket.send):  # not for a subclass's own send
+                self._door = door
+                self._doors.append(door)
+                self.send = door  # type: ignore[method-assign]
 
     # ---- subscriptions (node callbacks, lock held) ------------------------------------------
 
     def _may_take_message(self) -> bool:
         return False  # nothing to hand out (and not "plain": no native receive door)
 
+    def _forget_targets(self) -> None:
+        """The subscribers changed (lock held): the door steps aside until described again."""
+        if self._door is not None:
+            self._door.set_targets(None)
+
+    def _describe_locked(self) -> None:
+        """Give the door every subscriber (its link and prefixes) if it can publish for all
+        of them: each linked natively, none with drops to tell. Lock held."""
+        door = self._door
+        if door is None or door.valid or self._closed:
+            return
+        fast = self._host.fast
+        targets: list[tuple[PeerId, _Subscriber]] = []
+        described: list[tuple[int, int, int, int, tuple[bytes, ...] | None]] = []
+        for peer, sub in self._subs.items():
+            if sub.pending:
+                return
+            token = fast.by_link.get((self.tag, peer))
+            if token is None or not token.attached:
+                if self._core.link_state(self.tag, peer) is LinkState.ESTABLISHED:
+                    return  # on the core's path: Python sends to it
+                continue  # unlinking (no target) or not established yet (no credit)
+            if not len(sub.filter):
+                continue
+            prefixes = None if sub.filter.everything else tuple(sub.filter.prefixes())
+            targets.append((peer, sub))
+            described.append((*fast.target(token), prefixes))
+        self._targets = targets
+        door.set_targets(described)
+
+    def _door_rest(self, payload: bytes, start: int) -> None:
+        """The door's offer to ``_targets[start]`` failed (lock held, the others before it
+        have the message): send to it and the rest the Python way, which queues what cannot
+        go now."""
+        data = payload[1:]
+        for peer, sub in self._targets[start:]:
+            if sub.filter.matches(data) and self._credit(peer, sub) > 0:
+                self._emit(peer, sub, payload)
+                self._sent += 1
+        self._host.flush()
+
     def _apply(self, peer: PeerId, payload: bytes) -> None:
+        self._forget_targets()
         try:
             kind, prefix = decode_subscription(payload)
         except errors.FrameDecodeError:
@@ -118,10 +173,12 @@ class PubSocket(Socket):
 
     def _on_established(self, ev: LinkEstablished) -> None:
         super()._on_established(ev)
+        self._forget_targets()
         self._subs.setdefault(ev.peer, _Subscriber())
 
     def _on_closed(self, ev: LinkClosed) -> None:
         super()._on_closed(ev)
+        self._forget_targets()
         self._subs.pop(ev.peer, None)
 
     # ---- sending ----------------------------------------------------------------------------
@@ -149,6 +206,7 @@ class PubSocket(Socket):
         self._send_locked(payload, None, peer, None, True)
 
     def _count_drop(self, peer: PeerId, sub: _Subscriber) -> None:
+        self._forget_targets()
         sub.pending += 1
         self._dropped[peer] = self._dropped.get(peer, 0) + 1
 
@@ -177,6 +235,7 @@ class PubSocket(Socket):
                 self._publish_drop_locked(data, payload)
             self._published += 1
             self._host.flush()
+            self._describe_locked()
 
     def _publish_block_locked(self, data: bytes, payload: bytes, deadline: float | None,
                               nowait: bool) -> None:
@@ -287,9 +346,10 @@ class PubSocket(Socket):
         messages dropped for it (``overflow="drop"``)."""
         with self._lock:
             peer = self._host.peer
+            door = self._door
             return PubStatistics(
-                published=self._published,
-                sent=self._sent,
+                published=self._published + (0 if door is None else door.published),
+                sent=self._sent + (0 if door is None else door.sent),
                 dropped=sum(self._dropped.values()),
                 dropped_by_peer={peer(p): n for p, n in self._dropped.items()},
                 subscribers=len(self._subs),

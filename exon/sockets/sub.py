@@ -63,6 +63,17 @@ class SubSocket(Socket):
         self.malformed_dropped = 0
         self.filtered = 0
         super().__init__(*args, **kwargs)
+        host = self._host
+        with self._lock:
+            # receive() as one native call while this SUB takes every published message
+            # (the queue's pass_all): the method below takes the rest (Dropped, filtering)
+            nq = self._nq
+            door = None if nq is None else host.fast.sub_door(
+                host.lock, nq, Message, Socket.receive.__get__(self))
+            if (door is not None and not self._closed
+                    and type(self).receive is Socket.receive):  # not for a subclass's own
+                self._doors.append(door)
+                self.receive = door  # type: ignore[method-assign]
 
     # ---- subscriptions ------------------------------------------------------------------------
 
@@ -87,6 +98,7 @@ class SubSocket(Socket):
             self._counts[prefix] = count + 1
             if count == 0:
                 self._filter.add(prefix)
+                self._filter_changed()
                 self._tell_all_locked(SubKind.SUBSCRIBE, prefix)
             self._wait_applied_locked(None, deadline, timeout)
 
@@ -103,10 +115,17 @@ class SubSocket(Socket):
             if count == 1:
                 del self._counts[prefix]
                 self._filter.discard(prefix)
+                self._filter_changed()
                 self._tell_all_locked(SubKind.UNSUBSCRIBE, prefix)
             else:
                 self._counts[prefix] = count - 1
             self._wait_applied_locked(None, deadline, timeout)
+
+    def _filter_changed(self) -> None:
+        """The native queue's door may hand out messages unfiltered only while the filter
+        takes everything (lock held)."""
+        if self._nq is not None:
+            self._nq.pass_all = 1 if self._filter.everything else 0
 
     @property
     def subscriptions(self) -> list[bytes]:

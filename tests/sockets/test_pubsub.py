@@ -367,3 +367,100 @@ def test_pubsub_names_exported() -> None:
     assert exon.Dropped is Dropped
     assert exon.PubStatistics is PubStatistics
     assert (PubSocket.type, SubSocket.type) == ("pub", "sub")
+
+
+# ---- the native doors (exon_fast_pubsub.c): shortcuts that never change what happens ----
+
+
+def _native(sock, method: str) -> bool:
+    return type(getattr(sock, method)).__module__ == "exon.native._fast"
+
+
+def test_the_pub_door_publishes_with_each_subscribers_prefixes(make_node) -> None:
+    a = make_node()
+    pub = a.socket("pub", tag=1)
+    subs = []
+    for prefix in (b"", b"x", b"y"):
+        sub = make_node().socket("sub")
+        sub.subscribe(prefix)
+        sub.link(f"{a.address}/1", timeout=5)
+        subs.append(sub)
+    pub.wait_for_links(3, timeout=5)
+    assert _native(pub, "send")
+    messages = [b"x%d" % i for i in range(50)] + [b"y%d" % i for i in range(50)]
+    for m in messages:
+        pub.send(m, timeout=5)
+    assert pub._door.published > 0  # the door took over once it knew every subscriber
+    assert [m.payload for m in _drain(subs[0], 100)] == messages
+    assert [m.payload for m in _drain(subs[1], 50)] == messages[:50]
+    assert [m.payload for m in _drain(subs[2], 50)] == messages[50:]
+    for sub in subs:
+        with pytest.raises(exon.Timeout):
+            sub.receive(timeout=0.05)
+    stats = pub.statistics()
+    assert (stats.published, stats.sent) == (100, 200)
+
+
+def test_the_pub_door_steps_aside_for_a_subscriber_without_credit(make_node) -> None:
+    a, _b, pub, sub = _pub_sub(make_node, b"", credits=4)
+    for i in range(4):
+        pub.send(b"m%d" % i, timeout=5)
+    with pytest.raises(exon.BackPressured):
+        pub.send_nowait(b"late")
+    with pytest.raises(exon.Timeout):  # "block": the door hands it to the Python wait
+        pub.send(b"late", timeout=0.1)
+    assert [m.payload for m in _drain(sub, 4)] == [b"m0", b"m1", b"m2", b"m3"]
+    pub.send(b"after", timeout=5)
+    assert sub.receive(timeout=5).payload == b"after"
+    assert pub.statistics().published == 5  # the two refused sends published nothing
+
+
+def test_the_pub_door_follows_subscription_changes(make_node) -> None:
+    a, _b, pub, sub = _pub_sub(make_node, b"a")
+    for _ in range(3):
+        pub.send(b"a1", timeout=5)
+        pub.send(b"b1", timeout=5)
+    assert [m.payload for m in _drain(sub, 3)] == [b"a1", b"a1", b"a1"]
+    sub.subscribe(b"b")
+    pub.send(b"b2", timeout=5)
+    sub.unsubscribe(b"a")
+    pub.send(b"a2", timeout=5)
+    pub.send(b"b3", timeout=5)
+    assert [m.payload for m in _drain(sub, 2)] == [b"b2", b"b3"]
+    with pytest.raises(exon.Timeout):
+        sub.receive(timeout=0.05)
+
+
+def test_a_closed_pub_door_raises(make_node) -> None:
+    _a, _b, pub, _sub = _pub_sub(make_node, b"")
+    pub.send(b"one", timeout=5)
+    pub.close()
+    with pytest.raises(exon.ClosedError):
+        pub.send(b"two", timeout=5)
+
+
+def test_the_sub_door_hands_out_messages_and_leaves_notices_to_python(make_node) -> None:
+    _a, _b, pub, sub = _pub_sub(make_node, b"", overflow="drop", credits=2)
+    assert _native(sub, "receive")
+    for i in range(5):  # two go, three are dropped for the full subscriber
+        pub.send(b"m%d" % i, timeout=5)
+    got = _drain(sub, 2)
+    assert [m.payload for m in got] == [b"m0", b"m1"]
+    assert all(type(m) is exon.Message for m in got)
+    pub.flush(timeout=5)  # the notice, once the SUB's credit is back
+    notice = sub.receive(timeout=5)
+    assert isinstance(notice, exon.Dropped) and notice.count == 3
+
+
+def test_a_sub_that_stops_taking_all_filters_what_was_queued(make_node) -> None:
+    _a, _b, pub, sub = _pub_sub(make_node, b"", b"k")
+    pub.send(b"zz", timeout=5)
+    pub.send(b"kk", timeout=5)
+    deadline = time.monotonic() + 5
+    while len(sub._nq) < 2 and time.monotonic() < deadline:  # both queued natively
+        time.sleep(0.01)  # the node's dispatcher polls them in
+    assert len(sub._nq) == 2
+    sub.unsubscribe(b"")  # "zz" was in flight: the door must not hand it out
+    assert sub._nq.pass_all == 0
+    assert sub.receive(timeout=5).payload == b"kk"
+    assert sub.filtered == 1

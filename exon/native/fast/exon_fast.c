@@ -343,6 +343,8 @@ static PyTypeObject LinkDeliverType = {
 typedef struct
 {
     PyObject *peer;     /* NULL: the link is not attached to this queue */
+    PyObject *public_peer; /* the exon.Peer of `peer` when the queue's items carry the core's
+                            * PeerId (a SUB's door hands out Messages with it); else NULL */
     PyObject **items;
     uint32_t head;
     uint32_t count;
@@ -368,6 +370,8 @@ typedef struct
     int marked;           /* touched by the current dispatch */
     int direct;           /* set by the socket: nothing waits on the Python side, so the
                            * receive door may pop from here (see SocketReceive) */
+    int pass_all;         /* set by a SUB while it takes every published message: its door
+                           * may hand them out without its filter (exon_fast_pubsub.c) */
     vectorcallfunc vectorcall;
 }
 RecvQueueObject;
@@ -797,14 +801,16 @@ static int rq_link_arg(RecvQueueObject *q, PyObject *arg, int32_t *link)
     return 0;
 }
 
-/* q.attach(link, peer): messages of `link` may be queued here, as coming from `peer` */
+/* q.attach(link, peer, public=None): messages of `link` may be queued here, as coming from
+ * `peer` (`public`: its exon.Peer, when `peer` is the core's PeerId) */
 static PyObject *rq_attach(PyObject *self, PyObject *args)
 {
     RecvQueueObject *q = (RecvQueueObject *)self;
     PyObject *index;
     PyObject *peer;
+    PyObject *public_peer = Py_None;
     int32_t link;
-    if (!PyArg_ParseTuple(args, "OO:attach", &index, &peer) || rq_link_arg(q, index, &link) < 0)
+    if (!PyArg_ParseTuple(args, "OO|O:attach", &index, &peer, &public_peer) || rq_link_arg(q, index, &link) < 0)
     {
         return NULL;
     }
@@ -816,6 +822,7 @@ static PyObject *rq_attach(PyObject *self, PyObject *args)
     }
     Py_INCREF(peer);
     Py_XSETREF(l->peer, peer);
+    Py_XSETREF(l->public_peer, public_peer == Py_None ? NULL : Py_NewRef(public_peer));
     Py_RETURN_NONE;
 }
 
@@ -861,6 +868,7 @@ static PyObject *rq_detach(PyObject *self, PyObject *arg)
         return NULL;
     }
     Py_CLEAR(l->peer);
+    Py_CLEAR(l->public_peer);
     Py_RETURN_NONE;
 }
 
@@ -902,6 +910,7 @@ static void rq_clear_links(RecvQueueObject *q)
         l->items = NULL;
         l->cap = 0;
         Py_CLEAR(l->peer);
+        Py_CLEAR(l->public_peer);
     }
     q->ready_count = 0;
 }
@@ -919,7 +928,7 @@ static void rq_dealloc(RecvQueueObject *q)
 }
 
 static PyMethodDef rq_methods[] = {
-    {"attach", rq_attach, METH_VARARGS, "attach(link, peer)"},
+    {"attach", rq_attach, METH_VARARGS, "attach(link, peer, public=None)"},
     {"detach", rq_detach, METH_O, "detach(link)"},
     {"take_all", rq_take_all, METH_NOARGS, "take_all() -> [(link, payload), ...]"},
     {"queued_bytes", rq_queued_bytes, METH_NOARGS, "queued_bytes() -> payload bytes queued"},
@@ -935,6 +944,8 @@ static PyMethodDef rq_methods[] = {
 static PyMemberDef rq_members[] = {
     {"direct", T_INT, offsetof(RecvQueueObject, direct), 0,
      "1: the socket has nothing queued on its Python side; its receive door may pop here"},
+    {"pass_all", T_INT, offsetof(RecvQueueObject, pass_all), 0,
+     "1: a SUB that takes every published message; its door may skip the filter"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1602,6 +1613,8 @@ static PyTypeObject SocketReceiveType = {
     .tp_methods = door_methods,
 };
 
+#include "exon_fast_pubsub.c" /* PubSend, SubReceive */
+
 static PyObject *fast_bind_links(PyObject *module, PyObject *args)
 {
     unsigned long long send_address;
@@ -1661,7 +1674,8 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyType_Ready(&OfferType) < 0 || PyType_Ready(&LinkSendType) < 0 ||
         PyType_Ready(&LinkDeliverType) < 0 || PyType_Ready(&RecvQueueType) < 0 ||
         PyType_Ready(&NodeLockType) < 0 || PyType_Ready(&SocketSendType) < 0 ||
-        PyType_Ready(&SocketReceiveType) < 0)
+        PyType_Ready(&SocketReceiveType) < 0 || PyType_Ready(&PubSendType) < 0 ||
+        PyType_Ready(&SubReceiveType) < 0)
     {
         return NULL;
     }
@@ -1693,6 +1707,14 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyModule_AddObject(module, "NodeLock", (PyObject *)&NodeLockType) < 0 ||
         PyModule_AddObject(module, "SocketSend", (PyObject *)&SocketSendType) < 0 ||
         PyModule_AddObject(module, "SocketReceive", (PyObject *)&SocketReceiveType) < 0)
+    {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&PubSendType);
+    Py_INCREF(&SubReceiveType);
+    if (PyModule_AddObject(module, "PubSend", (PyObject *)&PubSendType) < 0 ||
+        PyModule_AddObject(module, "SubReceive", (PyObject *)&SubReceiveType) < 0)
     {
         Py_DECREF(module);
         return NULL;

@@ -1,0 +1,472 @@
+/*
+ * exon_fast_pubsub.c: the native doors of PUB and SUB (included by exon_fast.c, whose
+ * NodeLock, DoorHead and RecvQueue they use; no exon logic is linked here either).
+ *
+ * PubSend stands in for PubSocket.send: one call checks every subscriber the message is
+ * for (a prefix of its filter matches) and, when each of them has credit, offers the
+ * published payload (kind byte MESSAGE, then the message; docs/protocol.md 2.19) on each
+ * link. Anything else (a subscriber without credit, pending drop notices, a link that
+ * changed since the socket gave the door its targets, a cookie, a large message) goes to
+ * the socket's Python send, untouched: the door is a shortcut, never a second rule.
+ *
+ * SubReceive stands in for SubSocket.receive while the SUB takes every published message
+ * (its queue's pass_all): it hands out the next queued payload whose kind byte is MESSAGE
+ * as a Message(message, Peer); anything else (a DROPPED notice, a filtered SUB) goes to
+ * the socket's Python receive, which pops and judges it.
+ */
+
+#define PUB_KIND_MESSAGE 0x00
+#define PUB_DOOR_MAX_LENGTH 8192 /* larger messages go through Python (their copy dominates) */
+
+/* ---- SUB ------------------------------------------------------------------------------ */
+
+typedef struct
+{
+    DoorHead head;
+    PyTypeObject *message_type;
+}
+SubReceiveObject;
+
+/* The next queued payload if the door may hand it out: a MESSAGE of a link attached with
+ * its public peer; NULL otherwise (nothing popped). */
+static PyObject *sub_peek(RecvQueueObject *q)
+{
+    if (q->ready_count == 0 || !q->pass_all || !q->direct)
+    {
+        return NULL;
+    }
+    rq_link_t *l = &q->links[q->ready[q->ready_head]];
+    PyObject *payload = l->items[l->head];
+    if (l->public_peer == NULL || PyBytes_GET_SIZE(payload) < 1 ||
+        (unsigned char)PyBytes_AS_STRING(payload)[0] != PUB_KIND_MESSAGE)
+    {
+        return NULL;
+    }
+    return payload;
+}
+
+/* receive(timeout=None) -> Message: the next published message of a SUB taking all. */
+static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    SubReceiveObject *s = (SubReceiveObject *)self_obj;
+    DoorHead *d = &s->head;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    RecvQueueObject *q = (RecvQueueObject *)d->keep;
+    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_plain_keywords(args, nargs, kwnames, 0))
+    {
+        return door_fallback(d, args, nargsf, kwnames);
+    }
+    NodeLockObject *lock = d->lock;
+    if (node_lock_take(lock, -1) < 0)
+    {
+        return NULL;
+    }
+    PyObject *payload = lock->doors_open && !d->disabled ? sub_peek(q) : NULL;
+    if (payload == NULL)
+    {
+        node_lock_give(lock);
+        return door_fallback(d, args, nargsf, kwnames);
+    }
+    PyObject *data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(payload) + 1, PyBytes_GET_SIZE(payload) - 1);
+    PyObject *msg = data == NULL ? NULL : s->message_type->tp_alloc(s->message_type, 2);
+    if (msg == NULL)
+    {
+        Py_XDECREF(data);
+        node_lock_give(lock);
+        return NULL;
+    }
+    int32_t link;
+    Py_DECREF(rq_pop_next(q, &link)); /* the queue's reference; `payload` is gone now */
+    rq_link_t *l = &q->links[link];
+    PyTuple_SET_ITEM(msg, 0, data);
+    PyTuple_SET_ITEM(msg, 1, Py_NewRef(l->public_peer));
+    int64_t rc = lt_deliver_fn(q->table, link);
+    if (rc != EXON_LT_DELIVER_NONE)
+    {
+        PyObject *r = PyObject_CallFunction(q->on_due, "i", link);
+        if (r == NULL)
+        {
+            Py_DECREF(msg);
+            node_lock_give(lock);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    lock->activity++;
+    node_lock_give(lock);
+    return msg;
+}
+
+static PyObject *sub_receive_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *lock;
+    PyObject *queue;
+    PyObject *message_type;
+    PyObject *fallback;
+    if (!PyArg_ParseTuple(args, "OO!OO:SubReceive", &lock, &RecvQueueType, &queue, &message_type, &fallback))
+    {
+        return NULL;
+    }
+    if (!PyType_Check(message_type) || !PyType_IsSubtype((PyTypeObject *)message_type, &PyTuple_Type))
+    {
+        PyErr_SetString(PyExc_TypeError, "SubReceive: message_type must be a tuple subclass");
+        return NULL;
+    }
+    SubReceiveObject *s = (SubReceiveObject *)type->tp_alloc(type, 0);
+    if (s == NULL)
+    {
+        return NULL;
+    }
+    if (door_init_head(&s->head, lock, fallback, queue) < 0)
+    {
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->message_type = (PyTypeObject *)Py_NewRef(message_type);
+    s->head.vectorcall = sub_receive_vectorcall;
+    return (PyObject *)s;
+}
+
+static int sub_receive_traverse(SubReceiveObject *s, visitproc visit, void *arg)
+{
+    Py_VISIT((PyObject *)s->message_type);
+    return door_traverse(&s->head, visit, arg);
+}
+
+static int sub_receive_clear(SubReceiveObject *s)
+{
+    Py_CLEAR(s->message_type);
+    return door_clear(&s->head);
+}
+
+static void sub_receive_dealloc(SubReceiveObject *s)
+{
+    PyObject_GC_UnTrack(s);
+    sub_receive_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyTypeObject SubReceiveType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.SubReceive",
+    .tp_doc = "SubReceive(lock, queue, message_type, fallback)(timeout=None) -> Message",
+    .tp_basicsize = sizeof(SubReceiveObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_new = sub_receive_new,
+    .tp_dealloc = (destructor)sub_receive_dealloc,
+    .tp_traverse = (traverseproc)sub_receive_traverse,
+    .tp_clear = (inquiry)sub_receive_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
+    .tp_methods = door_methods,
+};
+
+/* ---- PUB ------------------------------------------------------------------------------ */
+
+/* One subscriber as the socket last described it: its link and that link's identity (the
+ * door checks it is still the same link), and its prefixes (NULL: everything). */
+typedef struct
+{
+    int32_t link;
+    int32_t peer_key;
+    uint32_t destination_tag;
+    uint32_t peer_incarnation;
+    PyObject *prefixes; /* tuple of bytes, or NULL */
+    int hit;            /* scratch: the message being published is for it */
+}
+pub_target_t;
+
+typedef struct
+{
+    DoorHead head;
+    exon_link_table_t *table;
+    int32_t slot;
+    PyObject *backlog;  /* the Node's backlog dict: frames waiting for a publication go first */
+    PyObject *rest;     /* callable(payload, k): send to targets[k:] (lock held), after an offer failed */
+    pub_target_t *targets;
+    int32_t count;
+    int valid;          /* the targets describe every subscriber: the door may publish */
+    unsigned long long published;
+    unsigned long long sent;
+}
+PubSendObject;
+
+static void pub_clear_targets(PubSendObject *p)
+{
+    for (int32_t i = 0; i < p->count; i++)
+    {
+        Py_CLEAR(p->targets[i].prefixes);
+    }
+    PyMem_Free(p->targets);
+    p->targets = NULL;
+    p->count = 0;
+    p->valid = 0;
+}
+
+static int pub_matches(PyObject *prefixes, const char *data, Py_ssize_t length)
+{
+    if (prefixes == NULL)
+    {
+        return 1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(prefixes);
+    for (Py_ssize_t i = 0; i < n; i++)
+    {
+        PyObject *prefix = PyTuple_GET_ITEM(prefixes, i);
+        Py_ssize_t size = PyBytes_GET_SIZE(prefix);
+        if (size <= length && memcmp(PyBytes_AS_STRING(prefix), data, (size_t)size) == 0)
+        {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every target the message is for still is the link described, with credit and room for
+ * the payload: 1 (hits marked); 0 when the Python side must decide. */
+static int pub_ready(PubSendObject *p, const char *data, Py_ssize_t length)
+{
+    exon_link_table_t *t = p->table;
+    for (int32_t i = 0; i < p->count; i++)
+    {
+        pub_target_t *g = &p->targets[i];
+        if (g->link >= t->high)
+        {
+            return 0;
+        }
+        exon_lt_link_t *l = &t->links[g->link];
+        if (l->pub == NULL || l->socket_slot != p->slot || l->peer_key != g->peer_key ||
+            l->destination_tag != g->destination_tag || l->peer_incarnation != g->peer_incarnation)
+        {
+            p->valid = 0; /* the socket describes its subscribers again (PubSocket._door_targets) */
+            return 0;
+        }
+        g->hit = pub_matches(g->prefixes, data, length);
+        if (g->hit && (l->sent >= l->limit || length + 1 > l->max_out))
+        {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* send(data, *, cookie=None, timeout=None) -> None: publish to every subscriber it is for. */
+static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PubSendObject *p = (PubSendObject *)self_obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || p->head.disabled || !p->valid ||
+        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_plain_keywords(args, nargs, kwnames, 1))
+    {
+        return door_fallback(&p->head, args, nargsf, kwnames);
+    }
+    NodeLockObject *lock = p->head.lock;
+    if (node_lock_take(lock, -1) < 0)
+    {
+        return NULL;
+    }
+    const char *data = PyBytes_AS_STRING(args[0]);
+    Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
+    if (!lock->doors_open || p->head.disabled || !p->valid || PyDict_GET_SIZE(p->backlog) != 0 ||
+        !pub_ready(p, data, length))
+    {
+        node_lock_give(lock);
+        return door_fallback(&p->head, args, nargsf, kwnames);
+    }
+    char buf[PUB_DOOR_MAX_LENGTH + 1];
+    buf[0] = PUB_KIND_MESSAGE;
+    memcpy(buf + 1, data, (size_t)length);
+    for (int32_t i = 0; i < p->count; i++)
+    {
+        pub_target_t *g = &p->targets[i];
+        if (!g->hit)
+        {
+            continue;
+        }
+        if (lt_send_fn(p->table, p->slot, g->link, buf, (int32_t)length + 1) < 0)
+        {
+            /* the publication refused it (back pressure, rotation...): the socket sends the
+             * rest its own way, which queues what cannot go now */
+            PyObject *r = PyObject_CallFunction(p->rest, "y#i", buf, length + 1, i);
+            p->published++;
+            lock->activity++;
+            node_lock_give(lock);
+            if (r == NULL)
+            {
+                return NULL;
+            }
+            Py_DECREF(r);
+            Py_RETURN_NONE;
+        }
+        p->sent++;
+    }
+    p->published++;
+    lock->activity++;
+    node_lock_give(lock);
+    Py_RETURN_NONE;
+}
+
+/* door.set_targets([(link, peer_key, destination_tag, peer_incarnation, prefixes|None), ...])
+ * describes every subscriber (the door publishes); set_targets(None): the door steps aside
+ * until described again. Lock held by the caller. */
+static PyObject *pub_set_targets(PyObject *self, PyObject *arg)
+{
+    PubSendObject *p = (PubSendObject *)self;
+    pub_clear_targets(p);
+    if (arg == Py_None)
+    {
+        Py_RETURN_NONE;
+    }
+    if (!PyList_Check(arg))
+    {
+        PyErr_SetString(PyExc_TypeError, "set_targets: a list of targets, or None");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(arg);
+    pub_target_t *targets = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(pub_target_t));
+    if (targets == NULL)
+    {
+        return PyErr_NoMemory();
+    }
+    p->targets = targets;
+    for (Py_ssize_t i = 0; i < n; i++)
+    {
+        pub_target_t *g = &targets[i];
+        PyObject *prefixes;
+        unsigned int tag;
+        unsigned int incarnation;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(arg, i), "iiIIO:target", &g->link, &g->peer_key, &tag,
+                              &incarnation, &prefixes))
+        {
+            p->count = (int32_t)i;
+            pub_clear_targets(p);
+            return NULL;
+        }
+        g->destination_tag = tag;
+        g->peer_incarnation = incarnation;
+        if (prefixes != Py_None)
+        {
+            int ok = PyTuple_CheckExact(prefixes);
+            for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(prefixes); k++)
+            {
+                ok = PyBytes_CheckExact(PyTuple_GET_ITEM(prefixes, k));
+            }
+            if (!ok || g->link < 0 || g->link >= p->table->capacity)
+            {
+                p->count = (int32_t)i;
+                pub_clear_targets(p);
+                PyErr_SetString(PyExc_ValueError, "set_targets: a link index and a tuple of bytes prefixes or None");
+                return NULL;
+            }
+            g->prefixes = Py_NewRef(prefixes);
+        }
+        else if (g->link < 0 || g->link >= p->table->capacity)
+        {
+            p->count = (int32_t)i;
+            pub_clear_targets(p);
+            PyErr_SetString(PyExc_ValueError, "set_targets: link index out of range");
+            return NULL;
+        }
+    }
+    p->count = (int32_t)n;
+    p->valid = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *pub_send_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *lock;
+    unsigned long long address;
+    PyObject *owner;
+    int slot;
+    PyObject *backlog;
+    PyObject *fallback;
+    PyObject *rest;
+    if (!PyArg_ParseTuple(args, "OKOiO!OO:PubSend", &lock, &address, &owner, &slot, &PyDict_Type, &backlog,
+                          &fallback, &rest))
+    {
+        return NULL;
+    }
+    if (lt_send_fn == NULL || address == 0 || slot < 0 || !PyCallable_Check(rest))
+    {
+        PyErr_SetString(PyExc_ValueError,
+                        "PubSend(lock, table address != 0, owner, slot >= 0, backlog, fallback, rest)");
+        return NULL;
+    }
+    PubSendObject *p = (PubSendObject *)type->tp_alloc(type, 0);
+    if (p == NULL)
+    {
+        return NULL;
+    }
+    if (door_init_head(&p->head, lock, fallback, owner) < 0)
+    {
+        Py_DECREF(p);
+        return NULL;
+    }
+    p->table = (exon_link_table_t *)(uintptr_t)address;
+    p->slot = slot;
+    p->backlog = Py_NewRef(backlog);
+    p->rest = Py_NewRef(rest);
+    p->head.vectorcall = pub_send_vectorcall;
+    return (PyObject *)p;
+}
+
+static int pub_send_traverse(PubSendObject *p, visitproc visit, void *arg)
+{
+    Py_VISIT(p->backlog);
+    Py_VISIT(p->rest);
+    return door_traverse(&p->head, visit, arg);
+}
+
+static int pub_send_clear(PubSendObject *p)
+{
+    Py_CLEAR(p->backlog);
+    Py_CLEAR(p->rest);
+    return door_clear(&p->head);
+}
+
+static void pub_send_dealloc(PubSendObject *p)
+{
+    PyObject_GC_UnTrack(p);
+    pub_clear_targets(p);
+    pub_send_clear(p);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *pub_disable(PyObject *self, PyObject *unused)
+{
+    PubSendObject *p = (PubSendObject *)self;
+    p->head.disabled = 1;
+    pub_clear_targets(p);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef pub_send_methods[] = {
+    {"disable", pub_disable, METH_NOARGS, "disable(): every later call goes to the fallback"},
+    {"set_targets", pub_set_targets, METH_O,
+     "set_targets([(link, peer_key, destination_tag, peer_incarnation, prefixes or None), ...] or None)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pub_send_members[] = {
+    {"published", T_ULONGLONG, offsetof(PubSendObject, published), READONLY, "messages the door published"},
+    {"sent", T_ULONGLONG, offsetof(PubSendObject, sent), READONLY, "copies the door offered to subscribers"},
+    {"valid", T_INT, offsetof(PubSendObject, valid), READONLY, "1: the door publishes (targets described)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject PubSendType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.PubSend",
+    .tp_doc = "PubSend(lock, table_address, owner, slot, backlog, fallback, rest)(data, *, cookie=None, timeout=None)",
+    .tp_basicsize = sizeof(PubSendObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_new = pub_send_new,
+    .tp_dealloc = (destructor)pub_send_dealloc,
+    .tp_traverse = (traverseproc)pub_send_traverse,
+    .tp_clear = (inquiry)pub_send_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
+    .tp_methods = pub_send_methods,
+    .tp_members = pub_send_members,
+};
