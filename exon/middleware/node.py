@@ -173,6 +173,8 @@ class Node(NodePolling):
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self._async_waiters = 0
         self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
+        self._loop_pollers = 0  #: 1 while an asyncio task polls from its loop (spinning)
+        self._loop_cond = threading.Condition(self._lock)  # it waits there for the role
         self._init_connections()
         self._touched: set[HostedSocket] = set()
         self._peer_cache: dict[PeerId, Any] = {}
@@ -184,7 +186,7 @@ class Node(NodePolling):
             lock=self._lock, core=self._core, fast=self._fast, backlog=self._backlog,
             wait_until=self._await, pump=self._pump_locked, flush=self._flush_fast,
             open_socket=self._open_socket, close_socket=self._forget_socket, peer=self._peer,
-            async_waiting=self._async_waiting)
+            async_waiting=self._async_waiting, loop_polling=self._loop_polling)
         self._dispatcher = threading.Thread(target=self._dispatch_loop,
                                             name=f"exon-node-{self.address}", daemon=True)
         self._dispatcher.start()

@@ -11,6 +11,9 @@
   :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
   receives) and hands it back at once when a client wants it (the client rings the
   subscription's doorbell to wake it).
+* An asyncio task whose reply is near (``areceive`` on a REQ/REP, exon.sockets.aio) polls
+  from its event loop for a bounded spin: while it does (``loop_polling``) the dispatcher
+  stands aside as it does for a client thread, so the reply needs no thread hop.
 
 A node on a driver that dies (killed, stopped) learns it from its Aeron client (the
 driver's pid gone, or its heartbeat older than the driver timeout) and breaks every link:
@@ -81,6 +84,8 @@ class NodePolling(NodeConnections):
     _last_client_poll: float
     _async_waiters: int
     _async_sockets: set[HostedSocket]
+    _loop_pollers: int
+    _loop_cond: threading.Condition
     _driver_failure: errors.ExonError | None
     _next_driver_check: float
     _next_publish: float
@@ -201,6 +206,35 @@ class NodePolling(NodeConnections):
             self._poll_once()
         finally:
             self._role = None
+        return True
+
+    def _loop_polling(self, delta: int, handoff: float = 0.0) -> bool:
+        """Lock held: an event loop's task starts (+1) or stops (-1) polling the transport
+        itself (``poll_once_if_idle`` between yields). Starting is refused (False) while
+        another task spins on this node: one spinner polls for all. While one spins the
+        dispatcher stands aside.
+
+        When the dispatcher holds the poll role (it polled for parked tasks), starting
+        rings it awake and waits up to ``handoff`` seconds, the loop's thread blocked, for
+        the role: the dispatcher needs the GIL to let go, and a thread that keeps the GIL
+        between yields would hand it over only at the interpreter's switch interval
+        (5 ms), long after the spin ended, and the next task would park again."""
+        if delta > 0:
+            if self._loop_pollers or self._closed:
+                return False
+            self._loop_pollers = 1
+            if self._role == _DISPATCHER and self._transport is not None:
+                self._transport.wake()
+                if handoff > 0:
+                    cond = self._loop_cond
+                    self._role_waiters.append(cond)
+                    try:
+                        cond.wait(handoff)  # lock and GIL released
+                    finally:
+                        self._role_waiters.remove(cond)
+            return True
+        self._loop_pollers = 0
+        self._last_client_poll = _monotonic()  # the dispatcher waits its grace from here
         return True
 
     def _poll_once(self) -> int:
@@ -382,19 +416,20 @@ class NodePolling(NodeConnections):
                 now = _monotonic()
                 activity = self._client_activity()
                 busy = seen != activity or now - self._last_client_poll < DISPATCH_GRACE
-                if self._role is not None or self._role_waiters or (busy and not
-                                                                    self._async_waiters):
+                if self._role is not None or self._role_waiters or self._loop_pollers or (
+                        busy and not self._async_waiters):
                     seen = activity
                     self._dispatch_cond.wait(DISPATCH_GRACE * 2)
                     continue
                 self._role = _DISPATCHER
                 try:
-                    while not self._closed and not self._role_waiters:
+                    while not self._closed and not self._role_waiters and not self._loop_pollers:
                         try:
                             n = self._poll_once()
                         except errors.ExonError:
                             n = 0  # a transport hiccup: keep serving
-                        if n == 0 and not self._role_waiters and not self._closed:
+                        if n == 0 and not (self._role_waiters or self._loop_pollers
+                                           or self._closed):
                             self._sleep_locked(_DISPATCH_SLICE)
                 finally:
                     self._role = None

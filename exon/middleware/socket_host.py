@@ -75,10 +75,16 @@ class SocketHost:
     * ``async_waiting(sock, delta, waiting)``: ``delta`` asyncio tasks start (+) or stop
       (-) waiting on ``sock``; ``waiting``: whether any still waits on it. The dispatcher
       polls for the event loops while any task waits.
+    * ``loop_polling(delta, handoff=0.0) -> bool``: an asyncio task starts (+1) or stops
+      (-1) polling the transport from its event loop (``node.poll_once_if_idle()`` between
+      yields, for a bounded spin); the dispatcher stands aside meanwhile. Starting returns
+      False (do not spin) while another task of the node spins already; when the
+      dispatcher holds the poll role, it waits up to ``handoff`` seconds (the loop
+      blocked) for the dispatcher to hand it over.
     """
 
     __slots__ = ("activity", "async_waiting", "backlog", "close_socket", "core", "fast",
-                 "flush", "lock", "open_socket", "peer", "pump", "wait_until")
+                 "flush", "lock", "loop_polling", "open_socket", "peer", "pump", "wait_until")
 
     lock: Any
     core: SocketCore
@@ -92,6 +98,7 @@ class SocketHost:
     close_socket: Callable[[int], None]
     peer: Callable[[PeerId], Any]  # a Peer (None for an address that is no HOST:PORT)
     async_waiting: Callable[[HostedSocket, int, bool], None]
+    loop_polling: Callable[..., bool]
 
     def __init__(
         self,
@@ -107,6 +114,7 @@ class SocketHost:
         close_socket: Callable[[int], None],
         peer: Callable[[PeerId], Any],
         async_waiting: Callable[[HostedSocket, int, bool], None],
+        loop_polling: Callable[..., bool],
     ) -> None:
         self.lock = lock
         self.core = core
@@ -120,6 +128,7 @@ class SocketHost:
         self.close_socket = close_socket
         self.peer = peer
         self.async_waiting = async_waiting
+        self.loop_polling = loop_polling
 
     def __repr__(self) -> str:
         return f"<SocketHost of {self.core.node_id}>"

@@ -10,6 +10,17 @@ still block, so a wake-up costs the waiters it completes plus one, however many 
 While any task waits, the node's dispatcher thread keeps polling the transport (a thread
 that blocks in a sync call would do it otherwise), so the sync and async faces can share
 a socket.
+
+A reply comes within microseconds, and that hand-off (the dispatcher's futex wake, the GIL
+passing to it and back, the eventfd, a loop turn) costs several times the round trip
+itself. So ``areceive`` on a socket that spins in its blocking receive (REQ, REP: their
+``_wait_spin``, :data:`~exon.middleware.node_polling.CLIENT_SPIN`) first *spins on the
+loop*: up to that many seconds it yields to the loop (``await asyncio.sleep(0)``: every
+other ready task and callback runs in between) and retries, polling the transport itself
+when nobody else does, with the dispatcher standing aside. The loop is never held for
+more than one poll; a spin costs CPU, not latency of the other tasks. Only one task of a
+node spins at a time, and only while no task waits in the socket's line; the others, and
+the spinner once its budget is spent, park as above.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ __all__ = ["AsyncSocketMixin", "LoopWaker"]
 
 #: an attempt returns its result, or raises WOULD_BLOCK (or an error for the caller)
 WOULD_BLOCK = BlockingIOError
+_NOT_YET: Any = object()  #: a spin that ended without a result
 
 
 def _running_loop(what: str) -> asyncio.AbstractEventLoop:
@@ -165,9 +177,33 @@ class AsyncSocketMixin:
                 wakers.pop(waker, None)
             self._host.async_waiting(self, delta, bool(wakers))
 
+    async def _spin(self: Socket, loop: asyncio.AbstractEventLoop,  # type: ignore[misc]
+                    attempt: Callable[[], Any], budget: float) -> Any:
+        """Retry ``attempt`` between yields to the loop for up to ``budget`` seconds, this
+        task polling the transport (the dispatcher aside); its result, or _NOT_YET."""
+        host = self._host
+        with self._lock:
+            if not host.loop_polling(+1, budget):
+                return _NOT_YET  # another task of the node spins: it polls for this one too
+        try:
+            end = loop.time() + budget
+            while True:
+                await asyncio.sleep(0)  # the loop runs everything else that is ready
+                try:
+                    return attempt()
+                except WOULD_BLOCK:
+                    pass
+                if loop.time() >= end:
+                    return _NOT_YET
+        finally:
+            with self._lock:
+                host.loop_polling(-1)
+
     async def _park(self: Socket, what: str, attempt: Callable[[], Any],  # type: ignore[misc]
-                    timeout: float | None, on_timeout: Callable[[], None] | None = None) -> Any:
-        """Try ``attempt`` now; else wait in line for it, up to ``timeout`` seconds."""
+                    timeout: float | None, on_timeout: Callable[[], None] | None = None,
+                    spin: float = 0.0) -> Any:
+        """Try ``attempt`` now; else (``spin`` > 0) retry it between yields for ``spin``
+        seconds; else wait in line for it, up to ``timeout`` seconds."""
         loop = _running_loop(what)
         try:
             return attempt()
@@ -177,6 +213,13 @@ class AsyncSocketMixin:
             if on_timeout is not None:
                 on_timeout()
             raise errors.Timeout(f"{what}: would block")
+        if spin > 0 and not self._aio_waiters:
+            started = loop.time()
+            got = await self._spin(loop, attempt, spin if timeout is None else min(spin, timeout))
+            if got is not _NOT_YET:
+                return got
+            if timeout is not None:
+                timeout = max(0.0, timeout - (loop.time() - started))
         future: asyncio.Future[Any] = loop.create_future()
         waiter = _Waiter(attempt, future, LoopWaker.of(loop))
         self._aio_waiters.append(waiter)
@@ -260,7 +303,7 @@ class AsyncSocketMixin:
             with self._lock:
                 self._on_receive_timeout()
 
-        return self._park("areceive", attempt, timeout, on_timeout)
+        return self._park("areceive", attempt, timeout, on_timeout, self._wait_spin)
 
     def alink(self: Socket, peer: str | Peer,  # type: ignore[misc]
               timeout: float | None = 5.0) -> Any:

@@ -271,3 +271,140 @@ def test_async_timeouts_follow_the_sync_rule(make_node: NodeFactory) -> None:
             await pull.areceive(timeout=0.01)
 
     run(main())
+
+
+def _serve_once_after(rep: Any, go: threading.Event) -> threading.Thread:
+    """A thread that takes one request on ``rep`` and answers it once ``go`` is set."""
+
+    def serve() -> None:
+        request = rep.receive(timeout=10)
+        go.wait(10)
+        rep.send(request.payload.upper(), timeout=10)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread
+
+
+def test_a_spinning_reply_needs_no_parking_and_the_loop_runs_meanwhile(
+        make_node: NodeFactory) -> None:
+    from exon.sockets.aio import LoopWaker
+
+    server, client = make_node(), make_node()
+    rep = server.socket("rep", tag=12)
+    req = client.socket("req")
+    req.link(f"{server.address}/12", timeout=5)  # sync: nothing of the loop parks before
+    req._wait_spin = 30.0  # spin until the reply comes (the default is microseconds)
+    go = threading.Event()
+    serving = _serve_once_after(rep, go)
+
+    async def main() -> tuple[bytes, int, bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        ticks = 0
+        parked = False
+        spinning = False
+
+        async def ticker() -> None:  # other tasks keep running while the REQ spins
+            nonlocal ticks, parked, spinning
+            while ticks < 5:
+                await asyncio.sleep(0.005)
+                ticks += 1
+                parked = parked or bool(req._aio_waiters)
+                spinning = spinning or client._loop_pollers == 1
+            go.set()  # only now may the reply come: the REQ waited through the ticks
+
+        await req.asend(b"ping", timeout=5)
+        tick_task = asyncio.create_task(ticker())
+        reply = (await req.areceive(timeout=30)).payload
+        await tick_task
+        return reply, ticks, parked, spinning, LoopWaker._by_loop.get(loop) is None
+
+    try:
+        reply, ticks, parked, spinning, no_waker = run(main())
+    finally:
+        go.set()
+        serving.join(10)
+    assert reply == b"PING"
+    assert ticks == 5  # the loop served the ticker all along the REQ's wait
+    assert spinning  # the REQ spun (polling the transport itself)...
+    assert not parked  # ...and never joined a line
+    assert no_waker  # nothing on this loop ever waited for the node's eventfd
+    assert client._loop_pollers == 0  # the spin ended: the dispatcher may poll again
+
+
+def test_a_spinner_takes_the_poll_role_from_the_dispatcher_and_polls_for_all(
+        make_node: NodeFactory) -> None:
+    server, client = make_node(), make_node()
+    rep = server.socket("rep", tag=13)
+    req = client.socket("req")
+    req.link(f"{server.address}/13", timeout=5)
+    pull = client.socket("pull", tag=14)  # a second socket of the REQ's node
+    push = server.socket("push")
+    push.link(f"{client.address}/14", timeout=5)
+    req._wait_spin = 30.0
+    go = threading.Event()
+    serving = _serve_once_after(rep, go)
+
+    async def main() -> tuple[bytes, bytes, bool, bool]:
+        parked = asyncio.create_task(pull.areceive(timeout=30))  # PULL: parks at once
+        for _ in range(1000):  # the dispatcher takes the poll role for the parked task
+            await asyncio.sleep(0.005)
+            if client._role == -1:
+                break
+        dispatcher_polled = client._role == -1
+        await req.asend(b"ping", timeout=5)
+        req_parked = False
+
+        async def feed() -> None:
+            nonlocal req_parked
+            await asyncio.sleep(0.02)
+            req_parked = bool(req._aio_waiters)
+            push.send(b"for the parked task", timeout=5)  # the spinner's polls hand it out
+            got = await asyncio.wait_for(asyncio.shield(parked), 10)
+            req_parked = req_parked or bool(req._aio_waiters)
+            go.set()
+            assert got.payload == b"for the parked task"
+
+        feeder = asyncio.create_task(feed())
+        reply = (await req.areceive(timeout=30)).payload
+        await feeder
+        return reply, (await parked).payload, dispatcher_polled, req_parked
+
+    try:
+        reply, other, dispatcher_polled, req_parked = run(main())
+    finally:
+        go.set()
+        serving.join(10)
+    assert dispatcher_polled  # it held the role when the REQ started to spin...
+    assert reply == b"PING"
+    assert not req_parked  # ...and the REQ got it and spun instead of parking
+    assert other == b"for the parked task"  # the parked PULL task was served meanwhile
+    assert client._async_waiters == 0
+    assert client._loop_pollers == 0
+
+
+def test_a_spin_honours_the_timeout_and_cancellation(make_node: NodeFactory) -> None:
+    server, client = make_node(), make_node()
+    server.socket("rep", tag=15)  # never answers
+    req = client.socket("req")
+    req.link(f"{server.address}/15", timeout=5)
+    req._wait_spin = 30.0
+
+    async def main() -> bool:
+        await req.asend(b"lost", timeout=5)
+        with pytest.raises(exon.Timeout):
+            await req.areceive(timeout=0.05)  # the spin ends at the timeout, not after 30 s
+        after_timeout = client._loop_pollers == 0
+        await req.asend(b"again", timeout=5)  # the timed-out request was abandoned
+        task = asyncio.create_task(req.areceive(timeout=30))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        spinning = client._loop_pollers == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return after_timeout and spinning
+
+    assert run(main(), timeout=20)
+    assert client._loop_pollers == 0  # a cancelled spinner let the dispatcher back in
+    assert not req._aio_waiters
