@@ -20,7 +20,10 @@ other ready task and callback runs in between) and retries, polling the transpor
 when nobody else does, with the dispatcher standing aside. The loop is never held for
 more than one poll; a spin costs CPU, not latency of the other tasks. Only one task of a
 node spins at a time, and only while no task waits in the socket's line; the others, and
-the spinner once its budget is spent, park as above.
+the spinner once its budget is spent, park as above. A spin that runs out makes the
+socket's next receives park without one (1, 2, 4, ... up to :data:`SPIN_BACKOFF_MAX`,
+none after a spin that got its answer): on a machine too loaded for the peer to answer
+within the spin, spinning only takes CPU from it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ __all__ = ["AsyncSocketMixin", "LoopWaker"]
 #: an attempt returns its result, or raises WOULD_BLOCK (or an error for the caller)
 WOULD_BLOCK = BlockingIOError
 _NOT_YET: Any = object()  #: a spin that ended without a result
+_NOT_SPUN: Any = object()  #: a spin refused: another task of the node spins
+#: after a spin that ran out, the next receives of the socket park without spinning: 1, then
+#: 2, 4, ... up to this many (none again after a spin that got its answer)
+SPIN_BACKOFF_MAX = 64
 
 
 def _running_loop(what: str) -> asyncio.AbstractEventLoop:
@@ -129,6 +136,8 @@ class AsyncSocketMixin:
     """``asend`` / ``areceive`` / ``alink`` and ``async for`` for :class:`Socket`."""
 
     _aio_waiters: deque[_Waiter]
+    _aio_spin_skip: int
+    _aio_spin_backoff: int
 
     # ---- called by the node (its lock held) ---------------------------------------------
 
@@ -184,7 +193,7 @@ class AsyncSocketMixin:
         host = self._host
         with self._lock:
             if not host.loop_polling(+1, budget):
-                return _NOT_YET  # another task of the node spins: it polls for this one too
+                return _NOT_SPUN  # another task of the node spins: it polls for this one too
         try:
             end = loop.time() + budget
             while True:
@@ -214,12 +223,22 @@ class AsyncSocketMixin:
                 on_timeout()
             raise errors.Timeout(f"{what}: would block")
         if spin > 0 and not self._aio_waiters:
-            started = loop.time()
-            got = await self._spin(loop, attempt, spin if timeout is None else min(spin, timeout))
-            if got is not _NOT_YET:
-                return got
-            if timeout is not None:
-                timeout = max(0.0, timeout - (loop.time() - started))
+            if self._aio_spin_skip:
+                self._aio_spin_skip -= 1
+            else:
+                started = loop.time()
+                budget = spin if timeout is None else min(spin, timeout)
+                got = await self._spin(loop, attempt, budget)
+                if got is _NOT_YET:
+                    if budget == spin:  # it ran out (not the caller's timeout)
+                        self._aio_spin_backoff = min(2 * self._aio_spin_backoff or 1,
+                                                     SPIN_BACKOFF_MAX)
+                        self._aio_spin_skip = self._aio_spin_backoff
+                elif got is not _NOT_SPUN:
+                    self._aio_spin_backoff = 0
+                    return got
+                if timeout is not None:
+                    timeout = max(0.0, timeout - (loop.time() - started))
         future: asyncio.Future[Any] = loop.create_future()
         waiter = _Waiter(attempt, future, LoopWaker.of(loop))
         self._aio_waiters.append(waiter)

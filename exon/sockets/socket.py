@@ -154,6 +154,8 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._closed = False
         self._aio_waiters: deque[Any] = deque()  # asyncio tasks in line (exon.sockets.aio)
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
+        self._aio_spin_skip: int = 0  # areceive calls left to park without spinning
+        self._aio_spin_backoff: int = 0  # what the next spin that runs out sets it to
         options: dict[str, Any] = {"policy": policy, "budgeted": self.can_receive}
         if credits is not None:
             options["initial_credits"] = credits

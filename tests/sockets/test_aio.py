@@ -408,3 +408,62 @@ def test_a_spin_honours_the_timeout_and_cancellation(make_node: NodeFactory) -> 
     assert run(main(), timeout=20)
     assert client._loop_pollers == 0  # a cancelled spinner let the dispatcher back in
     assert not req._aio_waiters
+
+
+def test_a_spin_that_runs_out_makes_the_next_receives_park_at_once(
+        make_node: NodeFactory) -> None:
+    server, client = make_node(), make_node()
+    rep = server.socket("rep", tag=16)
+    req = client.socket("req")
+    req.link(f"{server.address}/16", timeout=5)
+    short, long = 0.001, 30.0  # a spin that runs out before the answer, one that catches it
+    spins = [short, long, short, long, long, long]
+    gates = [threading.Event() for _ in spins]
+
+    def serve() -> None:
+        for gate in gates:
+            request = rep.receive(timeout=10)
+            gate.wait(10)
+            rep.send(request.payload.upper(), timeout=10)
+
+    serving = threading.Thread(target=serve)
+    serving.start()
+
+    async def round_trip(i: int) -> tuple[Any, ...]:
+        """One round trip whose answer waits for 20 ms of loop turns: the reply, whether
+        the REQ was seen spinning (polling from the loop) or parked meanwhile, and its
+        backoff state after it."""
+        req._wait_spin = spins[i]
+        await req.asend(b"q%d" % i, timeout=5)
+        spun = parked = False
+
+        async def watch() -> None:
+            nonlocal spun, parked
+            for _ in range(4):
+                await asyncio.sleep(0.005)
+                spun = spun or client._loop_pollers == 1
+                parked = parked or bool(req._aio_waiters)
+            gates[i].set()
+
+        watcher = asyncio.create_task(watch())
+        reply = (await req.areceive(timeout=30)).payload
+        await watcher
+        return reply, spun, parked, req._aio_spin_skip, req._aio_spin_backoff
+
+    async def main() -> list[tuple[Any, ...]]:
+        return [await round_trip(i) for i in range(len(spins))]
+
+    try:
+        steps = run(main())
+    finally:
+        for gate in gates:
+            gate.set()
+        serving.join(10)
+    assert [step[0] for step in steps] == [b"Q%d" % i for i in range(len(spins))]
+    # (parked, receives left to skip the spin, backoff); a 1 ms spin ends unseen
+    assert steps[0][2:] == (True, 1, 1)  # the spin ran out: it parked; skip the next one
+    assert steps[1][1:] == (False, True, 0, 1)  # parked at once: no spin
+    assert steps[2][2:] == (True, 2, 2)  # ran out again: the backoff doubles
+    assert steps[3][1:] == (False, True, 1, 2)
+    assert steps[4][1:] == (False, True, 0, 2)
+    assert steps[5][1:] == (True, False, 0, 0)  # spun and got it: the backoff resets
