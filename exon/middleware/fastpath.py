@@ -24,6 +24,9 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   ``Poller.batch`` queues its fast DATA there, ``receive()`` pops it (a plain socket
   gets ``Message(payload, exon.Peer)`` items, the others ``(payload, PeerId)`` for their
   own checks, see ``Socket._accept_locked``).
+* A ROUTER or DEALER also gets a ``PeerRoutes`` (``open_routes``): the links it routed
+  (those that need no envelope), Peer <-> link index, for its native send and receive
+  doors. A link's route goes in ``detach``, with its queue entry.
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
   table entry take the core's path (same counters, same publication, same order).
 
@@ -46,6 +49,9 @@ from exon.native import (
     fast_recv_queue,
     ffi,
     lib,
+    peer_receive_door,
+    peer_routes,
+    peer_send_door,
     pub_send_door,
     socket_receive_door,
     socket_send_door,
@@ -108,6 +114,9 @@ class FastLinks:
         self._public = [True] * socket_capacity
         self._drains: dict[int, Any] = {}
         self.slot_owners: dict[int, Any] = {}
+        #: per socket slot: the PeerRoutes of a ROUTER or DEALER (exon_fast_peers.c); a
+        #: link's entry goes the moment the link detaches (before its index can be reused)
+        self.routes: dict[int, Any] = {}
         self._closed = False
 
     # ---- sockets and peers ------------------------------------------------------------
@@ -180,9 +189,38 @@ class FastLinks:
         rec = self._table.links[token.index]
         return token.index, int(rec.peer_key), int(rec.destination_tag), int(rec.peer_incarnation)
 
+    def open_routes(self, slot: int) -> Any:
+        """The PeerRoutes of the socket of ``slot`` (None: not available): the socket routes
+        a link (``routes.set(index, peer)``) once it knows the link needs no framing; the
+        link's route goes when it detaches."""
+        if slot < 0 or self._closed:
+            return None
+        routes = peer_routes(self._capacity)
+        if routes is not None:
+            self.routes[slot] = routes
+        return routes
+
+    def peer_send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], routes: Any,
+                       fallback: Any, *, takes_peer: bool) -> Any:
+        """The native ``send`` of a ROUTER or DEALER (None: not available); see
+        :func:`exon.native.peer_send_door`."""
+        if slot < 0 or self._closed or routes is None:
+            return None
+        return peer_send_door(lock, self._table, slot, backlog, routes, fallback,
+                              takes_peer=takes_peer)
+
+    def peer_receive_door(self, lock: Any, queue: Any, routes: Any, message_type: type,
+                          fallback: Any) -> Any:
+        """The native ``receive`` of a ROUTER or DEALER over its queue (None: not
+        available); see :func:`exon.native.peer_receive_door`."""
+        if self._closed or queue is None or routes is None:
+            return None
+        return peer_receive_door(lock, queue, routes, message_type, fallback)
+
     def close_socket(self, tag: int) -> None:
         slot = self.slots.pop(tag, None)
         if slot is not None:
+            self.routes.pop(slot, None)
             self.queues[slot] = None
             self.slot_owners.pop(slot, None)
             self._drains.pop(slot, None)
@@ -248,6 +286,9 @@ class FastLinks:
             if len(queue):
                 self._drains[slot](queue.take_all())  # before the index can be reused
             queue.detach(token.index)
+        routes = self.routes.get(slot)
+        if routes is not None:
+            routes.drop(token.index)
         token.attached = False
         lib.exon_lt_detach(self._table, token.index)
         if self.tokens.get(token.index) is token:
@@ -292,6 +333,7 @@ class FastLinks:
             self.queues = [None] * self._socket_capacity
             self._drains.clear()
             self.slot_owners.clear()
+            self.routes.clear()
             for token in list(self.tokens.values()):
                 token.attached = False
             self.tokens.clear()

@@ -47,8 +47,8 @@ else:
 
 __all__ = ["address_of", "check", "error_for", "fast_link_calls",
            "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
-           "node_lock", "pub_send_door", "socket_receive_door", "socket_send_door",
-           "sub_receive_door"]
+           "node_lock", "peer_receive_door", "peer_routes", "peer_send_door",
+           "pub_send_door", "socket_receive_door", "socket_send_door", "sub_receive_door"]
 
 _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_GENERIC: errors.TransportError,
@@ -174,6 +174,38 @@ def sub_receive_door(lock: Any, queue: Any, message_type: type, fallback: Any) -
     if _fast is None or not hasattr(_fast, "SubReceive") or type(lock) is not _fast.NodeLock:
         return None
     return _fast.SubReceive(lock, queue, message_type, fallback)
+
+
+def peer_routes(capacity: int) -> Any:
+    """The routed links of one ROUTER or DEALER for its doors (``exon_fast_peers.c``:
+    PeerRoutes: ``set(link, peer)``, ``drop(link)``, ``link_of(peer)``, ``round_robin``),
+    or None without the fast door."""
+    if _fast is None or not hasattr(_fast, "PeerRoutes"):
+        return None
+    return _fast.PeerRoutes(capacity)
+
+
+def peer_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any], routes: Any,
+                   fallback: Any, *, takes_peer: bool) -> Any:
+    """A ROUTER's or DEALER's ``send(data, *, peer=None, cookie=None, timeout=None)`` as one
+    native call (``exon_fast_peers.c``: PeerSend): to a routed ``peer`` (``takes_peer``: the
+    ROUTER's; a DEALER's door hands a ``peer`` keyword to ``fallback``), or round-robin
+    while ``routes.round_robin``; anything else goes to ``fallback`` with the same
+    arguments. None without the fast door or a NodeLock."""
+    if _fast is None or not hasattr(_fast, "PeerSend") or type(lock) is not _fast.NodeLock:
+        return None
+    return _fast.PeerSend(lock, _address(table), table, slot, backlog, routes, takes_peer,
+                          fallback)
+
+
+def peer_receive_door(lock: Any, queue: Any, routes: Any, message_type: type,
+                      fallback: Any) -> Any:
+    """A ROUTER's or DEALER's ``receive(timeout=None)`` popping its native queue in one call
+    when the next message's link is routed (``exon_fast_peers.c``: PeerReceive); otherwise
+    ``fallback``. None without the fast door or a NodeLock."""
+    if _fast is None or not hasattr(_fast, "PeerReceive") or type(lock) is not _fast.NodeLock:
+        return None
+    return _fast.PeerReceive(lock, queue, routes, message_type, fallback)
 
 
 def address_of(pointer: Any) -> int:

@@ -137,11 +137,12 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
     It calls C functions of the cffi module through pointers it is handed at import, so it
     compiles no exon logic of its own (see fast/exon_fast.c)."""
     source = HERE / "fast" / "exon_fast.c"
-    included = HERE / "fast" / "exon_fast_pubsub.c"  # #included by exon_fast.c
+    included = [HERE / "fast" / "exon_fast_pubsub.c",  # #included by exon_fast.c
+                HERE / "fast" / "exon_fast_peers.c"]
     return Extension(
         "exon.native._fast",
         sources=[str(source) if absolute_paths else _relative(source)],
-        depends=[str(included) if absolute_paths else _relative(included)],
+        depends=[str(f) if absolute_paths else _relative(f) for f in included],
         extra_link_args=SANITIZE_FLAGS if sanitize() else [],
         extra_compile_args=[*_opt_flags(), "-std=gnu11", "-Wall", "-Wextra",
                             "-Wno-unused-parameter",

@@ -26,17 +26,19 @@ from exon import errors
 from exon.core import LinkClosed, LinkEstablished, PeerId
 from exon.sockets.messages import Message
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _payload
+from exon.sockets.routed import RoutedDoorsMixin
+from exon.sockets.socket import _payload
 from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["DealerSocket"]
 
 
-class DealerSocket(Socket):
+class DealerSocket(RoutedDoorsMixin):
     """DEALER: many requests in flight, round-robin out over ROUTERs and REPs, replies
     fair-queued in (see :mod:`exon.sockets.dealer`)."""
 
     type = "dealer"
+    _framed_peer_type = "rep"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -46,6 +48,11 @@ class DealerSocket(Socket):
         self._reps: set[PeerId] = set()  #: established links with a REP (framed requests)
         self._next_id = random.getrandbits(48)
         self.malformed_dropped = 0
+        # send() round-robin and receive() as native calls while no link needs the REQ
+        # envelope (exon.sockets.routed)
+        self._open_doors(DealerSocket.send, takes_peer=False)
+        if self._routes is not None:
+            self._routes.round_robin = 1
 
     # ---- links ---------------------------------------------------------------------------
 
@@ -56,10 +63,19 @@ class DealerSocket(Socket):
             self._reps.add(ev.peer)
         else:
             self._reps.discard(ev.peer)
+        self._route_established(ev)
+        self._sync_round_robin()
 
     def _on_closed(self, ev: LinkClosed) -> None:
         super()._on_closed(ev)
         self._reps.discard(ev.peer)
+        self._sync_round_robin()
+
+    def _sync_round_robin(self) -> None:
+        """The send door goes round-robin natively only while no REP is linked (a REP's
+        requests need the envelope the method adds)."""
+        if self._routes is not None:
+            self._routes.round_robin = 0 if self._reps else 1
 
     # ---- sending -------------------------------------------------------------------------
 

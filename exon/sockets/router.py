@@ -27,17 +27,19 @@ from exon import errors
 from exon.core import LinkEstablished, LinkState, PeerId
 from exon.sockets.messages import Message, Peer
 from exon.sockets.req import ENVELOPE
-from exon.sockets.socket import Socket, _payload
+from exon.sockets.routed import RoutedDoorsMixin
+from exon.sockets.socket import _payload
 from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["RouterSocket"]
 
 
-class RouterSocket(Socket):
+class RouterSocket(RoutedDoorsMixin):
     """ROUTER: receives fair-queued from DEALERs and REQs, each message naming its sender;
     ``send(data, peer=...)`` answers that peer alone (see :mod:`exon.sockets.router`)."""
 
     type = "router"
+    _framed_peer_type = "req"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -47,12 +49,16 @@ class RouterSocket(Socket):
         #: per REQ peer: the envelopes of its requests taken and not answered yet
         self._envelopes: dict[PeerId, deque[bytes]] = {}
         self.malformed_dropped = 0
+        # send(data, peer=msg.peer) and receive() as native calls for the links with DEALERs
+        # (exon.sockets.routed); REQ peers' envelopes keep the methods
+        self._open_doors(RouterSocket.send, takes_peer=True)
 
     def _on_established(self, ev: LinkEstablished) -> None:
         super()._on_established(ev)
         for peer in self._learn_peer_type(self._peer_types, ev):
             self._envelopes.pop(peer, None)
         self._envelopes.pop(ev.peer, None)  # a new link: the old requests died with the old one
+        self._route_established(ev)
 
     # ---- receiving -----------------------------------------------------------------------
 

@@ -1614,6 +1614,7 @@ static PyTypeObject SocketReceiveType = {
 };
 
 #include "exon_fast_pubsub.c" /* PubSend, SubReceive */
+#include "exon_fast_peers.c"  /* PeerRoutes, PeerSend, PeerReceive */
 
 static PyObject *fast_bind_links(PyObject *module, PyObject *args)
 {
@@ -1715,6 +1716,11 @@ PyMODINIT_FUNC PyInit__fast(void)
     Py_INCREF(&SubReceiveType);
     if (PyModule_AddObject(module, "PubSend", (PyObject *)&PubSendType) < 0 ||
         PyModule_AddObject(module, "SubReceive", (PyObject *)&SubReceiveType) < 0)
+    {
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (peer_doors_add_types(module) < 0)
     {
         Py_DECREF(module);
         return NULL;
