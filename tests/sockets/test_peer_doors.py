@@ -1,4 +1,4 @@
-"""The ROUTER's and DEALER's native doors (exon_fast.c PeerRoutes / PeerSend / PeerReceive,
+"""The ROUTER's and DEALER's native doors (exon_fast_peers.c PeerRoutes / PeerSend / PeerReceive,
 exon/sockets/routed.py): a routed link's sends and receives as one native call each,
 everything else handed to the Python methods unchanged."""
 
