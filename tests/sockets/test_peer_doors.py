@@ -1,6 +1,6 @@
-"""The ROUTER's and DEALER's native doors (exon_fast_peers.c PeerRoutes / PeerSend / PeerReceive,
-exon/sockets/routed.py): a routed link's sends and receives as one native call each,
-everything else handed to the Python methods unchanged."""
+"""The ROUTER's and DEALER's native doors (exon_fast_peers.c PeerRoutes / PeerSend /
+PeerReceive, exon/sockets/routed.py): a routed link's sends and receives as one native call
+each, everything else handed to the Python methods unchanged."""
 
 from __future__ import annotations
 
