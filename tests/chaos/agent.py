@@ -22,18 +22,19 @@ import argparse
 import json
 import os
 import secrets
-import struct
 import sys
 import threading
 import time
+import tracemalloc
 from typing import Any
 
 import exon
 from exon.core import LinkSettings
+from exon.middleware.heap import HeapTrimmer
 from exon.transport.aeron.cnc import CncFile
 from exon.transport.aeron.counters import SystemCounter
+from tests.chaos.sequence import SEQ, SequenceChecker
 
-SEQ = struct.Struct("<QQ")  # incarnation, sequence
 REPLY_PREFIX = b"R"
 
 
@@ -61,22 +62,14 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 class Sink:
-    """A PULL's receiving loop: checks every (incarnation, sequence) it takes."""
+    """A PULL's receiving loop: checks every (incarnation, sequence) it takes
+    (:class:`tests.chaos.sequence.SequenceChecker`, whose memory stays flat)."""
 
     def __init__(self, sock: Any, idle: float) -> None:
         self.sock = sock
         self.idle = idle
         self.lock = threading.Lock()
-        self.received = 0
-        self.duplicates = 0
-        self.out_of_order = 0
-        self.gaps = 0
-        self.malformed = 0
-        #: incarnation -> [count, next expected sequence, first, last]
-        self.incarnations: dict[int, list[int]] = {}
-        self.seen: dict[int, bytearray] = {}
-        self.order: list[int] = []  # incarnations in order of first appearance
-        self.from_older = 0  # messages of an incarnation received after a newer one appeared
+        self.checker = SequenceChecker()
         self.error: dict[str, Any] | None = None
         self.first_at: float | None = None
         self.last_at: float | None = None
@@ -84,40 +77,9 @@ class Sink:
         self.thread = threading.Thread(target=self._run, daemon=True, name="sink")
         self.thread.start()
 
-    def _take(self, payload: bytes) -> None:
-        if len(payload) < SEQ.size:
-            self.malformed += 1
-            return
-        inc, seq = SEQ.unpack_from(payload)
-        rec = self.incarnations.get(inc)
-        if rec is None:
-            # count, next expected sequence, first, last; and the sequences seen (a bitmap)
-            rec = self.incarnations[inc] = [0, seq, seq, seq]
-            self.seen[inc] = bytearray()
-            self.order.append(inc)
-        elif inc != self.order[-1]:
-            self.from_older += 1
-        rec[0] += 1
-        seen = self.seen[inc]
-        index = seq - rec[2]
-        if index < 0:  # before the first one seen: out of order
-            self.out_of_order += 1
-        else:
-            if index >= len(seen):
-                seen.extend(bytes(index + 65536 - len(seen)))
-            if seen[index]:
-                self.duplicates += 1
-            elif seq < rec[1]:
-                self.out_of_order += 1
-            seen[index] = 1
-        if seq > rec[1]:
-            self.gaps += seq - rec[1]
-        rec[1] = max(rec[1], seq + 1)
-        rec[3] = max(rec[3], seq)
-        self.received += 1
-
     def _run(self) -> None:
         receive_many = self.sock.receive_many
+        take = self.checker.take
         while not self._stop.is_set():
             try:
                 batch = receive_many(4096, timeout=0.2)
@@ -138,22 +100,13 @@ class Sink:
                     self.first_at = now
                 self.last_at = now
                 for msg in batch:
-                    self._take(msg.payload)
+                    take(msg.payload)
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
             span = ((self.last_at - self.first_at)
                     if self.first_at is not None and self.last_at is not None else 0.0)
-            return {
-                "received": self.received, "duplicates": self.duplicates,
-                "out_of_order": self.out_of_order, "gaps": self.gaps,
-                "malformed": self.malformed, "from_older": self.from_older,
-                "span": span,
-                # [incarnation, count, next expected, first, last, distinct sequences]
-                "incarnations": [[inc, *self.incarnations[inc], self.seen[inc].count(1)]
-                                 for inc in self.order],
-                "error": self.error,
-            }
+            return {**self.checker.stats(), "span": span, "error": self.error}
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()
@@ -401,6 +354,31 @@ class Agent:
                 "frames_dropped": self.node.frames_dropped,
                 "hello_dropped": getattr(self.node._transport, "hello_dropped", None),
                 **memory(), "fds": fd_count(), "threads": threading.active_count()}
+
+    def op_heap(self, top: int = 12) -> dict[str, Any]:
+        """Where the Python heap grew since the previous call (tracemalloc, started by the
+        first call: allocations before it are not traced), and malloc's own figures
+        (``mallinfo2``, for what C allocated): ``grew`` lists the ``top`` source lines whose
+        traced size changed most, as [file:line, bytes changed, blocks changed]."""
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(1)
+        snapshot = tracemalloc.take_snapshot()
+        previous, self._heap_snapshot = getattr(self, "_heap_snapshot", None), snapshot
+        grew = []
+        if previous is not None:
+            for stat in snapshot.compare_to(previous, "lineno")[:top]:
+                frame = stat.traceback[0]
+                grew.append([f"{frame.filename}:{frame.lineno}", stat.size_diff,
+                             stat.count_diff])
+        info = None
+        heap = HeapTrimmer()
+        if heap.available:
+            # in use (uordblks) and free but held (fordblks) in malloc's arenas, and
+            # what it mapped apart (hblkhd: blocks above the mmap threshold)
+            raw = heap._libc.mallinfo2()
+            info = {"in_use": raw.uordblks, "free": raw.fordblks, "mmapped": raw.hblkhd}
+        return {"traced": tracemalloc.get_traced_memory()[0], "grew": grew,
+                "malloc": info, **memory()}
 
     def op_close(self, timeout: float = 5.0) -> dict[str, Any]:
         for sink in list(self.sinks.values()):
