@@ -421,10 +421,15 @@ class Node(NodePolling):
         sockets = self._sockets
         touched = self._touched
         for ev in events:
+            cls = type(ev)
+            if cls is LinkClosed:
+                # the peer's public form (a Message's .peer) is made again if still asked for;
+                # kept, the entries of peers that linked once would pile up (issue #13: the
+                # REQ sockets of every soak round, each a new tag)
+                self._peer_cache.pop(ev.peer, None)
             sock = sockets.get(ev.tag)
             if sock is None:
                 continue
-            cls = type(ev)
             if cls is MessageReceived:
                 sock._on_message(ev)
             elif cls is CookieReturned:
