@@ -24,4 +24,4 @@ int exon_idle_strategy_type(const char *name);
 void exon_idle_strategy_init(exon_idle_strategy_t *idle, int type, int64_t max_spins, int64_t max_yields, int64_t min_park_ns, int64_t max_park_ns);
 void exon_idle_strategy_reset(exon_idle_strategy_t *idle);
 void exon_idle_strategy_idle(exon_idle_strategy_t *idle, int work_count);
-int exon_agent_doorbell_ring(int64_t instance_id, int thread_index, const int32_t *sleeping_flag);
+int exon_agent_doorbell_ring(int64_t instance_id, int thread_index, int32_t *sleeping_flag);

@@ -185,12 +185,14 @@ static socklen_t exon_agent_doorbell_address(struct sockaddr_un *addr, const cha
 
 static int exon_agent_send_fd = -1;
 
-int exon_agent_doorbell_ring(int64_t instance_id, int thread_index, const int32_t *sleeping_flag)
+int exon_agent_doorbell_ring(int64_t instance_id, int thread_index, int32_t *sleeping_flag)
 {
     if (NULL != sleeping_flag)
     {
         EXON_FENCE_SEQ();
-        if (0 == EXON_LOAD_ACQ(sleeping_flag))
+        /* the first ringer of a parked runner clears its flag: the commits made while it
+         * wakes do not each send a datagram (a sendto costs microseconds) */
+        if (0 == EXON_LOAD_ACQ(sleeping_flag) || 0 == __atomic_exchange_n(sleeping_flag, 0, __ATOMIC_ACQ_REL))
         {
             return 0;
         }

@@ -130,9 +130,10 @@ int exon_agent_doorbell_name(char *buf, size_t length, int64_t instance_id, int 
 
 /*
  * Ring the doorbell of thread `thread_index` of driver `instance_id` if `sleeping_flag`
- * says it is parked (pass NULL to ring unconditionally). Non-blocking, never fails loudly:
+ * says it is parked, clearing the flag (the first ringer wakes it, later ones skip the
+ * sendto until it parks again); NULL rings unconditionally. Non-blocking, never fails loudly:
  * returns 1 if a ring was sent, 0 otherwise.
  */
-int exon_agent_doorbell_ring(int64_t instance_id, int thread_index, const int32_t *sleeping_flag);
+int exon_agent_doorbell_ring(int64_t instance_id, int thread_index, int32_t *sleeping_flag);
 
 #endif /* EXON_AGENT_H */

@@ -59,7 +59,7 @@ int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns)
         }
     }
     pthread_mutex_unlock(&c->receiver_lock);
-    const exon_cnc_header_t *header = d->cnc.header;
+    exon_cnc_header_t *header = d->cnc.header;
     int32_t conductor_index = header->agent_thread_index[EXON_AGENT_CONDUCTOR];
     if (setup_queued && conductor_index != header->agent_thread_index[EXON_AGENT_RECEIVER])
     {

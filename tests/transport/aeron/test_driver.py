@@ -151,3 +151,13 @@ def test_driver_main_runs_until_sigterm(driver_dir: str) -> None:
         assert not os.listdir(os.path.join(driver_dir, "publications"))
     finally:
         kill(proc)
+
+
+def test_an_agent_doorbell_is_rung_once_per_park() -> None:
+    # the first ringer of a parked runner clears its sleeping flag: the commits made while
+    # it wakes do not each send a datagram; an awake runner is never rung
+    flag = ffi.new("int32_t[1]", [1])
+    lib.exon_agent_doorbell_ring(0x5EED, 0, flag)  # no such driver: the datagram goes nowhere
+    assert flag[0] == 0
+    assert lib.exon_agent_doorbell_ring(0x5EED, 0, flag) == 0
+
