@@ -80,6 +80,10 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
     rq_link_t *l = &q->links[link];
     PyTuple_SET_ITEM(msg, 0, data);
     PyTuple_SET_ITEM(msg, 1, Py_NewRef(l->public_peer));
+    if (PyObject_IS_GC(msg))
+    {
+        PyObject_GC_UnTrack(msg); /* (bytes, Peer) is in no cycle: no work for the collector */
+    }
     int64_t rc = lt_deliver_fn(q->table, link);
     if (rc != EXON_LT_DELIVER_NONE)
     {
