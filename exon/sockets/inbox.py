@@ -108,13 +108,15 @@ class InboxMixin:
             self._nq.direct = 0
         self._cookies.append(CookieLost(value) if lost else Cookie(value))
 
-    def _take_message_locked(self) -> tuple[bytes, PeerId] | None:
-        """Pop the next message, fair-queued over peers, and credit it back:
-        (payload, peer)."""
+    def _pop_locked(self) -> tuple[PeerId, Any] | None:
+        """Pop the next item of the Python queues, fair-queued over peers, NOT counted as
+        delivered: (peer, MessageReceived or (payload, FastLink)); None when empty. The one
+        round-robin of the Python queues (receive and the batches both take from it)."""
         ready = self._ready
+        inq = self._inq
         while ready:
             peer = ready.popleft()
-            q = self._inq[peer]
+            q = inq[peer]
             if not q:
                 continue
             item = q.popleft()
@@ -122,20 +124,29 @@ class InboxMixin:
             if q:
                 ready.append(peer)
             else:
-                del self._inq[peer]
-            if type(item) is tuple:
-                payload, token = item
-                if token.attached:
-                    if self._deliver(token.index):
-                        self._core.delivered_natively(self.tag, peer, now=_monotonic())
-                else:  # detached since (unlinking, closed): the core counts it
-                    self._core.deliver(MessageReceived(
-                        tag=self.tag, peer=peer, payload=payload,
-                        incarnation=token.incarnation), now=_monotonic())
-                return payload, peer
-            self._core.deliver(item, now=_monotonic())
-            return item.payload, peer
+                del inq[peer]
+            return peer, item
         return None
+
+    def _take_message_locked(self) -> tuple[bytes, PeerId] | None:
+        """Pop the next message, fair-queued over peers, and credit it back:
+        (payload, peer)."""
+        popped = self._pop_locked()
+        if popped is None:
+            return None
+        peer, item = popped
+        if type(item) is tuple:
+            payload, token = item
+            if token.attached:
+                if self._deliver(token.index):
+                    self._core.delivered_natively(self.tag, peer, now=_monotonic())
+            else:  # detached since (unlinking, closed): the core counts it
+                self._core.deliver(MessageReceived(
+                    tag=self.tag, peer=peer, payload=payload,
+                    incarnation=token.incarnation), now=_monotonic())
+            return payload, peer
+        self._core.deliver(item, now=_monotonic())
+        return item.payload, peer
 
     def _take_plain_locked(self) -> Message | None:
         """The short path of a plain socket with no cookie pending and a message queued

@@ -222,23 +222,13 @@ class PullSocket(Socket):
     def _grab_python_locked(self, max_messages: int) -> tuple[list[Message], list[_Count]]:
         """Up to ``max_messages`` messages of the Python queues, fair-queued, not counted:
         (messages, per link incarnation counts)."""
-        ready = self._ready
-        inq = self._inq
+        pop = self._pop_locked
         peer_of = self._host.peer
         messages: list[Message] = []
         # per link incarnation: [peer, incarnation, token or None, count]
         counts: dict[Any, list[Any]] = {}
-        while self._queued and len(messages) < max_messages:
-            peer = ready.popleft()
-            q = inq[peer]
-            if not q:
-                continue
-            item = q.popleft()
-            self._queued -= 1
-            if q:
-                ready.append(peer)
-            else:
-                del inq[peer]
+        while len(messages) < max_messages and (popped := pop()) is not None:
+            peer, item = popped
             if type(item) is tuple:  # taken natively, moved here: (payload, FastLink)
                 payload, token = item
                 key: Any = token
