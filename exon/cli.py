@@ -186,12 +186,15 @@ def push_command(peer: str, data: str, count: int, timeout: float,
                    "beside the 1-link figure of the same run")
 @click.option("--asyncio", "use_asyncio", is_flag=True,
               help="instead: a req/rep round trip from a coroutine beside zmq.asyncio")
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1),
+              help="--asyncio: rounds, each exon then pyzmq; reported: the medians and "
+                   "each round's figures")
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
-                  use_asyncio: bool, patterns: bool) -> None:
+                  use_asyncio: bool, runs: int, patterns: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     if patterns:
         from exon.bench.patterns import run_patterns_bench
@@ -202,7 +205,8 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
     if use_asyncio:
         from exon.bench.aio import run_aio_bench
 
-        run_aio_bench(round_trips=round_trips, size=(sizes or (64,))[0], with_zmq=not no_zmq)
+        run_aio_bench(round_trips=round_trips, size=(sizes or (64,))[0], with_zmq=not no_zmq,
+                      runs=runs)
         return
     if links:
         from exon.bench.links import run_links_bench

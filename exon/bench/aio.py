@@ -4,12 +4,19 @@ The client is a coroutine (``await req.asend`` then ``await req.areceive``; pyzm
 ``zmq.asyncio`` REQ ``send``/``recv``); the echo server is a plain blocking REP in another
 process. exon's two nodes share one driver (IPC), pyzmq uses ``ipc://``. Reported: p50 and
 p99 in microseconds, ratio = pyzmq / exon (> 1: exon faster; the goal at p50 is >= 2).
+
+``runs`` rounds, each exon then pyzmq, so that a machine busy at one moment slows both: a
+line gives the medians over the rounds and each round's figures (``exon_runs``,
+``peer_runs``, ``ratio_runs``). On a loaded machine a request/reply round trip is bimodal
+(whether the peer still spins when the request comes, or must be woken), and one round can
+land in either mode.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -125,18 +132,31 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_aio_bench(*, round_trips: int = 5000, size: int = 64,
-                  with_zmq: bool = True) -> list[dict[str, object]]:
-    exon_times = _exon(round_trips, size)
-    zmq_times = _zmq(round_trips, size) if with_zmq else None
+def run_aio_bench(*, round_trips: int = 5000, size: int = 64, with_zmq: bool = True,
+                  runs: int = 3) -> list[dict[str, object]]:
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, not {runs}")
+    rounds: list[tuple[list[float], list[float] | None]] = []
+    for _ in range(runs):
+        exon_times = _exon(round_trips, size)
+        rounds.append((exon_times, _zmq(round_trips, size) if with_zmq else None))
     lines = []
     for name, q in (("p50", 0.5), ("p99", 0.99)):
-        exon_us = _percentile(exon_times, q) * 1e6
-        peer_us = None if zmq_times is None else _percentile(zmq_times, q) * 1e6
+        exon_runs = [_percentile(e, q) * 1e6 for e, _ in rounds]
+        peer_runs = [_percentile(z, q) * 1e6 for _, z in rounds if z is not None]
+        spread: dict[str, object] = {"runs": runs,
+                                     "exon_runs": [round(v, 3) for v in exon_runs]}
+        if peer_runs:
+            spread["peer_runs"] = [round(v, 3) for v in peer_runs]
+            spread["ratio_runs"] = [round(z / e, 3) for e, z in zip(exon_runs, peer_runs,
+                                                                     strict=True)]
         lines.append(emit(
-            f"asyncio_req_rep_{size}B_{name}", exon=exon_us, peer=peer_us,
+            f"asyncio_req_rep_{size}B_{name}", exon=statistics.median(exon_runs),
+            peer=statistics.median(peer_runs) if peer_runs else None,
             peer_name="zmq.asyncio REQ over ipc://", unit="us", higher_is_better=False,
+            **spread,
             note=f"{round_trips} round trips from a coroutine (await asend/areceive) to a "
                  f"blocking REP echo in another process; exon: both nodes on one driver; "
+                 f"exon, peer: medians over {runs} interleaved rounds (ratio: of those); "
                  f"goal at p50: ratio >= 2"))
     return lines
