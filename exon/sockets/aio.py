@@ -21,9 +21,11 @@ when nobody else does, with the dispatcher standing aside. The loop is never hel
 more than one poll; a spin costs CPU, not latency of the other tasks. Only one task of a
 node spins at a time, and only while no task waits in the socket's line; the others, and
 the spinner once its budget is spent, park as above. A spin that runs out makes the
-socket's next receives park without one (1, 2, 4, ... up to :data:`SPIN_BACKOFF_MAX`,
-none after a spin that got its answer): on a machine too loaded for the peer to answer
-within the spin, spinning only takes CPU from it.
+socket's next receives park without one (1, 2, 4, ... up to :data:`SPIN_BACKOFF_MAX`;
+a spin that gets its answer halves the count for the next that runs out): on a machine
+too loaded for the peer to answer within the spin, spinning only takes CPU from it, and
+the park that follows a spin that ran out costs more than one without (the dispatcher
+must be woken to poll, where it would still be polling).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ WOULD_BLOCK = BlockingIOError
 _NOT_YET: Any = object()  #: a spin that ended without a result
 _NOT_SPUN: Any = object()  #: a spin refused: another task of the node spins
 #: after a spin that ran out, the next receives of the socket park without spinning: 1, then
-#: 2, 4, ... up to this many (none again after a spin that got its answer)
+#: 2, 4, ... up to this many (a spin that got its answer halves the next count)
 SPIN_BACKOFF_MAX = 64
 
 
@@ -235,7 +237,7 @@ class AsyncSocketMixin:
                                                      SPIN_BACKOFF_MAX)
                         self._aio_spin_skip = self._aio_spin_backoff
                 elif got is not _NOT_SPUN:
-                    self._aio_spin_backoff = 0
+                    self._aio_spin_backoff //= 2
                     return got
                 if timeout is not None:
                     timeout = max(0.0, timeout - (loop.time() - started))

@@ -417,7 +417,7 @@ def test_a_spin_that_runs_out_makes_the_next_receives_park_at_once(
     req = client.socket("req")
     req.link(f"{server.address}/16", timeout=5)
     short, long = 0.001, 30.0  # a spin that runs out before the answer, one that catches it
-    spins = [short, long, short, long, long, long]
+    spins = [short, long, short, long, long, long, long]
     gates = [threading.Event() for _ in spins]
 
     def serve() -> None:
@@ -466,4 +466,5 @@ def test_a_spin_that_runs_out_makes_the_next_receives_park_at_once(
     assert steps[2][2:] == (True, 2, 2)  # ran out again: the backoff doubles
     assert steps[3][1:] == (False, True, 1, 2)
     assert steps[4][1:] == (False, True, 0, 2)
-    assert steps[5][1:] == (True, False, 0, 0)  # spun and got it: the backoff resets
+    assert steps[5][1:] == (True, False, 0, 1)  # spun and got it: the backoff halves
+    assert steps[6][1:] == (True, False, 0, 0)
