@@ -17,8 +17,10 @@ itself. So ``areceive`` on a socket that spins in its blocking receive (REQ, REP
 ``_wait_spin``, :data:`~exon.middleware.node_polling.CLIENT_SPIN`) first *spins on the
 loop*: up to that many seconds it yields to the loop (``await asyncio.sleep(0)``: every
 other ready task and callback runs in between) and retries, polling the transport itself
-when nobody else does, with the dispatcher standing aside. The loop is never held for
-more than one poll; a spin costs CPU, not latency of the other tasks. Only one task of a
+when nobody else does, with the dispatcher standing aside. The loop is held for one
+poll at a time, and once more when the spin starts while the dispatcher holds the poll
+role: up to the spin's budget for the hand-over (``SocketHost.loop_polling``); a spin
+costs CPU, not latency of the other tasks. Only one task of a
 node spins at a time, and only while no task waits in the socket's line; the others, and
 the spinner once its budget is spent, park as above. A spin that runs out makes the
 socket's next receives park without one (1, 2, 4, ... up to :data:`SPIN_BACKOFF_MAX`;
