@@ -178,10 +178,14 @@ def test_a_closed_socket_never_sends_on_its_old_slot(make_node) -> None:
         pull.receive(timeout=0.1)
 
 
-def test_a_subclass_overriding_send_or_receive_keeps_its_own(make_node) -> None:
+def test_a_subclass_overriding_send_or_receive_keeps_its_own(make_node, monkeypatch) -> None:
     from exon.sockets.pull import PullSocket
     from exon.sockets.push import PushSocket
+    from exon.sockets.socket import Socket
 
+    # the subclasses register themselves as the "push" and "pull" types: restored afterwards
+    monkeypatch.setitem(Socket._types, "push", PushSocket)
+    monkeypatch.setitem(Socket._types, "pull", PullSocket)
     calls: list[str] = []
 
     class CountingPush(PushSocket):

@@ -230,9 +230,12 @@ def test_peer_doors_kept_past_the_node_close_raise_closed(make_node) -> None:
         dsend(b"after")
 
 
-def test_a_subclass_overriding_send_or_receive_keeps_its_own(make_node) -> None:
+def test_a_subclass_overriding_send_or_receive_keeps_its_own(make_node, monkeypatch) -> None:
     from exon.sockets.router import RouterSocket
+    from exon.sockets.socket import Socket
 
+    # a subclass registers itself as the "router" type: the registry is restored afterwards
+    monkeypatch.setitem(Socket._types, "router", RouterSocket)
     calls: list[str] = []
 
     class CountingRouter(RouterSocket):
@@ -290,3 +293,27 @@ def test_peer_routes_match_a_dict_model() -> None:
         routes.drop(-1)
     with pytest.raises(TypeError):
         routes.set(0, None)
+
+
+def test_router_door_messages_are_left_to_reference_counting(make_node) -> None:
+    """A (payload, Peer) Message is in no cycle: the receive door leaves it untracked by the
+    cycle collector, as the PULL's door does, so a stream sets off no collections."""
+    import gc
+
+    a, _b, router, dealer = _linked(make_node)
+    dealer.send(b"first", timeout=5)
+    assert router.receive(timeout=5).payload == b"first"
+    dealer.send(b"q", timeout=5)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # queued natively (the node's dispatcher polls)
+        with router._lock:
+            if len(router._nq):
+                break
+        time.sleep(0.005)
+    else:
+        raise AssertionError("the message did not arrive")
+    before = a._lock.activity
+    msg = router.receive(timeout=5)
+    assert a._lock.activity == before + 1  # popped by the door
+    assert msg.payload == b"q"
+    assert not gc.is_tracked(msg)

@@ -512,6 +512,10 @@ static PyObject *rq_take_routed(RecvQueueObject *q, PeerRoutesObject *r, PyTypeO
     PyTuple_SET_ITEM(msg, 0, payload);
     Py_INCREF(peer);
     PyTuple_SET_ITEM(msg, 1, peer);
+    if (PyObject_IS_GC(msg))
+    {
+        PyObject_GC_UnTrack(msg); /* in no cycle (see rq_pop_many): no work for the collector */
+    }
     int64_t rc = lt_deliver_fn(q->table, link);
     if (rc != EXON_LT_DELIVER_NONE)
     {
