@@ -1,4 +1,9 @@
-/* exon_driver_conductor.c: commands, IPC publications, subscriptions, liveness. */
+/*
+ * exon_driver_conductor.c: commands, clients, client counters, subscriptions, UDP
+ * (network) publications, liveness and the duty cycle. IPC publications live in
+ * exon_conductor_ipc_publications.c, receive endpoints and images in
+ * exon_conductor_receive_images.c (exon_conductor_internal.h).
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,126 +24,20 @@
 #include "exon_udp_multicast.h"
 #include "exon_network_publication.h"
 #include "exon_publication_image.h"
+#include "exon_conductor_internal.h"
 #include <sys/epoll.h>
-
-#define EXON_DC_CHANNEL_IPC 0
-#define EXON_DC_CHANNEL_UDP (-1)
 
 #define EXON_DC_COMMAND_LIMIT 16
 
-#define EXON_DC_PUB_ACTIVE 0
-#define EXON_DC_PUB_DRAINING 1
-#define EXON_DC_PUB_LINGER 2
-
-struct exon_dc_client_stct
-{
-    int64_t client_id;
-    int64_t pid;
-    int64_t last_keepalive_ns;
-    int32_t heartbeat_counter_id;
-};
-
-struct exon_dc_ipc_publication_stct
-{
-    int64_t registration_id;
-    int32_t stream_id;
-    int32_t session_id;
-    bool exclusive;
-    int32_t state;
-    int32_t refcount;
-    int32_t pub_pos_id;
-    int32_t pub_lmt_id;
-    int32_t window;
-    int64_t clean_position;
-    int64_t end_of_stream_position;
-    int64_t drain_deadline_ns;
-    int64_t linger_deadline_ns;
-    int64_t linger_timeout_ns;              /* the channel's linger, else the driver's */
-    bool back_pressured;
-    exon_log_t log;
-};
-
-struct exon_dc_publication_link_stct
-{
-    int64_t registration_id;
-    int64_t client_id;
-    exon_dc_ipc_publication_t *publication;
-    exon_dc_net_publication_t *net;        /* UDP link (publication NULL) */
-};
-
-struct exon_dc_net_publication_stct
-{
-    int64_t registration_id;
-    int32_t stream_id;
-    int32_t session_id;
-    bool exclusive;
-    int32_t state;                          /* EXON_NETPUB_* */
-    int32_t refcount;
-    int32_t pub_lmt_id;
-    int32_t pub_pos_id;                     /* producer position, updated every duty cycle */
-    int32_t snd_pos_id;
-    int32_t snd_lmt_id;
-    int32_t window;
-    int64_t clean_position;
-    int64_t drain_deadline_ns;
-    int64_t linger_deadline_ns;
-    int64_t linger_timeout_ns;              /* the channel's linger, else the driver's */
-    char key[EXON_UDP_ADDR_TEXT_MAX];       /* destination "host:port" */
-    char control_key[EXON_UDP_ADDR_TEXT_MAX]; /* control "host:port" as asked ("" = none) */
-    exon_log_t log;
-    exon_network_publication_t np;
-};
-
-struct exon_dc_image_stct
-{
-    int64_t correlation_id;
-    exon_log_t log;
-    exon_publication_image_t img;
-    exon_dc_subscription_t *subs[EXON_IMAGE_MAX_SUBSCRIBERS];
-    int32_t sub_count;
-    char source[EXON_UDP_ADDR_TEXT_MAX];
-};
-
-struct exon_dc_subscription_stct
-{
-    int64_t registration_id;
-    int64_t client_id;
-    int32_t stream_id;
-    int32_t doorbell_id;
-    bool doorbell_owned;
-    bool udp;
-    int64_t nak_delay_ns;                   /* the channel's nak-delay; -1 = the driver's */
-    exon_receive_endpoint_t *endpoint;
-};
-
-/* A counter a client allocated with ADD_COUNTER (freed by REMOVE_COUNTER or with its client). */
-struct exon_dc_client_counter_stct
-{
-    int64_t registration_id;                /* the ADD_COUNTER's correlation id */
-    int64_t client_id;
-    int32_t counter_id;
-};
-
-struct exon_dc_subscriber_position_stct
-{
-    exon_dc_ipc_publication_t *publication;
-    exon_dc_subscription_t *subscription;
-    int32_t counter_id;
-};
-
 static void exon_dc_release_net_publication(exon_driver_conductor_t *c, exon_dc_net_publication_t *pub, int64_t now_ns);
-static void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
 static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exon_publication_command_t *cmd,
     const exon_uri_t *uri, bool exclusive, exon_dc_client_t *client, int64_t now_ns);
-static int exon_dc_setup_udp_subscription(
-    exon_driver_conductor_t *c, exon_dc_subscription_t *sub, const exon_uri_t *uri, char *why, size_t why_length);
-static void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
 static const exon_remove_command_t *exon_dc_remove_command(
     exon_driver_conductor_t *c, const char *name, const uint8_t *buf, int32_t length, int64_t now_ns);
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
-static int exon_dc_array_add(exon_dc_array_t *a, void *item)
+int exon_dc_array_add(exon_dc_array_t *a, void *item)
 {
     if (a->length == a->capacity)
     {
@@ -161,7 +60,7 @@ static void exon_dc_array_remove_at(exon_dc_array_t *a, int32_t i)
     a->length--;
 }
 
-static void exon_dc_array_remove(exon_dc_array_t *a, void *item)
+void exon_dc_array_remove(exon_dc_array_t *a, void *item)
 {
     for (int32_t i = 0; i < a->length; i++)
     {
@@ -185,7 +84,7 @@ static void exon_dc_array_free(exon_dc_array_t *a)
     a->capacity = 0;
 }
 
-static uint64_t exon_dc_random(exon_driver_conductor_t *c)
+uint64_t exon_dc_random(exon_driver_conductor_t *c)
 {
     /* xorshift64* */
     uint64_t x = c->rng;
@@ -218,7 +117,7 @@ void exon_driver_conductor_error(exon_driver_conductor_t *c, const char *fmt, ..
     exon_counter_add(&c->counters, EXON_SYSTEM_COUNTER_ERRORS, 1);
 }
 
-static void exon_dc_transmit(exon_driver_conductor_t *c, int32_t type, const void *msg, int32_t length)
+void exon_dc_transmit(exon_driver_conductor_t *c, int32_t type, const void *msg, int32_t length)
 {
     int rc = exon_broadcast_transmit(&c->to_clients, type, msg, length);
     if (rc < 0)
@@ -286,22 +185,12 @@ static void exon_dc_send_success(exon_driver_conductor_t *c, int64_t correlation
     exon_dc_transmit(c, EXON_RSP_ON_OPERATION_SUCCESS, &r, (int32_t)sizeof(r));
 }
 
-static void exon_dc_ring_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
+void exon_dc_ring_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
 {
     if (sub->doorbell_id >= 0)
     {
         exon_doorbell_ring(exon_doorbell_word(c->counters.values, sub->doorbell_id));
     }
-}
-
-/* The longest `linger` / `nak-delay` a channel may ask for (the settings' bound for the
- * driver-wide linger): keeps every deadline computed from them far from overflow. */
-#define EXON_DC_CHANNEL_DURATION_MAX_NS (3600LL * 1000000000LL)
-
-/* a + b for deadlines, saturating at INT64_MAX (both >= 0 or a clock value). */
-static int64_t exon_dc_add_ns(int64_t a, int64_t b)
-{
-    return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
 }
 
 /* The driver refuses channel durations it would not accept as settings either. */
@@ -464,267 +353,7 @@ static exon_dc_client_t *exon_dc_client_seen(exon_driver_conductor_t *c, int64_t
     return client;
 }
 
-/* ---- publications ------------------------------------------------------------------- */
-
-static int64_t exon_dc_ipc_producer_position(exon_dc_ipc_publication_t *pub)
-{
-    return exon_log_producer_position(&pub->log);
-}
-
-static void exon_dc_unavailable_image(
-    exon_driver_conductor_t *c, exon_dc_subscriber_position_t *sp)
-{
-    exon_image_message_t *m = (exon_image_message_t *)c->msg;
-    m->correlation_id = sp->publication->registration_id;
-    m->subscription_registration_id = sp->subscription->registration_id;
-    m->stream_id = sp->publication->stream_id;
-    m->channel_length = 9;
-    memcpy(c->msg + sizeof(*m), "aeron:ipc", 9);
-    exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_IMAGE, c->msg, (int32_t)sizeof(*m) + 9);
-}
-
-/* Remove one link; notify = send ON_UNAVAILABLE_IMAGE to the subscription's client. */
-static void exon_dc_remove_subscriber_position(
-    exon_driver_conductor_t *c, exon_dc_subscriber_position_t *sp, bool notify)
-{
-    exon_dc_ipc_publication_t *pub = sp->publication;
-    exon_dc_subscription_t *sub = sp->subscription;
-    exon_dc_array_remove(&c->subscriber_positions, sp);
-    bool doorbell_still_used = false;
-    for (int32_t i = 0; i < c->subscriber_positions.length; i++)
-    {
-        exon_dc_subscriber_position_t *other = c->subscriber_positions.items[i];
-        if (other->publication == pub && other->subscription->doorbell_id == sub->doorbell_id)
-        {
-            doorbell_still_used = true;
-        }
-    }
-    if (!doorbell_still_used && sub->doorbell_id >= 0)
-    {
-        exon_log_remove_doorbell(pub->log.meta, sub->doorbell_id);
-    }
-    if (sp->counter_id >= 0)
-    {
-        exon_counters_free(&c->counters, sp->counter_id, exon_epoch_ms());
-    }
-    if (notify)
-    {
-        exon_dc_unavailable_image(c, sp);
-        exon_dc_ring_subscription(c, sub);
-    }
-    free(sp);
-}
-
-static int exon_dc_link(
-    exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub, exon_dc_subscription_t *sub)
-{
-    int64_t join_position = exon_dc_ipc_producer_position(pub);
-    char label[160];
-    int n = snprintf(label, sizeof(label), "sub-pos: %lld %d %d aeron:ipc @%lld",
-        (long long)sub->registration_id, pub->session_id, pub->stream_id, (long long)join_position);
-    int32_t counter_id = exon_counters_allocate(
-        &c->counters, EXON_COUNTER_TYPE_SUBSCRIBER_POSITION, NULL, 0, label, n,
-        sub->registration_id, sub->client_id, exon_epoch_ms());
-    if (counter_id < 0)
-    {
-        exon_driver_conductor_error(c, "no counter for sub-pos of subscription %lld: %s",
-            (long long)sub->registration_id, exon_last_error());
-        return counter_id;
-    }
-    exon_counter_set(&c->counters, counter_id, join_position);
-
-    exon_dc_subscriber_position_t *sp = calloc(1, sizeof(*sp));
-    if (NULL == sp || exon_dc_array_add(&c->subscriber_positions, sp) < 0)
-    {
-        free(sp);
-        exon_counters_free(&c->counters, counter_id, exon_epoch_ms());
-        return -ENOMEM;
-    }
-    sp->publication = pub;
-    sp->subscription = sub;
-    sp->counter_id = counter_id;
-
-    if (sub->doorbell_id >= 0)
-    {
-        int rc = exon_log_add_doorbell(pub->log.meta, sub->doorbell_id);
-        if (rc < 0 && rc != -EEXIST)
-        {
-            exon_driver_conductor_error(c, "log %s: doorbell table full for subscription %lld",
-                pub->log.path, (long long)sub->registration_id);
-        }
-    }
-
-    /* ON_AVAILABLE_IMAGE: header, log file, source identity */
-    exon_image_ready_t *m = (exon_image_ready_t *)c->msg;
-    int32_t log_length = (int32_t)strlen(pub->log.path);
-    m->correlation_id = pub->registration_id;
-    m->subscription_registration_id = sub->registration_id;
-    m->session_id = pub->session_id;
-    m->stream_id = pub->stream_id;
-    m->subscriber_position_counter_id = counter_id;
-    m->log_file_length = log_length;
-    uint8_t *p = c->msg + sizeof(*m);
-    memcpy(p, pub->log.path, (size_t)log_length);
-    p += log_length;
-    int32_t source_length = 9;
-    memcpy(p, &source_length, sizeof(source_length));
-    p += sizeof(source_length);
-    memcpy(p, "aeron:ipc", 9);
-    p += 9;
-    exon_dc_transmit(c, EXON_RSP_ON_AVAILABLE_IMAGE, c->msg, (int32_t)(p - c->msg));
-    exon_dc_ring_subscription(c, sub);
-    return 0;
-}
-
-static int32_t exon_dc_next_session_id(exon_driver_conductor_t *c, int32_t stream_id)
-{
-    for (int attempt = 0; attempt < 1000; attempt++)
-    {
-        int32_t session_id = (int32_t)(uint32_t)exon_dc_random(c);
-        if (session_id >= -1 && session_id <= 1000)
-        {
-            continue;
-        }
-        bool used = false;
-        for (int32_t i = 0; i < c->publications.length; i++)
-        {
-            exon_dc_ipc_publication_t *pub = c->publications.items[i];
-            if (pub->stream_id == stream_id && pub->session_id == session_id)
-            {
-                used = true;
-                break;
-            }
-        }
-        if (!used)
-        {
-            return session_id;
-        }
-    }
-    return 1001;
-}
-
-/* linger_ns: the channel's `linger` (-1: the driver's publication linger). */
-static exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_t *c, int64_t registration_id,
-    int32_t stream_id, bool exclusive, int64_t linger_ns, char *why, size_t why_length)
-{
-    exon_dc_ipc_publication_t *pub = calloc(1, sizeof(*pub));
-    if (NULL == pub)
-    {
-        snprintf(why, why_length, "out of memory");
-        return NULL;
-    }
-    pub->registration_id = registration_id;
-    pub->stream_id = stream_id;
-    pub->session_id = exon_dc_next_session_id(c, stream_id);
-    pub->exclusive = exclusive;
-    pub->state = EXON_DC_PUB_ACTIVE;
-    pub->refcount = 1;
-    pub->pub_pos_id = -1;
-    pub->pub_lmt_id = -1;
-    pub->end_of_stream_position = INT64_MAX;
-    pub->linger_timeout_ns = linger_ns >= 0 ? linger_ns : c->config.publication_linger_timeout_ns;
-    int32_t term_length = c->config.ipc_term_buffer_length;
-    int32_t window = c->config.ipc_publication_term_window_length;
-    pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
-
-    char path[EXON_LOG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s/publications/%lld.logbuffer", c->config.dir, (long long)registration_id);
-    exon_log_params_t params;
-    memset(&params, 0, sizeof(params));
-    params.term_length = term_length;
-    params.mtu = c->config.ipc_mtu_length;
-    params.page_size = c->config.file_page_size;
-    params.initial_term_id = (int32_t)(uint32_t)exon_dc_random(c);
-    params.session_id = pub->session_id;
-    params.stream_id = stream_id;
-    params.correlation_id = registration_id;
-    params.publication_window_length = pub->window;
-    params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
-    params.is_connected = 0;
-    params.sparse = 1;
-    int rc = exon_log_create(&pub->log, path, &params);
-    if (rc < 0)
-    {
-        snprintf(why, why_length, "cannot create log %s: %s", path, exon_last_error());
-        free(pub);
-        return NULL;
-    }
-    pub->log.meta->linger_timeout_ns = pub->linger_timeout_ns;
-    pub->log.meta->signal_eos = 1;
-
-    char label[160];
-    int64_t now_ms = exon_epoch_ms();
-    int n = snprintf(label, sizeof(label), "pub-pos: %lld %d %d aeron:ipc",
-        (long long)registration_id, pub->session_id, stream_id);
-    pub->pub_pos_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_PUBLISHER_POSITION,
-        NULL, 0, label, n, registration_id, EXON_COUNTER_OWNER_DRIVER, now_ms);
-    n = snprintf(label, sizeof(label), "pub-lmt: %lld %d %d aeron:ipc",
-        (long long)registration_id, pub->session_id, stream_id);
-    pub->pub_lmt_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_PUBLISHER_LIMIT,
-        NULL, 0, label, n, registration_id, EXON_COUNTER_OWNER_DRIVER, now_ms);
-    if (pub->pub_pos_id < 0 || pub->pub_lmt_id < 0 || exon_dc_array_add(&c->publications, pub) < 0)
-    {
-        snprintf(why, why_length, "no counters left for publication %lld", (long long)registration_id);
-        if (pub->pub_pos_id >= 0)
-        {
-            exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
-        }
-        if (pub->pub_lmt_id >= 0)
-        {
-            exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
-        }
-        exon_log_close(&pub->log);
-        exon_log_unlink(path);
-        free(pub);
-        return NULL;
-    }
-    exon_counter_set(&c->counters, pub->pub_lmt_id, 0);
-    return pub;
-}
-
-static void exon_dc_free_ipc_publication(exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub)
-{
-    for (int32_t i = c->subscriber_positions.length - 1; i >= 0; i--)
-    {
-        exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
-        if (sp->publication == pub)
-        {
-            exon_dc_remove_subscriber_position(c, sp, true);
-            i = c->subscriber_positions.length; /* the array was reordered: restart */
-        }
-    }
-    int64_t now_ms = exon_epoch_ms();
-    exon_counters_free(&c->counters, pub->pub_pos_id, now_ms);
-    exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
-    char path[EXON_LOG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s", pub->log.path);
-    exon_log_close(&pub->log);
-    exon_log_unlink(path);
-    exon_dc_array_remove(&c->publications, pub);
-    free(pub);
-}
-
-/* A publication lost its last link: it drains, then its images go, then it lingers. */
-static void exon_dc_publication_release(exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub, int64_t now_ns)
-{
-    if (--pub->refcount > 0 || pub->state != EXON_DC_PUB_ACTIVE)
-    {
-        return;
-    }
-    pub->state = EXON_DC_PUB_DRAINING;
-    pub->end_of_stream_position = exon_dc_ipc_producer_position(pub);
-    exon_log_set_end_of_stream(&pub->log, pub->end_of_stream_position);
-    pub->drain_deadline_ns = now_ns + c->config.client_liveness_timeout_ns;
-    /* subscribers asleep should wake to see end of stream */
-    for (int32_t i = 0; i < c->subscriber_positions.length; i++)
-    {
-        exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
-        if (sp->publication == pub)
-        {
-            exon_dc_ring_subscription(c, sp->subscription);
-        }
-    }
-}
+/* ---- publication links ------------------------------------------------------------ */
 
 static void exon_dc_remove_publication_link(exon_driver_conductor_t *c, exon_dc_publication_link_t *link, int64_t now_ns)
 {
@@ -737,7 +366,7 @@ static void exon_dc_remove_publication_link(exon_driver_conductor_t *c, exon_dc_
         exon_dc_release_net_publication(c, net, now_ns);
         return;
     }
-    exon_dc_publication_release(c, pub, now_ns);
+    exon_dc_release_ipc_publication(c, pub, now_ns);
 }
 
 /* ---- subscriptions ------------------------------------------------------------------ */
@@ -748,15 +377,7 @@ static void exon_dc_remove_subscription(exon_driver_conductor_t *c, exon_dc_subs
     {
         exon_dc_remove_udp_subscription(c, sub);
     }
-    for (int32_t i = c->subscriber_positions.length - 1; i >= 0; i--)
-    {
-        exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[i];
-        if (sp->subscription == sub)
-        {
-            exon_dc_remove_subscriber_position(c, sp, false);
-            i = c->subscriber_positions.length;
-        }
-    }
+    exon_dc_ipc_unlink_subscription(c, sub);
     if (sub->doorbell_owned && sub->doorbell_id >= 0)
     {
         exon_counters_free(&c->counters, sub->doorbell_id, exon_epoch_ms());
@@ -947,21 +568,11 @@ static void exon_dc_on_add_publication(
         return;
     }
 
-    exon_dc_ipc_publication_t *pub = NULL;
+    exon_dc_ipc_publication_t *pub = exclusive ? NULL : exon_dc_find_ipc_publication(c, cmd->stream_id);
     bool created = false;
-    if (!exclusive)
+    if (NULL != pub)
     {
-        for (int32_t i = 0; i < c->publications.length; i++)
-        {
-            exon_dc_ipc_publication_t *candidate = c->publications.items[i];
-            if (!candidate->exclusive && candidate->state == EXON_DC_PUB_ACTIVE &&
-                candidate->stream_id == cmd->stream_id)
-            {
-                pub = candidate;
-                pub->refcount++;
-                break;
-            }
-        }
+        pub->refcount++;
     }
     if (NULL == pub)
     {
@@ -977,7 +588,7 @@ static void exon_dc_on_add_publication(
     exon_dc_publication_link_t *link = exon_dc_new_publication_link(c, correlation_id, client->client_id);
     if (NULL == link)
     {
-        exon_dc_publication_release(c, pub, now_ns);
+        exon_dc_release_ipc_publication(c, pub, now_ns);
         exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
         return;
     }
@@ -988,14 +599,7 @@ static void exon_dc_on_add_publication(
 
     if (created)
     {
-        for (int32_t i = 0; i < c->subscriptions.length; i++)
-        {
-            exon_dc_subscription_t *sub = c->subscriptions.items[i];
-            if (!sub->udp && sub->stream_id == pub->stream_id)
-            {
-                exon_dc_link(c, pub, sub);
-            }
-        }
+        exon_dc_ipc_link_subscriptions(c, pub);
     }
 }
 
@@ -1138,15 +742,7 @@ static void exon_dc_on_add_subscription(exon_driver_conductor_t *c, const uint8_
         exon_dc_link_images(c, sub);
         return;
     }
-
-    for (int32_t i = 0; i < c->publications.length; i++)
-    {
-        exon_dc_ipc_publication_t *pub = c->publications.items[i];
-        if (pub->state == EXON_DC_PUB_ACTIVE && pub->stream_id == sub->stream_id)
-        {
-            exon_dc_link(c, pub, sub);
-        }
-    }
+    exon_dc_ipc_link_publications(c, sub);
 }
 
 static void exon_dc_on_remove_subscription(exon_driver_conductor_t *c, const uint8_t *buf, int32_t length, int64_t now_ns)
@@ -1236,9 +832,9 @@ static void exon_dc_on_command(
     }
 }
 
-/* ---- UDP: network publications, receive endpoints, images ---------------------------- */
+/* ---- UDP: network publications -------------------------------------------------------- */
 
-static void exon_dc_epoll_add(int epoll_fd, int fd)
+void exon_dc_epoll_add(int epoll_fd, int fd)
 {
     if (epoll_fd >= 0 && fd >= 0)
     {
@@ -1247,7 +843,7 @@ static void exon_dc_epoll_add(int epoll_fd, int fd)
     }
 }
 
-static void exon_dc_epoll_del(int epoll_fd, int fd)
+void exon_dc_epoll_del(int epoll_fd, int fd)
 {
     if (epoll_fd >= 0 && fd >= 0)
     {
@@ -1288,7 +884,7 @@ static void exon_dc_release_net_publication(exon_driver_conductor_t *c, exon_dc_
     EXON_STORE_REL(&pub->np.state, EXON_NP_DRAINING);
 }
 
-static int32_t exon_dc_alloc_counter(exon_driver_conductor_t *c, int32_t type, const char *what,
+int32_t exon_dc_alloc_counter(exon_driver_conductor_t *c, int32_t type, const char *what,
     int64_t registration_id, int32_t session_id, int32_t stream_id, const char *channel)
 {
     char label[256];
@@ -1309,7 +905,7 @@ static int32_t exon_dc_alloc_counter(exon_driver_conductor_t *c, int32_t type, c
  * group without port, control= beside a group, an interface= this host does not have, or
  * ttl=/fc= on a unicast endpoint.
  */
-static int exon_dc_multicast_check(const exon_uri_t *uri, const exon_udp_addr_t *dest, exon_udp_addr_t *control,
+int exon_dc_multicast_check(const exon_uri_t *uri, const exon_udp_addr_t *dest, exon_udp_addr_t *control,
     exon_udp_addr_t *iface, char *why, size_t why_length)
 {
     memset(iface, 0, sizeof(*iface));
@@ -1647,545 +1243,12 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
     return work;
 }
 
-static void exon_dc_send_unavailable_image(exon_driver_conductor_t *c, exon_dc_image_t *image, exon_dc_subscription_t *sub)
-{
-    exon_image_message_t *m = (exon_image_message_t *)c->msg;
-    m->correlation_id = image->correlation_id;
-    m->subscription_registration_id = sub->registration_id;
-    m->stream_id = image->img.stream_id;
-    m->channel_length = 9;
-    memcpy(c->msg + sizeof(*m), "aeron:udp", 9);
-    exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_IMAGE, c->msg, (int32_t)sizeof(*m) + 9);
-    exon_dc_ring_subscription(c, sub);
-}
-
-/* Link an image to a subscription: a sub-pos counter at the image's rebuild position. */
-static void exon_dc_image_link(exon_driver_conductor_t *c, exon_dc_image_t *image, exon_dc_subscription_t *sub)
-{
-    if (image->sub_count >= EXON_IMAGE_MAX_SUBSCRIBERS)
-    {
-        exon_driver_conductor_error(c, "image %lld: too many subscriptions", (long long)image->correlation_id);
-        return;
-    }
-    int64_t join = exon_counter_get(&c->counters, image->img.rcv_pos_id);
-    char label[200];
-    int n = snprintf(label, sizeof(label), "sub-pos: %lld %d %d aeron:udp?endpoint=%s @%lld",
-        (long long)sub->registration_id, image->img.session_id, image->img.stream_id,
-        image->img.endpoint->bound_text, (long long)join);
-    int32_t counter_id = exon_counters_allocate(&c->counters, EXON_COUNTER_TYPE_SUBSCRIBER_POSITION, NULL, 0, label,
-        n, sub->registration_id, sub->client_id, exon_epoch_ms());
-    if (counter_id < 0)
-    {
-        exon_driver_conductor_error(c, "no counter for sub-pos of subscription %lld", (long long)sub->registration_id);
-        return;
-    }
-    exon_counter_set(&c->counters, counter_id, join);
-    if (sub->doorbell_id >= 0)
-    {
-        exon_log_add_doorbell(image->log.meta, sub->doorbell_id);
-    }
-    pthread_mutex_lock(&c->receiver_lock);
-    image->subs[image->sub_count] = sub;
-    image->img.sub_pos_ids[image->sub_count] = counter_id;
-    image->sub_count++;
-    image->img.sub_pos_count = image->sub_count;
-    pthread_mutex_unlock(&c->receiver_lock);
-
-    exon_image_ready_t *m = (exon_image_ready_t *)c->msg;
-    int32_t log_length = (int32_t)strlen(image->log.path);
-    m->correlation_id = image->correlation_id;
-    m->subscription_registration_id = sub->registration_id;
-    m->session_id = image->img.session_id;
-    m->stream_id = image->img.stream_id;
-    m->subscriber_position_counter_id = counter_id;
-    m->log_file_length = log_length;
-    uint8_t *p = c->msg + sizeof(*m);
-    memcpy(p, image->log.path, (size_t)log_length);
-    p += log_length;
-    int32_t source_length = (int32_t)strlen(image->source);
-    memcpy(p, &source_length, sizeof(source_length));
-    p += sizeof(source_length);
-    memcpy(p, image->source, (size_t)source_length);
-    p += source_length;
-    exon_dc_transmit(c, EXON_RSP_ON_AVAILABLE_IMAGE, c->msg, (int32_t)(p - c->msg));
-    exon_dc_ring_subscription(c, sub);
-}
-
-static void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
-{
-    for (int32_t i = 0; i < c->images.length; i++)
-    {
-        exon_dc_image_t *image = c->images.items[i];
-        if (image->img.endpoint == sub->endpoint && image->img.stream_id == sub->stream_id &&
-            EXON_LOAD_ACQ(&image->img.state) == EXON_IMAGE_ACTIVE)
-        {
-            exon_dc_image_link(c, image, sub);
-        }
-    }
-}
-
-/* Remove an image: out of the receiver's hands, subscriptions told (when notify), freed. */
-static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *image, bool notify)
-{
-    exon_receive_endpoint_t *ep = image->img.endpoint;
-    pthread_mutex_lock(&c->receiver_lock);
-    for (int32_t i = 0; i < ep->image_count; i++)
-    {
-        if (ep->images[i] == &image->img)
-        {
-            ep->images[i] = ep->images[ep->image_count - 1];
-            ep->image_count--;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&c->receiver_lock);
-    int64_t now_ms = exon_epoch_ms();
-    for (int32_t i = 0; i < image->sub_count; i++)
-    {
-        if (notify)
-        {
-            exon_dc_send_unavailable_image(c, image, image->subs[i]);
-        }
-        exon_counters_free(&c->counters, image->img.sub_pos_ids[i], now_ms);
-    }
-    exon_counters_free(&c->counters, image->img.rcv_hwm_id, now_ms);
-    exon_counters_free(&c->counters, image->img.rcv_pos_id, now_ms);
-    if (image->img.rtt_id >= 0)
-    {
-        exon_counters_free(&c->counters, image->img.rtt_id, now_ms);
-    }
-    char path[EXON_LOG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s", image->log.path);
-    exon_log_close(&image->log);
-    exon_log_unlink(path);
-    exon_dc_array_remove(&c->images, image);
-    free(image);
-}
-
-#define EXON_DC_NAK_RETRY_RATIO_DEFAULT 100
-#define EXON_DC_NAK_RETRY_FALLBACK_NS (1000LL * 1000LL)
-
-/*
- * The `nak-delay` for a new image on `ep` and `stream_id`: that of the oldest (lowest
- * registration id) subscription still open there, or -1 (the driver's) when it set none.
- * Later subscriptions that disagree do not change it, nor images already made.
- */
-static int64_t exon_dc_image_nak_delay(exon_driver_conductor_t *c, const exon_receive_endpoint_t *ep, int32_t stream_id)
-{
-    const exon_dc_subscription_t *first = NULL;
-    for (int32_t i = 0; i < c->subscriptions.length; i++)
-    {
-        const exon_dc_subscription_t *sub = c->subscriptions.items[i];
-        if (sub->udp && sub->endpoint == ep && sub->stream_id == stream_id &&
-            (NULL == first || sub->registration_id < first->registration_id))
-        {
-            first = sub;
-        }
-    }
-    return NULL != first ? first->nak_delay_ns : -1;
-}
-
-static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, const exon_pending_setup_t *setup,
-    int64_t now_ns)
-{
-    /*
-     * The receiver can queue this session's SETUP again while an earlier one is turned into
-     * an image: from the moment this conductor takes the pending list until the image is in
-     * the endpoint's list, the receiver knows neither (the sender repeats SETUP until an SM,
-     * and DATA of an unknown session elicits one). The conductor alone creates images and
-     * adds them to c->images first, so an image already here means this SETUP is a repeat:
-     * a second image would show the subscription one publication twice. An old image of the
-     * session on its way out (EOS, inactive) also wins: once it is removed, the next DATA
-     * elicits a fresh SETUP.
-     */
-    for (int32_t i = 0; i < c->images.length; i++)
-    {
-        const exon_dc_image_t *existing = c->images.items[i];
-        if (existing->img.endpoint == ep && existing->img.session_id == setup->session_id &&
-            existing->img.stream_id == setup->stream_id)
-        {
-            return false;
-        }
-    }
-    bool subscribed = false;
-    for (int32_t i = 0; i < c->subscriptions.length; i++)
-    {
-        exon_dc_subscription_t *sub = c->subscriptions.items[i];
-        if (sub->udp && sub->endpoint == ep && sub->stream_id == setup->stream_id)
-        {
-            subscribed = true;
-        }
-    }
-    if (!subscribed)
-    {
-        return false;
-    }
-    exon_dc_image_t *image = calloc(1, sizeof(*image));
-    if (NULL == image)
-    {
-        return false;
-    }
-    image->correlation_id = (int64_t)(exon_dc_random(c) & 0x3FFFFFFFFFFFFFFFULL);
-    exon_udp_addr_format(&setup->source, image->source, sizeof(image->source));
-    char path[EXON_LOG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s/images/%lld.logbuffer", c->config.dir, (long long)image->correlation_id);
-    exon_log_params_t params;
-    memset(&params, 0, sizeof(params));
-    params.term_length = setup->term_length;
-    params.mtu = setup->mtu;
-    params.page_size = c->config.file_page_size;
-    params.initial_term_id = setup->initial_term_id;
-    params.session_id = setup->session_id;
-    params.stream_id = setup->stream_id;
-    params.correlation_id = image->correlation_id;
-    params.type = EXON_LOG_TYPE_IMAGE;
-    params.is_connected = 1;
-    params.sparse = 1;
-    if (exon_log_create(&image->log, path, &params) < 0)
-    {
-        exon_driver_conductor_error(c, "cannot create image log %s: %s", path, exon_last_error());
-        free(image);
-        return false;
-    }
-    char label[EXON_UDP_ADDR_TEXT_MAX * 2 + 16];
-    snprintf(label, sizeof(label), "%s from %s", ep->bound_text, image->source);
-    int32_t hwm_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_HWM, "rcv-hwm", image->correlation_id,
-        setup->session_id, setup->stream_id, label);
-    int32_t pos_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_POSITION, "rcv-pos", image->correlation_id,
-        setup->session_id, setup->stream_id, label);
-    if (hwm_id < 0 || pos_id < 0 || exon_dc_array_add(&c->images, image) < 0)
-    {
-        int64_t now_ms = exon_epoch_ms();
-        if (hwm_id >= 0) exon_counters_free(&c->counters, hwm_id, now_ms);
-        if (pos_id >= 0) exon_counters_free(&c->counters, pos_id, now_ms);
-        exon_log_close(&image->log);
-        exon_log_unlink(path);
-        free(image);
-        return false;
-    }
-    int32_t window = exon_static_window_length(setup->term_length,
-        c->config.initial_window_length > 0 ? c->config.initial_window_length : EXON_INITIAL_WINDOW_DEFAULT);
-    exon_publication_image_init(&image->img, &image->log, &c->counters, ep, setup, hwm_id, pos_id, window,
-        c->config.image_liveness_timeout_ns,
-        c->config.status_message_timeout_ns > 0 ? c->config.status_message_timeout_ns : EXON_SM_TIMEOUT_DEFAULT_NS,
-        now_ns);
-    image->img.rtt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_RTT, "rcv-rtt",
-        image->correlation_id, setup->session_id, setup->stream_id, label);
-    int64_t nak_delay_ns = exon_dc_image_nak_delay(c, ep, setup->stream_id);
-    if (nak_delay_ns >= 0)
-    {
-        /* Aeron: the channel's delay, and the retry delay scaled by the driver's ratio (at
-         * most 1 h); nak-delay=0 keeps the driver's retry delay (no NAK every duty cycle) */
-        int64_t ratio = (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0) ?
-            c->config.nak_retry_delay_ns / c->config.nak_delay_ns : EXON_DC_NAK_RETRY_RATIO_DEFAULT;
-        ratio = ratio > 0 ? ratio : 1;
-        int64_t retry_ns = nak_delay_ns > EXON_DC_CHANNEL_DURATION_MAX_NS / ratio ?
-            EXON_DC_CHANNEL_DURATION_MAX_NS : nak_delay_ns * ratio;
-        if (0 == nak_delay_ns)
-        {
-            retry_ns = c->config.nak_retry_delay_ns > 0 ? c->config.nak_retry_delay_ns : EXON_DC_NAK_RETRY_FALLBACK_NS;
-        }
-        exon_loss_detector_init(&image->img.loss, nak_delay_ns, retry_ns);
-    }
-    else if (c->config.nak_delay_ns > 0 && c->config.nak_retry_delay_ns > 0)
-    {
-        exon_loss_detector_init(&image->img.loss, c->config.nak_delay_ns, c->config.nak_retry_delay_ns);
-    }
-    if (ep->multicast && nak_delay_ns < 0)
-    {
-        /* multicast: a random delay per gap lets one receiver's NAK serve the group */
-        exon_feedback_delay_init(&image->img.nak_delay, EXON_NAK_MULTICAST_MAX_BACKOFF_NS,
-            EXON_NAK_MULTICAST_GROUP_SIZE, exon_dc_random(c));
-        image->img.loss.delay_ns = exon_feedback_delay_next(&image->img.nak_delay);
-    }
-    /* issue 13: no NAK before the source proves real, backoff on a repeated gap, a cap */
-    exon_loss_detector_set_policy(&image->img.loss, c->config.nak_retry_max_delay_ns, c->config.nak_rate_window_ns,
-        c->config.nak_rate_max_per_window, false);
-    for (int32_t i = 0; i < c->subscriptions.length; i++)
-    {
-        exon_dc_subscription_t *sub = c->subscriptions.items[i];
-        if (sub->udp && sub->endpoint == ep && sub->stream_id == setup->stream_id)
-        {
-            exon_dc_image_link(c, image, sub);
-        }
-    }
-    /* the image replaces its queued SETUP in one step: the receiver's per-source and table
-     * limits always count it once */
-    pthread_mutex_lock(&c->receiver_lock);
-    exon_receive_endpoint_unqueue(ep, setup->session_id, setup->stream_id);
-    if (ep->image_count < EXON_ENDPOINT_MAX_IMAGES)
-    {
-        ep->images[ep->image_count++] = &image->img;
-        pthread_mutex_unlock(&c->receiver_lock);
-    }
-    else
-    {
-        pthread_mutex_unlock(&c->receiver_lock);
-        EXON_STORE_REL(&image->img.state, EXON_IMAGE_INACTIVE);
-    }
-    return true;
-}
-
-/* 0, -1 (the endpoint cannot open: `why` says why) or -2 (a multicast rule broken: `why`). */
-static int exon_dc_setup_udp_subscription(
-    exon_driver_conductor_t *c, exon_dc_subscription_t *sub, const exon_uri_t *uri, char *why, size_t why_length)
-{
-    exon_udp_addr_t addr;
-    if (exon_udp_addr_resolve(&addr, uri->endpoint.host, uri->endpoint.port) < 0)
-    {
-        snprintf(why, why_length, "cannot resolve endpoint '%s': %s", uri->endpoint.host, exon_last_error());
-        return -1;
-    }
-    exon_udp_addr_t mc_control, mc_iface;
-    int multicast = exon_dc_multicast_check(uri, &addr, &mc_control, &mc_iface, why, why_length);
-    if (multicast < 0)
-    {
-        return -2;
-    }
-    char key[EXON_UDP_ADDR_TEXT_MAX];
-    exon_udp_addr_format(&addr, key, sizeof(key));
-    exon_receive_endpoint_t *ep = NULL;
-    if (uri->endpoint.port != 0)
-    {
-        for (int32_t i = 0; i < c->endpoints.length; i++)
-        {
-            exon_receive_endpoint_t *candidate = c->endpoints.items[i];
-            if (0 == strcmp(candidate->bind_text, key))
-            {
-                ep = candidate;
-                break;
-            }
-        }
-    }
-    if (NULL == ep)
-    {
-        ep = calloc(1, sizeof(*ep));
-        if (NULL == ep)
-        {
-            snprintf(why, why_length, "out of memory");
-            return -1;
-        }
-        int opened = multicast ?
-            exon_receive_endpoint_open_multicast(ep, &addr, &mc_iface, &c->counters, c->config.socket_rcvbuf_length,
-                c->config.receive_loss_rate, c->config.receive_loss_seed, c->receiver_id) :
-            exon_receive_endpoint_open(ep, &addr, &c->counters, c->config.socket_rcvbuf_length,
-                c->config.receive_loss_rate, c->config.receive_loss_seed, c->receiver_id);
-        if (opened < 0)
-        {
-            snprintf(why, why_length, "cannot bind endpoint %s: %s", key, exon_last_error());
-            free(ep);
-            return -1;
-        }
-        if (c->config.udp_gro)
-        {
-            exon_udp_channel_enable_gro(&ep->channel); /* left off where the kernel has none */
-        }
-        snprintf(ep->bind_text, sizeof(ep->bind_text), "%s", uri->endpoint.port != 0 ? key : ep->bound_text);
-        if (c->config.max_image_term_length > 0)
-        {
-            ep->max_term_length = c->config.max_image_term_length;
-        }
-        if (c->config.max_images_per_endpoint > 0)
-        {
-            ep->max_images = c->config.max_images_per_endpoint < EXON_ENDPOINT_MAX_IMAGES ?
-                c->config.max_images_per_endpoint : EXON_ENDPOINT_MAX_IMAGES;
-        }
-        if (c->config.max_unverified_images_per_source > 0)
-        {
-            ep->max_unverified_per_source = c->config.max_unverified_images_per_source;
-        }
-        if (c->config.image_idle_eviction_timeout_ns > 0)
-        {
-            ep->idle_eviction_ns = c->config.image_idle_eviction_timeout_ns;
-        }
-        exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
-        pthread_mutex_lock(&c->receiver_lock);
-        int rc = exon_dc_array_add(&c->endpoints, ep);
-        pthread_mutex_unlock(&c->receiver_lock);
-        if (rc < 0)
-        {
-            exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
-            exon_receive_endpoint_close(ep);
-            free(ep);
-            snprintf(why, why_length, "out of memory");
-            return -1;
-        }
-    }
-    pthread_mutex_lock(&c->receiver_lock);
-    int32_t slot = -1;
-    for (int32_t i = 0; i < ep->stream_count; i++)
-    {
-        if (ep->stream_ids[i] == sub->stream_id)
-        {
-            slot = i;
-        }
-    }
-    if (slot < 0 && ep->stream_count < EXON_ENDPOINT_MAX_STREAMS)
-    {
-        slot = ep->stream_count++;
-        ep->stream_ids[slot] = sub->stream_id;
-        ep->stream_refs[slot] = 0;
-    }
-    if (slot >= 0)
-    {
-        ep->stream_refs[slot]++;
-    }
-    pthread_mutex_unlock(&c->receiver_lock);
-    ep->refcount++;
-    sub->udp = true;
-    sub->endpoint = ep;
-    return 0;
-}
-
-static void exon_dc_close_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
-{
-    for (int32_t i = c->images.length - 1; i >= 0; i--)
-    {
-        exon_dc_image_t *image = c->images.items[i];
-        if (image->img.endpoint == ep)
-        {
-            exon_dc_remove_image(c, image, false);
-            i = c->images.length;
-        }
-    }
-    pthread_mutex_lock(&c->receiver_lock);
-    exon_dc_array_remove(&c->endpoints, ep);
-    pthread_mutex_unlock(&c->receiver_lock);
-    exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
-    exon_receive_endpoint_close(ep);
-    free(ep);
-}
-
-static void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
-{
-    exon_receive_endpoint_t *ep = sub->endpoint;
-    int64_t now_ms = exon_epoch_ms();
-    for (int32_t i = 0; i < c->images.length; i++)
-    {
-        exon_dc_image_t *image = c->images.items[i];
-        pthread_mutex_lock(&c->receiver_lock);
-        for (int32_t j = 0; j < image->sub_count; j++)
-        {
-            if (image->subs[j] == sub)
-            {
-                exon_counters_free(&c->counters, image->img.sub_pos_ids[j], now_ms);
-                image->sub_count--;
-                image->subs[j] = image->subs[image->sub_count];
-                image->img.sub_pos_ids[j] = image->img.sub_pos_ids[image->sub_count];
-                image->img.sub_pos_count = image->sub_count;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&c->receiver_lock);
-        if (sub->doorbell_id >= 0)
-        {
-            bool still = false;
-            for (int32_t j = 0; j < image->sub_count; j++)
-            {
-                still = still || image->subs[j]->doorbell_id == sub->doorbell_id;
-            }
-            if (!still)
-            {
-                exon_log_remove_doorbell(image->log.meta, sub->doorbell_id);
-            }
-        }
-    }
-    pthread_mutex_lock(&c->receiver_lock);
-    for (int32_t i = 0; i < ep->stream_count; i++)
-    {
-        if (ep->stream_ids[i] == sub->stream_id && --ep->stream_refs[i] <= 0)
-        {
-            ep->stream_count--;
-            ep->stream_ids[i] = ep->stream_ids[ep->stream_count];
-            ep->stream_refs[i] = ep->stream_refs[ep->stream_count];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&c->receiver_lock);
-    /* images of a stream nobody subscribes to any more go away */
-    for (int32_t i = c->images.length - 1; i >= 0; i--)
-    {
-        exon_dc_image_t *image = c->images.items[i];
-        if (image->img.endpoint == ep && image->sub_count == 0)
-        {
-            exon_dc_remove_image(c, image, false);
-            i = c->images.length;
-        }
-    }
-    sub->endpoint = NULL;
-    if (--ep->refcount <= 0)
-    {
-        exon_dc_close_endpoint(c, ep);
-    }
-}
-
-/* Remove the images that are done (inactive, evicted, or drained past their EOS). */
-static int exon_dc_reap_images(exon_driver_conductor_t *c, int64_t now_ns)
-{
-    int work = 0;
-    for (int32_t i = c->images.length - 1; i >= 0; i--)
-    {
-        exon_dc_image_t *image = c->images.items[i];
-        int32_t state = EXON_LOAD_ACQ(&image->img.state);
-        bool remove = state == EXON_IMAGE_INACTIVE;
-        if (state == EXON_IMAGE_EOS)
-        {
-            int64_t eos = image->img.eos_position;
-            bool all = true;
-            for (int32_t j = 0; j < image->sub_count; j++)
-            {
-                all = all && exon_counter_get(&c->counters, image->img.sub_pos_ids[j]) >= eos;
-            }
-            remove = all || now_ns - image->img.last_packet_ns > image->img.liveness_timeout_ns;
-            if (!image->img.eos_seen)
-            {
-                remove = true;
-            }
-        }
-        if (remove)
-        {
-            exon_dc_remove_image(c, image, true);
-            i = c->images.length;
-            work++;
-        }
-    }
-    return work;
-}
-
 static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
 {
     int work = exon_dc_update_net_publications(c, now_ns);
-    /* first the images that are done: an image the receiver evicted for a queued SETUP
-     * leaves its slot before that SETUP becomes an image */
-    work += exon_dc_reap_images(c, now_ns);
-    for (int32_t i = 0; i < c->endpoints.length; i++)
-    {
-        exon_receive_endpoint_t *ep = c->endpoints.items[i];
-        if (0 == EXON_LOAD_ACQ(&ep->pending_count))
-        {
-            continue;
-        }
-        /* the queued SETUPs stay queued (and counted by the receiver) until each is an
-         * image or refused */
-        exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
-        pthread_mutex_lock(&c->receiver_lock);
-        int32_t count = ep->pending_count;
-        memcpy(pending, ep->pending, sizeof(pending[0]) * (size_t)count);
-        pthread_mutex_unlock(&c->receiver_lock);
-        for (int32_t j = 0; j < count; j++)
-        {
-            if (!exon_dc_create_image(c, ep, &pending[j], now_ns))
-            {
-                pthread_mutex_lock(&c->receiver_lock);
-                exon_receive_endpoint_unqueue(ep, pending[j].session_id, pending[j].stream_id);
-                pthread_mutex_unlock(&c->receiver_lock);
-            }
-            work++;
-        }
-    }
+    work += exon_dc_update_images(c, now_ns);
     return work;
 }
-
 
 static void exon_dc_close_udp(exon_driver_conductor_t *c)
 {
@@ -2193,117 +1256,12 @@ static void exon_dc_close_udp(exon_driver_conductor_t *c)
     {
         exon_dc_free_net_publication(c, c->net_publications.items[0]);
     }
-    while (c->endpoints.length > 0)
-    {
-        exon_dc_close_endpoint(c, c->endpoints.items[0]);
-    }
+    exon_dc_close_receive_endpoints(c);
     free(c->net_publications.items);
-    free(c->endpoints.items);
-    free(c->images.items);
     memset(&c->net_publications, 0, sizeof(c->net_publications));
-    memset(&c->endpoints, 0, sizeof(c->endpoints));
-    memset(&c->images, 0, sizeof(c->images));
 }
 
 /* ---- duty cycle --------------------------------------------------------------------- */
-
-static int exon_dc_update_publications(exon_driver_conductor_t *c, int64_t now_ns)
-{
-    int work = 0;
-    for (int32_t i = c->publications.length - 1; i >= 0; i--)
-    {
-        exon_dc_ipc_publication_t *pub = c->publications.items[i];
-        int64_t producer = exon_dc_ipc_producer_position(pub);
-        exon_counter_set(&c->counters, pub->pub_pos_id, producer);
-
-        int64_t min_position = INT64_MAX;
-        int32_t subscribers = 0;
-        for (int32_t j = 0; j < c->subscriber_positions.length; j++)
-        {
-            exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[j];
-            if (sp->publication == pub)
-            {
-                int64_t position = exon_counter_get(&c->counters, sp->counter_id);
-                if (position < min_position)
-                {
-                    min_position = position;
-                }
-                subscribers++;
-            }
-        }
-
-        if (pub->state == EXON_DC_PUB_ACTIVE)
-        {
-            if (subscribers > 0)
-            {
-                if (0 == EXON_LOAD_RLX(&pub->log.meta->is_connected))
-                {
-                    EXON_STORE_REL(&pub->log.meta->is_connected, 1);
-                    work++;
-                }
-                int64_t limit = exon_counter_get(&c->counters, pub->pub_lmt_id);
-                if (producer >= limit)
-                {
-                    if (!pub->back_pressured)
-                    {
-                        pub->back_pressured = true;
-                        exon_counter_add(&c->counters, EXON_SYSTEM_COUNTER_BACK_PRESSURE_EVENTS, 1);
-                    }
-                }
-                else
-                {
-                    pub->back_pressured = false;
-                }
-                int64_t clean_to = min_position - pub->log.term_length;
-                if (clean_to > pub->clean_position)
-                {
-                    exon_log_clean_to(&pub->log, &pub->clean_position, clean_to);
-                }
-                int64_t new_limit = min_position + pub->window;
-                if (new_limit != limit)
-                {
-                    exon_counter_set(&c->counters, pub->pub_lmt_id, new_limit);
-                    /* only a publisher near its limit needs the conductor awake: counting
-                     * every move as work would keep the conductor spinning on 2 cores */
-                    if (producer >= limit - pub->window / 2)
-                    {
-                        work++;
-                    }
-                }
-            }
-            else if (0 != EXON_LOAD_RLX(&pub->log.meta->is_connected))
-            {
-                EXON_STORE_REL(&pub->log.meta->is_connected, 0);
-                work++;
-            }
-        }
-        else if (pub->state == EXON_DC_PUB_DRAINING)
-        {
-            if (subscribers == 0 || min_position >= pub->end_of_stream_position || now_ns >= pub->drain_deadline_ns)
-            {
-                for (int32_t j = c->subscriber_positions.length - 1; j >= 0; j--)
-                {
-                    exon_dc_subscriber_position_t *sp = c->subscriber_positions.items[j];
-                    if (sp->publication == pub)
-                    {
-                        exon_dc_remove_subscriber_position(c, sp, true);
-                        j = c->subscriber_positions.length;
-                    }
-                }
-                EXON_STORE_REL(&pub->log.meta->is_connected, 0);
-                pub->state = EXON_DC_PUB_LINGER;
-                pub->linger_deadline_ns = exon_dc_add_ns(now_ns, pub->linger_timeout_ns);
-                work++;
-            }
-        }
-        else if (now_ns >= pub->linger_deadline_ns)
-        {
-            exon_dc_free_ipc_publication(c, pub);
-            work++;
-        }
-    }
-    return work;
-}
 
 static int exon_dc_check_liveness(exon_driver_conductor_t *c, int64_t now_ns)
 {
@@ -2352,7 +1310,7 @@ int exon_driver_conductor_do_work(void *state, int64_t now_ns)
         exon_ring_read_end(&c->to_driver, &batch);
     }
 
-    work += exon_dc_update_publications(c, now_ns);
+    work += exon_dc_update_ipc_publications(c, now_ns);
     work += exon_dc_update_udp(c, now_ns);
 
     if (now_ns >= c->next_timer_ns)

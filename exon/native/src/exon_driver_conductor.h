@@ -28,6 +28,10 @@
  * endpoints (exon_publication_image.h) driven by the receiver agent; a SETUP queued by the
  * receiver becomes an image log under <dir>/images/<id>.logbuffer and ON_AVAILABLE_IMAGE.
  *
+ * The code is split by concern: exon_driver_conductor.c (commands, clients, UDP publications,
+ * the duty cycle), exon_conductor_ipc_publications.c, exon_conductor_receive_images.c;
+ * exon_conductor_internal.h holds what they share.
+ *
  * Thread-safety: everything here runs on the conductor's agent thread only (init/close on
  * the driver's owner thread while no runner is running).
  */
