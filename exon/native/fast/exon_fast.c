@@ -789,20 +789,26 @@ static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)q;
 }
 
-static int rq_link_arg(RecvQueueObject *q, PyObject *arg, int32_t *link)
+/* A link index argument in [0, capacity): 0, or -1 with an exception. */
+static int link_index_arg(PyObject *arg, int32_t capacity, int32_t *link)
 {
     long v = PyLong_AsLong(arg);
     if (v == -1 && PyErr_Occurred())
     {
         return -1;
     }
-    if (v < 0 || v >= q->capacity)
+    if (v < 0 || v >= capacity)
     {
         PyErr_SetString(PyExc_IndexError, "link index out of range");
         return -1;
     }
     *link = (int32_t)v;
     return 0;
+}
+
+static int rq_link_arg(RecvQueueObject *q, PyObject *arg, int32_t *link)
+{
+    return link_index_arg(arg, q->capacity, link);
 }
 
 /* q.attach(link, peer, public=None): messages of `link` may be queued here, as coming from
@@ -1407,10 +1413,16 @@ static int door_init_head(DoorHead *d, PyObject *lock, PyObject *fallback, PyObj
     return 0;
 }
 
-/* A keyword argument that lets the door go on: `cookie` None, `timeout` None or a number
- * >= 0 (anything else is the fallback's to judge, and to raise about). */
-static int door_plain_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int allow_cookie)
+/* The keyword arguments of a call the door can finish: `cookie` None (if `allow_cookie`),
+ * `timeout` None or a number >= 0, and `peer` if `peer` is not NULL (stored there: NULL if
+ * absent or None). 0: anything else, the fallback's to judge (and to raise about). */
+static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int allow_cookie,
+                         PyObject **peer)
 {
+    if (peer != NULL)
+    {
+        *peer = NULL;
+    }
     if (kwnames == NULL)
     {
         return 1;
@@ -1420,7 +1432,11 @@ static int door_plain_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject
     {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         PyObject *value = args[nargs + k];
-        if (allow_cookie && PyUnicode_CompareWithASCIIString(name, "cookie") == 0)
+        if (peer != NULL && PyUnicode_CompareWithASCIIString(name, "peer") == 0)
+        {
+            *peer = value == Py_None ? NULL : value;
+        }
+        else if (allow_cookie && PyUnicode_CompareWithASCIIString(name, "cookie") == 0)
         {
             if (value != Py_None)
             {
@@ -1458,7 +1474,7 @@ static PyObject *socket_send_vectorcall(PyObject *self_obj, PyObject *const *arg
     SocketSendObject *s = (SocketSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != 1 || !PyBytes_CheckExact(args[0]) || s->head.disabled ||
-        !door_plain_keywords(args, nargs, kwnames, 1))
+        !door_keywords(args, nargs, kwnames, 1, NULL))
     {
         return door_fallback(&s->head, args, nargsf, kwnames);
     }
@@ -1563,7 +1579,7 @@ static PyObject *socket_receive_vectorcall(PyObject *self_obj, PyObject *const *
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->keep;
     if (nargs > 1 || d->disabled || !q->direct || q->ready_count == 0 ||
-        !door_plain_keywords(args, nargs, kwnames, 0))
+        !door_keywords(args, nargs, kwnames, 0, NULL))
     {
         return door_fallback(d, args, nargsf, kwnames);
     }

@@ -145,18 +145,7 @@ static void pr_drop_link(PeerRoutesObject *r, int32_t link)
 
 static int pr_link_arg(PeerRoutesObject *r, PyObject *arg, int32_t *link)
 {
-    long v = PyLong_AsLong(arg);
-    if (v == -1 && PyErr_Occurred())
-    {
-        return -1;
-    }
-    if (v < 0 || v >= r->capacity)
-    {
-        PyErr_SetString(PyExc_IndexError, "link index out of range");
-        return -1;
-    }
-    *link = (int32_t)v;
-    return 0;
+    return link_index_arg(arg, r->capacity, link);
 }
 
 /* routes.set(link, peer): sends to `peer` (this very object) go on `link`, and the receive
@@ -314,57 +303,14 @@ typedef struct
 }
 PeerSendObject;
 
-/* The keywords of a send the door can finish: `peer` if `takes_peer` (stored in *peer,
- * NULL if absent or None), `cookie` None, `timeout` None or a number >= 0. 0: the
- * fallback's to judge. */
-static int peer_send_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int takes_peer,
-                              PyObject **peer)
-{
-    *peer = NULL;
-    if (kwnames == NULL)
-    {
-        return 1;
-    }
-    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
-    for (Py_ssize_t k = 0; k < nkw; k++)
-    {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-        PyObject *value = args[nargs + k];
-        if (takes_peer && PyUnicode_CompareWithASCIIString(name, "peer") == 0)
-        {
-            *peer = value == Py_None ? NULL : value;
-        }
-        else if (PyUnicode_CompareWithASCIIString(name, "cookie") == 0)
-        {
-            if (value != Py_None)
-            {
-                return 0;
-            }
-        }
-        else if (PyUnicode_CompareWithASCIIString(name, "timeout") == 0)
-        {
-            if (value != Py_None && !((PyFloat_CheckExact(value) && PyFloat_AS_DOUBLE(value) >= 0.0) ||
-                                      (PyLong_CheckExact(value) && Py_SIZE(value) >= 0)))
-            {
-                return 0;
-            }
-        }
-        else
-        {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* send(data, *, peer=None, cookie=None, timeout=None) -> None */
 static PyObject *peer_send_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PeerSendObject *s = (PeerSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *peer;
+    PyObject *peer = NULL;
     if (nargs != 1 || !PyBytes_CheckExact(args[0]) || s->head.disabled ||
-        !peer_send_keywords(args, nargs, kwnames, s->takes_peer, &peer))
+        !door_keywords(args, nargs, kwnames, 1, s->takes_peer ? &peer : NULL))
     {
         return door_fallback(&s->head, args, nargsf, kwnames);
     }
@@ -539,7 +485,7 @@ static PyObject *peer_receive_vectorcall(PyObject *self_obj, PyObject *const *ar
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->head.keep;
     if (nargs > 1 || d->head.disabled || !q->direct || q->ready_count == 0 ||
-        !door_plain_keywords(args, nargs, kwnames, 0))
+        !door_keywords(args, nargs, kwnames, 0, NULL))
     {
         return door_fallback(&d->head, args, nargsf, kwnames);
     }

@@ -52,7 +52,7 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
     DoorHead *d = &s->head;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->keep;
-    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_plain_keywords(args, nargs, kwnames, 0))
+    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_keywords(args, nargs, kwnames, 0, NULL))
     {
         return door_fallback(d, args, nargsf, kwnames);
     }
@@ -260,7 +260,7 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
     PubSendObject *p = (PubSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (nargs != 1 || !PyBytes_CheckExact(args[0]) || p->head.disabled || !p->valid ||
-        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_plain_keywords(args, nargs, kwnames, 1))
+        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_keywords(args, nargs, kwnames, 1, NULL))
     {
         return door_fallback(&p->head, args, nargsf, kwnames);
     }
