@@ -363,6 +363,10 @@ class Subscription:
         self._images: list[Image] = []
         self._next = 0
         self._closed = False
+        #: held by wait() around its native wait on the images, and by close(): a close
+        #: from another thread wakes the waiter (rings its doorbell) and waits for it
+        #: instead of unmapping the images under it
+        self._busy = threading.RLock()
         self._event = ffi.new("exon_image_event_t *")
         self._doorbell = ffi.cast(
             "int32_t *", client.counters_values + self.doorbell_counter_id * _DOORBELL_RECORD_LENGTH
@@ -486,11 +490,15 @@ class Subscription:
             seen = lib.exon_doorbell_read(self._doorbell)
             if self._event_count[0] != self._events_seen:
                 continue
-            if self._images:
-                arr = ffi.new("exon_image_t *[]", [img.cdata for img in self._images])
-                rc = lib.exon_image_wait(arr, len(self._images), self._doorbell, _ns(slice_s))
-            else:
-                rc = lib.exon_doorbell_wait(self._doorbell, seen, _ns(slice_s))
+            with self._busy:
+                if self._closed:
+                    break
+                if self._images:
+                    arr = ffi.new("exon_image_t *[]", [img.cdata for img in self._images])
+                    rc = lib.exon_image_wait(arr, len(self._images), self._doorbell,
+                                             _ns(slice_s))
+                else:
+                    rc = lib.exon_doorbell_wait(self._doorbell, seen, _ns(slice_s))
             if rc < 0 and rc != lib.EXON_E_TIMEOUT:
                 check(rc, "wait")
         return False
@@ -502,9 +510,15 @@ class Subscription:
         if self._closed:
             return
         self._closed = True
-        for image in self._images:
-            image.close()
-        self._images.clear()
+        busy = self._busy
+        while not busy.acquire(timeout=0.05):  # a wait() in another thread: wake it
+            lib.exon_doorbell_ring(self._doorbell)
+        try:
+            for image in self._images:
+                image.close()
+            self._images.clear()
+        finally:
+            busy.release()
         self._client._on_subscription_close(self)
 
     def __enter__(self) -> Subscription:

@@ -8,6 +8,7 @@ moves on. One thread polls an image at a time.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +87,12 @@ class Image(LogUser):
         """``subscriber_position`` is an ``int64_t *`` (the sub-pos counter, or a test's
         own cell) holding the start position."""
         self._init_log_user(log, on_close, owns_log)
+        #: held by every native call that reads the log, and by close(): a thread that
+        #: closes the image (or its client) while another polls waits for that poll to
+        #: end instead of unmapping the log under it (polls never block)
+        self._busy = threading.RLock()
+        self._closing = False  #: close() began: no new native call starts
+        self._waiting_on: Any = None  #: the doorbell a wait() sleeps on (close rings it)
         self.correlation_id = correlation_id
         self._position_cell = subscriber_position
         self._counters = counters_values if counters_values is not None else ffi.NULL
@@ -122,8 +129,13 @@ class Image(LogUser):
         if limit > self._nfrags:
             self._new_batch(limit)
         while True:
-            n: int = lib.exon_image_poll(self._img, self._frags, limit, limit, self._copy,
-                                         self._copy_cap, self._used)
+            if self._closing:
+                return 0
+            with self._busy:
+                if self._closed:
+                    return 0
+                n: int = lib.exon_image_poll(self._img, self._frags, limit, limit, self._copy,
+                                             self._copy_cap, self._used)
             if n >= 0:
                 return n
             if n == lib.EXON_E_FULL:
@@ -176,7 +188,10 @@ class Image(LogUser):
     def poll_count(self, fragment_limit: int = 4096) -> tuple[int, int]:
         """Consume frames without copying: ``(messages, payload bytes)``."""
         nbytes = ffi.new("int64_t *")
-        n = check(lib.exon_image_poll_count(self._img, fragment_limit, nbytes))
+        with self._busy:
+            if self._closed:
+                return 0, 0
+            n = check(lib.exon_image_poll_count(self._img, fragment_limit, nbytes))
         return n, int(nbytes[0])
 
     # ---- state --------------------------------------------------------------------
@@ -208,27 +223,51 @@ class Image(LogUser):
     @property
     def end_of_stream_position(self) -> int:
         """The position where the publication ended, once it has (else the maximum position)."""
-        return int(lib.exon_image_end_of_stream_position(self._img))
+        with self._busy:
+            return int(lib.exon_image_end_of_stream_position(self._img))
 
     @property
     def is_end_of_stream(self) -> bool:
         """Whether the subscriber has consumed up to the publication's end of stream."""
-        return bool(lib.exon_image_is_end_of_stream(self._img))
+        with self._busy:
+            return bool(lib.exon_image_is_end_of_stream(self._img))
 
     @property
     def available(self) -> bool:
         """True when a committed frame waits at the subscriber position."""
-        return not self._closed and lib.exon_image_available(self._img) > 0
+        with self._busy:
+            return not self._closed and lib.exon_image_available(self._img) > 0
 
     def wait(self, doorbell: Any, timeout: float | None) -> bool:
         """Sleep (GIL released) until data arrives, the doorbell rings or ``timeout``
         seconds pass; True when data is available. ``doorbell`` is an ``int32_t *``."""
         arr = ffi.new("exon_image_t *[1]", [self._img])
         timeout_ns = -1 if timeout is None else int(timeout * 1e9)
-        rc = lib.exon_image_wait(arr, 1, doorbell, timeout_ns)
+        with self._busy:
+            if self._closed:
+                return False
+            self._waiting_on = doorbell
+            try:
+                rc = lib.exon_image_wait(arr, 1, doorbell, timeout_ns)
+            finally:
+                self._waiting_on = None
         if rc == lib.EXON_E_TIMEOUT:
             return False
         return check(rc) == 1
+
+    def close(self) -> None:
+        """Stop reading and unmap (idempotent): waits for a poll running in another thread
+        to end, and wakes a wait() there first."""
+        self._closing = True
+        busy = self._busy
+        while not busy.acquire(timeout=0.05):
+            doorbell = self._waiting_on
+            if doorbell is not None:
+                lib.exon_doorbell_ring(doorbell)
+        try:
+            super().close()
+        finally:
+            busy.release()
 
     def _close_native(self) -> None:
         """Stop reading (close() is idempotent); frees the assembly buffer."""

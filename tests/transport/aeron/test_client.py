@@ -10,7 +10,7 @@ import pytest
 from exon import errors
 from exon.transport.aeron import Aeron, MediaDriver
 
-from .driver_fixtures import SMALL, unique_dir, wait_until
+from .driver_fixtures import SMALL, python_process, unique_dir, wait_until
 
 
 def test_wrong_dir_is_a_cnc_error_naming_the_file() -> None:
@@ -127,3 +127,60 @@ def test_the_first_client_leaving_frees_none_of_the_drivers_counters() -> None:
                 for label in second.allocated_counters().values()), 5)
             counters = second.allocated_counters()
             assert {k: counters.get(k) for k in system} == system
+
+
+CLOSE_WHILE_POLLING = """
+import sys, threading, time
+from exon.transport.aeron import Aeron
+sys.setswitchinterval(0.0005)  # two busy threads beside the closer: hand the GIL round often
+polled = 0
+for _ in range(300):
+    a = Aeron.connect(sys.argv[1])
+    sub = a.add_subscription("aeron:ipc", 10)
+    pub = a.add_publication("aeron:ipc", 10)
+    stop = threading.Event()
+
+    def poll():
+        global polled
+        while not stop.is_set():
+            polled += sub.poll(lambda data, header: None, 10)
+
+    def offer():
+        while not stop.is_set():
+            pub.offer(b"x" * 64)
+
+    threads = [threading.Thread(target=poll), threading.Thread(target=offer)]
+    for t in threads:
+        t.start()
+    time.sleep(0.005)
+    a.close()  # while the threads still poll and offer
+    stop.set()
+    for t in threads:
+        t.join(5)
+print("done", polled > 0, flush=True)
+"""
+
+
+def test_closing_the_client_while_another_thread_polls_does_not_crash(
+        driver: MediaDriver, driver_dir: str) -> None:
+    # the subscription's images are unmapped only once a poll in progress has ended (it
+    # once read an unmapped log: SIGSEGV); run in a child so a crash fails just this test
+    proc = python_process(CLOSE_WHILE_POLLING, driver_dir)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    assert out.strip() == "done True"
+
+
+def test_closing_a_subscription_wakes_a_wait_in_another_thread(aeron: Aeron) -> None:
+    import threading
+    import time
+
+    sub = aeron.add_subscription("aeron:ipc", 11)
+    result: list[bool] = []
+    waiter = threading.Thread(target=lambda: result.append(sub.wait(None)))
+    waiter.start()
+    time.sleep(0.05)  # in its native wait by now
+    sub.close()
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert result == [False]
