@@ -121,7 +121,8 @@ class HeldBatch:
     def messages(self) -> list[Message]:
         """The batch as :class:`Message` objects (built on first use from the payloads)."""
         if self._messages is None:
-            assert self._payloads is not None and self._runs is not None
+            assert self._payloads is not None
+            assert self._runs is not None
             payloads = iter(self._payloads)
             new = tuple.__new__
             self._messages = [new(Message, (next(payloads), peer))

@@ -402,7 +402,7 @@ def test_the_pub_door_publishes_with_each_subscribers_prefixes(make_node) -> Non
 
 
 def test_the_pub_door_steps_aside_for_a_subscriber_without_credit(make_node) -> None:
-    a, _b, pub, sub = _pub_sub(make_node, b"", credits=4)
+    _a, _b, pub, sub = _pub_sub(make_node, b"", credits=4)
     for i in range(4):
         pub.send(b"m%d" % i, timeout=5)
     with pytest.raises(exon.BackPressured):
@@ -416,7 +416,7 @@ def test_the_pub_door_steps_aside_for_a_subscriber_without_credit(make_node) -> 
 
 
 def test_the_pub_door_follows_subscription_changes(make_node) -> None:
-    a, _b, pub, sub = _pub_sub(make_node, b"a")
+    _a, _b, pub, sub = _pub_sub(make_node, b"a")
     for _ in range(3):
         pub.send(b"a1", timeout=5)
         pub.send(b"b1", timeout=5)
@@ -449,7 +449,8 @@ def test_the_sub_door_hands_out_messages_and_leaves_notices_to_python(make_node)
     assert all(type(m) is exon.Message for m in got)
     pub.flush(timeout=5)  # the notice, once the SUB's credit is back
     notice = sub.receive(timeout=5)
-    assert isinstance(notice, exon.Dropped) and notice.count == 3
+    assert isinstance(notice, exon.Dropped)
+    assert notice.count == 3
 
 
 def test_a_sub_that_stops_taking_all_filters_what_was_queued(make_node) -> None:
