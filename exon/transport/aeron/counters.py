@@ -303,11 +303,15 @@ class CountersReader:
         """Snapshot of one counter (allocated or not)."""
         self._check_id(counter_id)
         c = self._counters
+        type_id = int(lib.exon_counters_type_id(c, counter_id))
+        value = int(lib.exon_counter_get(c, counter_id))
+        if type_id == CounterType.DOORBELL:
+            value &= 0xFFFFFFFF  # the wake-ups (the high half is the reader's armed flag)
         return Counter(
             id=counter_id,
-            type_id=int(lib.exon_counters_type_id(c, counter_id)),
+            type_id=type_id,
             label=self.label(counter_id),
-            value=int(lib.exon_counter_get(c, counter_id)),
+            value=value,
             registration_id=int(lib.exon_counters_registration_id(c, counter_id)),
             owner_id=int(lib.exon_counters_owner_id(c, counter_id)),
         )

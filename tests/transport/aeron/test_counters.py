@@ -150,3 +150,13 @@ def test_reader_rejects_bad_ids() -> None:
         r.reader.counter(-1)
     assert lib.exon_counter_get(r.c, N) == 0
     assert lib.exon_counter_addr(r.c, N) == ffi.NULL
+
+
+def test_a_doorbell_counter_shows_its_wake_ups_not_its_armed_flag() -> None:
+    r = Region()
+    bell = r.alloc(pc.CounterType.DOORBELL, "doorbell: 1")
+    word = lib.exon_doorbell_word(ffi.cast("uint8_t *", r.values), bell)
+    lib.exon_doorbell_ring(word)
+    lib.exon_doorbell_arm(word)  # a reader asleep: the high half of the value is set
+    assert lib.exon_counter_get(r.c, bell) == (1 << 32) + 1
+    assert r.reader.counter(bell).value == 1
