@@ -33,7 +33,6 @@ from exon.archive.format import (
     HEADER_LENGTH,
     Record,
     scan_records,
-    walk_headers,
 )
 from exon.archive.recording import (
     FSYNC_POLICIES,
@@ -278,8 +277,8 @@ class Archive:
             # a bad record: the tail being written (or torn), or damage in the middle of
             # the data? Past damage the lengths still chain up to the file's end: then the
             # data goes on and a replay must meet (and name) the bad record
-            walked, _ = walk_headers(data, end, size, 1 << 62)
-            first, _ = walk_headers(data, end, size, 1)
+            walked, _ = codec.walk(data, end, size, 1 << 62)
+            first, _ = codec.walk(data, end, size, 1)
             if walked == size and walked > first > end:
                 end = walked
         return end

@@ -5,7 +5,9 @@ the pure-Python reference of :mod:`exon.archive.format` (a parity test runs both
 has the contract of :func:`exon.archive.format.decode_records`, ``scan`` that of
 :func:`exon.archive.format.scan_records` (without keys); ``encode_span`` and
 ``encode_runs`` (a PULL's held batch: payloads and their senders run by run) frame as
-many records of a batch as fit in ``room`` bytes (the rest of a segment).
+many records of a batch as fit in ``room`` bytes (the rest of a segment); ``walk`` that
+of :func:`exon.archive.format.walk_headers` (record boundaries for partitioned replay:
+``advance``, ``boundaries`` and each replay chunk walk every record of their range).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from exon.archive.format import (
     encode_record,
     record_length,
     scan_records,
+    walk_headers,
 )
 
 try:
@@ -130,8 +133,6 @@ def encode_runs_native(out: bytearray, offset: int, position: int, payloads: lis
 def scan_py(buf: Any, offset: int, end: int, base: int, *,
             checksum: bool = True) -> tuple[int, int]:
     if not checksum:
-        from exon.archive.format import walk_headers
-
         return walk_headers(buf, offset, end, 1 << 62)
     return scan_records(buf, offset, end, base)
 
@@ -141,7 +142,12 @@ def scan_native(buf: Any, offset: int, end: int, base: int, *,
     return _native.scan(buf, offset, end, base, crc32c if checksum else None)  # type: ignore[no-any-return]
 
 
+def walk_native(buf: Any, offset: int, end: int, limit: int) -> tuple[int, int]:
+    return _native.walk(buf, offset, end, limit)  # type: ignore[no-any-return]
+
+
 decode = decode_native if NATIVE else decode_py
 scan = scan_native if NATIVE else scan_py
+walk = walk_native if NATIVE else walk_headers
 encode_span = encode_span_native if NATIVE else encode_span_py
 encode_runs = encode_runs_native if NATIVE else encode_runs_py

@@ -18,7 +18,7 @@ from typing import Any
 from exon.archive import codec
 from exon.archive.catalog import CatalogEntry
 from exon.archive.errors import ArchiveCorrupt, ReplayRangeError
-from exon.archive.format import Record, scan_records, walk_headers
+from exon.archive.format import Record, scan_records
 
 SEGMENT_SUFFIX = ".rec"
 _SEGMENT_NAME = re.compile(r"^(\d+)-(\d+)\.rec$")
@@ -142,9 +142,9 @@ class RecordingFiles:
         stop = min(limit, seg.size)
         if stop - offset > max_bytes:
             # whole records only: walk headers up to the byte budget
-            cut, _ = walk_headers(seg.map, offset, offset + max_bytes, 1 << 62)
+            cut, _ = codec.walk(seg.map, offset, offset + max_bytes, 1 << 62)
             if cut == offset:  # one record larger than the budget: send it whole
-                cut, _ = walk_headers(seg.map, offset, stop, 1)
+                cut, _ = codec.walk(seg.map, offset, stop, 1)
                 cut = cut if cut > offset else stop
             stop = cut
         return bytes(seg.map[offset:stop]), start, base + stop
@@ -160,7 +160,7 @@ class RecordingFiles:
             limit = min(end - base, length)
             if seg.size < limit:
                 seg.refresh()
-            offset, n = walk_headers(seg.map, position - base, min(limit, seg.size),
+            offset, n = codec.walk(seg.map, position - base, min(limit, seg.size),
                                      max_records - count)
             count += n
             if base + offset == position:

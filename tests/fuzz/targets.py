@@ -327,6 +327,10 @@ def _run_archive_native(data: bytes) -> None:
     scan = codec.scan_native(data, 0, len(data), 0)
     if scan != codec.scan_py(data, 0, len(data), 0):
         raise AssertionError(f"native scan {scan} differs from the reference: {data.hex()}")
+    for limit in (1, 1 << 62):
+        walk = codec.walk_native(data, 0, len(data), limit)
+        if walk != AF.walk_headers(data, 0, len(data), limit):
+            raise AssertionError(f"native walk {walk} differs from the reference: {data.hex()}")
     native = _outcome(lambda: codec.decode_native(data, 0, len(data), 0, 1 << 62, True, "-", {}))
     ref = _outcome(lambda: codec.decode_py(data, 0, len(data), 0, 1 << 62, True, "-", {}))
     if native[0] != ref[0] or (native[0] == "ok" and native[1] != ref[1]):

@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -552,6 +553,47 @@ static PyObject *archive_scan(PyObject *module, PyObject *args)
     return Py_BuildValue("(nn)", offset, count);
 }
 
+/* walk(buf, offset, end, limit) -> (offset, records): skip at most `limit` DATA records
+ * (and any PAD) by their frame lengths alone, no checksum or field check: the C twin of
+ * format.walk_headers (a zero frame length ends the walk; the last record may reach past
+ * `end`). Partitioned replay walks every record of a range this way. */
+static PyObject *archive_walk(PyObject *module, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset, end;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "y*nnL:walk", &view, &offset, &end, &limit))
+    {
+        return NULL;
+    }
+    if (end > view.len)
+    {
+        end = view.len;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    long long count = 0;
+    while (offset >= 0 && end - offset >= HEADER_LENGTH)
+    {
+        uint32_t frame_length;
+        memcpy(&frame_length, buf + offset + 4, sizeof frame_length);
+        if (frame_length == 0)
+        {
+            break;
+        }
+        if (buf[offset + offsetof(record_header_t, type)] == TYPE_DATA)
+        {
+            if (count == limit)
+            {
+                break;
+            }
+            count++;
+        }
+        offset += (Py_ssize_t)align_up((int64_t)frame_length);
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nL)", offset, count);
+}
+
 /* bind_checksum(function, routine address or 0): compute `function` through the C
  * routine at that address from now on (0 unbinds). */
 static PyObject *archive_bind_checksum(PyObject *module, PyObject *args)
@@ -598,6 +640,8 @@ static PyMethodDef archive_methods[] = {
     {"checksum", archive_checksum, METH_VARARGS, "checksum(function, data) -> u32"},
     {"scan", archive_scan, METH_VARARGS,
      "scan(buf, offset, end, base, checksum|None) -> (offset, records)"},
+    {"walk", archive_walk, METH_VARARGS,
+     "walk(buf, offset, end, limit) -> (offset, records)"},
     {"encode_runs", archive_encode_runs, METH_VARARGS,
      "encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
     {NULL, NULL, 0, NULL},
