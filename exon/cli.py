@@ -249,11 +249,13 @@ def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transp
               help="events/s offered in the latency case (what Spark's socket source "
                    "sustains here; above it that peer only measures its backlog)")
 @click.option("--seconds", default=20.0, show_default=True, help="length of the latency case")
+@click.option("--rounds", default=3, show_default=True,
+              help="source case: runs of exon and of the file source (the median is reported)")
 @click.option("--case", "cases", multiple=True,
               type=click.Choice(["source", "latency", "sink"]),
               help="cases to run (default: all)")
 @click.option("--workdir", default=None, help="work directory (default: a temporary one)")
-def bench_spark(events: int, per_trigger: int, rate: float, seconds: float,
+def bench_spark(events: int, per_trigger: int, rate: float, seconds: float, rounds: int,
                 cases: tuple[str, ...], workdir: str | None) -> None:
     """format("exon") on Spark (local[2]) beside Spark's socket and file sources, and the
     exon sink beside foreachBatch (needs exon[spark] and java)."""
@@ -263,7 +265,7 @@ def bench_spark(events: int, per_trigger: int, rate: float, seconds: float,
         raise click.ClickException(f"exon bench spark needs the spark extra "
                                    f"(pip install 'exon[spark]'): {exc}") from None
     run_spark_bench(events=events, per_trigger=per_trigger, rate=rate, seconds=seconds,
-                    cases=cases or ("source", "latency", "sink"), workdir=workdir)
+                    rounds=rounds, cases=cases or ("source", "latency", "sink"), workdir=workdir)
 
 
 @bench.command("plot")

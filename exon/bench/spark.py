@@ -1,7 +1,8 @@
 """``exon bench spark``: format("exon") beside Spark's built-in sources and sinks, one run.
 
 Workload: 64-byte JSON events ``{"key", "value", "sent_ns"}``, Spark ``local[2]``, a 1 s
-processing-time trigger, the events decoded into columns and written to Parquet.
+processing-time trigger, the events decoded into the columns ``key, value, sent_ns`` and
+written to Parquet.
 
 * **source** -- rows/s a query processes (the sum of its batches' input rows over the sum
   of their execution times, the first batch left out: Spark's own ``processedRowsPerSecond``
@@ -12,11 +13,23 @@ processing-time trigger, the events decoded into columns and written to Parquet.
   socket source is driver-only and not fault-tolerant) and its file source (the same
   events as JSON-lines files in a directory, ``maxFilesPerTrigger`` for the same batch
   size; the fault-tolerant built-in).
+  The same work for each: the same events (each stamped when it was made, so every
+  ``sent_ns`` differs, as a live producer's do; the Parquet files are as large), the same
+  batch size, the same three columns (exon is given the schema the file source is given,
+  so neither builds columns the query drops: a Python data source cannot prune columns),
+  the same Parquet output (its row count checked). The JVM compiles its code during the
+  first queries it runs, so a short warm-up query of each source runs first, unmeasured;
+  then exon, the file source and a Python data source that does no work (the ceiling of
+  any Python source: :mod:`exon.bench.spark_ceiling`) each run ``rounds`` times in
+  rotating order, and the median round is reported (``rounds_rows_per_s`` lists all).
+  The socket source, far behind, runs once, after them, on at most 200 000 events (its
+  rate does not depend on the total).
 * **latency** -- send -> the commit of the Parquet batch holding the row, p50/p99 (s), with
   producers at ``rate`` events/s for ``seconds`` (default 5000/s: what the socket source
-  sustains here; beyond its capacity its backlog, not its latency, is measured): exon (a producer process PUSHing into the
-  archive) against the socket source (the TCP producer at the same rate) and the file
-  source (a file of the events of each 100 ms, renamed into the directory). Each query
+  sustains here; beyond its capacity its backlog, not its latency, is measured): exon (a
+  producer process PUSHing into the archive) against the socket source (the TCP producer
+  at the same rate) and the file source (a file of the events of each 100 ms, renamed
+  into the directory). Each query
   first takes 1000 warm-up events, then runs 5 s at ``rate`` unmeasured; the figures are
   over the events sent after that.
 * **sink** -- rows/s into the exon sink, ``peer`` mode (PUSH to a PULL in this process,
@@ -51,6 +64,7 @@ SIZE = 64
 LINES_PER_FILE = 10_000
 WARMUP = 1000  # events through each latency query before the measured ones
 WARMUP_SECONDS = 5.0  # then this long at the measured rate, not measured
+SOCKET_EVENTS = 200_000  # events through the socket source in the source case, at most
 
 
 def _line(seq: int, now_ns: int) -> bytes:
@@ -100,16 +114,19 @@ def socket_producer(count: int, rate: float, port_out: Callable[[int], None], *,
         return sent
 
 
-def write_event_files(directory: pathlib.Path, count: int, staging: pathlib.Path) -> int:
-    """``count`` events as JSON-lines files of LINES_PER_FILE, renamed into ``directory``."""
+def write_event_files(directory: pathlib.Path, count: int, staging: pathlib.Path, *,
+                      prefix: str = "events") -> int:
+    """``count`` events as JSON-lines files of LINES_PER_FILE, renamed into ``directory``.
+    Each event is stamped when it is made, as a producer's are (one stamp for a whole file
+    would make ``sent_ns`` a constant that Parquet stores in a few bytes)."""
     directory.mkdir(parents=True, exist_ok=True)
     staging.mkdir(parents=True, exist_ok=True)
     files = 0
+    clock = time.time_ns
     for start in range(0, count, LINES_PER_FILE):
         n = min(LINES_PER_FILE, count - start)
-        now = time.time_ns()
-        tmp = staging / f"events-{files:06d}.json"
-        tmp.write_bytes(b"".join(_line(start + i, now) for i in range(n)))
+        tmp = staging / f"{prefix}-{files:06d}.json"
+        tmp.write_bytes(b"".join(_line(start + i, clock()) for i in range(n)))
         os.replace(tmp, directory / tmp.name)
         files += 1
     return files
@@ -211,7 +228,10 @@ class _Bench:
         self.archive = archive
 
     def exon_df(self, recording: str, per_trigger: int | None) -> Any:
-        reader = (self.spark.readStream.format("exon").option("archive", self.archive.address)
+        # .schema: the columns the file source is given (format("exon") would otherwise
+        # also build position, producer, timestamp and _corrupt, which the query drops)
+        reader = (self.spark.readStream.schema(SCHEMA).format("exon")
+                  .option("archive", self.archive.address)
                   .option("recording", recording).option("format", "json")
                   .option("schema", SCHEMA).option("maxRecordsPerPartition", "100000")
                   .option("minPartitions", "2"))
@@ -277,7 +297,7 @@ class _Bench:
 
 
 def run_spark_bench(*, events: int = 1_000_000, per_trigger: int = 200_000,
-                    rate: float = 5_000.0, seconds: float = 20.0,
+                    rate: float = 5_000.0, seconds: float = 20.0, rounds: int = 3,
                     cases: tuple[str, ...] = ("source", "latency", "sink"),
                     workdir: str | None = None, timeout: float = 600.0) -> list[dict[str, Any]]:
     """Run the cases; print and return one JSON line each."""
@@ -304,21 +324,8 @@ def run_spark_bench(*, events: int = 1_000_000, per_trigger: int = 200_000,
             ingest_start = time.monotonic()
             bench.produce("events", count=events, rate=0, seconds=3600, producers=2)
             ingest = events / (time.monotonic() - ingest_start)
-            exon_progress = _progress_until(
-                _to_parquet(bench.exon_df("events", per_trigger), work, "exon"),
-                events, timeout)
-            exon = _capacity(exon_progress)
-            file_progress = _progress_until(
-                _to_parquet(bench.file_df(files, max(1, per_trigger // LINES_PER_FILE)),
-                            work, "file"), events, timeout)
-            socket_progress, _ = bench.socket_query("socket", events, 0, timeout)
-            extra = {**common, "archive_ingest_rows_per_s": round(ingest)}
-            lines.append(emit("source_rows_per_s_vs_socket", exon=exon,
-                              peer=_capacity(socket_progress), peer_name="spark socket source",
-                              unit="rows/s", higher_is_better=True, **extra))
-            lines.append(emit("source_rows_per_s_vs_file", exon=exon,
-                              peer=_capacity(file_progress), peer_name="spark file source (json)",
-                              unit="rows/s", higher_is_better=True, **extra))
+            lines.extend(_source_cases(bench, files, events, per_trigger, rounds, timeout,
+                                       {**common, "archive_ingest_rows_per_s": round(ingest)}))
         if "latency" in cases:
             # each query first takes WARMUP events (its first batches start Python workers)
             # and then runs at `rate` for WARMUP_SECONDS more (the JVM compiles its code)
@@ -363,6 +370,80 @@ def run_spark_bench(*, events: int = 1_000_000, per_trigger: int = 200_000,
         sweep_stale_dirs()
         if workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _parquet_output(out: pathlib.Path) -> tuple[int, int]:
+    """(rows, bytes) of the Parquet files a file sink committed under ``out``."""
+    import pyarrow.parquet as pq
+
+    from exon.spark.tools import committed_batches
+
+    rows = size = 0
+    for _, _, paths in committed_batches(out):
+        for path in paths:
+            rows += pq.ParquetFile(path).metadata.num_rows
+            size += os.path.getsize(path)
+    return rows, size
+
+
+def _source_cases(bench: _Bench, files: pathlib.Path, events: int, per_trigger: int,
+                  rounds: int, timeout: float, common: dict[str, Any]) -> list[dict[str, Any]]:
+    """exon, the file source and the ceiling, ``rounds`` each in rotating order after a
+    warm-up of each; then the socket source once."""
+    from exon.bench.spark_ceiling import CeilingSource
+
+    work = bench.work
+    per_files = max(1, per_trigger // LINES_PER_FILE)
+    bench.spark.dataSource.register(CeilingSource)
+
+    def ceiling_df() -> Any:
+        return (bench.spark.readStream.format("bench-ceiling").option("rows", str(events))
+                .option("perTrigger", str(per_trigger)).load())
+
+    queries: dict[str, Callable[[str], Any]] = {
+        "exon": lambda name: _to_parquet(bench.exon_df("events", per_trigger), work, name),
+        "file": lambda name: _to_parquet(bench.file_df(files, per_files), work, name),
+        "ceiling": lambda name: _to_parquet(ceiling_df(), work, name),
+    }
+    # warm-up: three batches of each, unmeasured (the JVM compiles the JSON, Arrow and
+    # Parquet code it runs; the exon query starts its Python workers)
+    for kind, start in queries.items():
+        _progress_until(start(f"warmup-{kind}"), min(events, 3 * per_trigger), timeout)
+    measured: dict[str, list[float]] = {kind: [] for kind in queries}
+    output: dict[str, tuple[int, int]] = {}
+    for r in range(max(1, rounds)):
+        order = list(queries)[r % len(queries):] + list(queries)[:r % len(queries)]
+        for kind in order:
+            name = f"{kind}-{r}"
+            measured[kind].append(_capacity(_progress_until(queries[kind](name), events,
+                                                            timeout)))
+            output[kind] = _parquet_output(work / name / "out")
+            if output[kind][0] != events:  # the same work: every event once, in Parquet
+                raise RuntimeError(f"the {kind} query wrote {output[kind][0]} rows of "
+                                   f"{events}")
+    # the socket source's rate does not depend on the total (it takes what arrived each
+    # trigger), and at its few thousand rows/s a million would take minutes
+    socket_events = min(events, SOCKET_EVENTS)
+    socket_progress, _ = bench.socket_query("socket", socket_events, 0, timeout)
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    exon = median(measured["exon"])
+    extra = {**common, "rounds": len(measured["exon"]),
+             "rounds_rows_per_s": {k: [round(v) for v in vs] for k, vs in measured.items()},
+             "parquet_bytes": {k: v[1] for k, v in output.items()},
+             # a Python data source doing no work (exon.bench.spark_ceiling): what Spark
+             # itself takes from any Python source here, the bound of format("exon")
+             "python_source_ceiling_rows_per_s": round(median(measured["ceiling"])),
+             "socket_events": socket_events}
+    return [
+        emit("source_rows_per_s_vs_socket", exon=exon, peer=_capacity(socket_progress),
+             peer_name="spark socket source", unit="rows/s", higher_is_better=True, **extra),
+        emit("source_rows_per_s_vs_file", exon=exon, peer=median(measured["file"]),
+             peer_name="spark file source (json)", unit="rows/s", higher_is_better=True,
+             **extra),
+    ]
 
 
 def _sink_cases(bench: _Bench, files: pathlib.Path, events: int, per_trigger: int,
