@@ -148,6 +148,8 @@ def walk_native(buf: Any, offset: int, end: int, limit: int) -> tuple[int, int]:
 
 decode = decode_native if NATIVE else decode_py
 scan = scan_native if NATIVE else scan_py
-walk = walk_native if NATIVE else walk_headers
+# a build of the extension from before walk() (an in-place build not yet redone) walks in
+# Python rather than failing at the first replay
+walk = walk_native if NATIVE and hasattr(_native, "walk") else walk_headers
 encode_span = encode_span_native if NATIVE else encode_span_py
 encode_runs = encode_runs_native if NATIVE else encode_runs_py
