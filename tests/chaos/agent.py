@@ -355,16 +355,19 @@ class Agent:
                 "hello_dropped": getattr(self.node._transport, "hello_dropped", None),
                 **memory(), "fds": fd_count(), "threads": threading.active_count()}
 
-    def op_heap(self, top: int = 12) -> dict[str, Any]:
+    def op_heap(self, top: int = 12, trace: bool = True) -> dict[str, Any]:
         """Where the Python heap grew since the previous call (tracemalloc, started by the
         first call: allocations before it are not traced), and malloc's own figures
         (``mallinfo2``, for what C allocated): ``grew`` lists the ``top`` source lines whose
-        traced size changed most, as [file:line, bytes changed, blocks changed]."""
-        if not tracemalloc.is_tracing():
-            tracemalloc.start(1)
-        snapshot = tracemalloc.take_snapshot()
-        previous, self._heap_snapshot = getattr(self, "_heap_snapshot", None), snapshot
-        grew = []
+        traced size changed most, as [file:line, bytes changed, blocks changed]. With
+        ``trace`` False only malloc's figures (tracemalloc's own tables would grow anon)."""
+        grew: list[list[Any]] = []
+        previous = None
+        if trace:
+            if not tracemalloc.is_tracing():
+                tracemalloc.start(1)
+            snapshot = tracemalloc.take_snapshot()
+            previous, self._heap_snapshot = getattr(self, "_heap_snapshot", None), snapshot
         if previous is not None:
             for stat in snapshot.compare_to(previous, "lineno")[:top]:
                 frame = stat.traceback[0]
@@ -376,7 +379,8 @@ class Agent:
             # in use (uordblks) and free but held (fordblks) in malloc's arenas, and
             # what it mapped apart (hblkhd: blocks above the mmap threshold)
             raw = heap._libc.mallinfo2()
-            info = {"in_use": raw.uordblks, "free": raw.fordblks, "mmapped": raw.hblkhd}
+            info = {"in_use": raw.uordblks, "free": raw.fordblks, "mmapped": raw.hblkhd,
+                    "arena": raw.arena, "top_free": raw.keepcost}
         return {"traced": tracemalloc.get_traced_memory()[0], "grew": grew,
                 "malloc": info, **memory()}
 
