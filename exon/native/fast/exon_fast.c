@@ -449,25 +449,20 @@ static inline PyObject *rq_pop_next(RecvQueueObject *q, int32_t *link_out)
     return payload;
 }
 
-/* The next Message of a non-empty queue (ready_count > 0), its delivery counted (and the
- * core told through on_due when it must see it); NULL with an exception. */
-static PyObject *rq_take(RecvQueueObject *q)
+/* Fill `msg` (a new 2-tuple of a receive queue's message type) with `payload` (its
+ * reference taken) and `peer`, and count the delivery of `link` (telling the core through
+ * on_due when it must see it): every receive door hands a Message out through here. The
+ * Message is not tracked by the cycle collector: (bytes, peer) is in no cycle (see
+ * rq_pop_many). Returns msg; NULL with an exception (msg released). */
+static PyObject *rq_deliver_message(RecvQueueObject *q, PyObject *msg, PyObject *payload, PyObject *peer,
+                                    int32_t link)
 {
-    int32_t link;
-    PyObject *payload = rq_pop_next(q, &link);
-    rq_link_t *l = &q->links[link];
-    PyObject *msg = q->message_type->tp_alloc(q->message_type, 2);
-    if (msg == NULL)
-    {
-        Py_DECREF(payload);
-        return NULL;
-    }
     PyTuple_SET_ITEM(msg, 0, payload);
-    Py_INCREF(l->peer);
-    PyTuple_SET_ITEM(msg, 1, l->peer);
+    Py_INCREF(peer);
+    PyTuple_SET_ITEM(msg, 1, peer);
     if (PyObject_IS_GC(msg))
     {
-        PyObject_GC_UnTrack(msg); /* in no cycle (see rq_pop_many): no work for the collector */
+        PyObject_GC_UnTrack(msg);
     }
     int64_t rc = lt_deliver_fn(q->table, link);
     if (rc != EXON_LT_DELIVER_NONE)
@@ -483,6 +478,21 @@ static PyObject *rq_take(RecvQueueObject *q)
         Py_DECREF(r);
     }
     return msg;
+}
+
+/* The next Message of a non-empty queue (ready_count > 0), its delivery counted (and the
+ * core told through on_due when it must see it); NULL with an exception. */
+static PyObject *rq_take(RecvQueueObject *q)
+{
+    int32_t link;
+    PyObject *payload = rq_pop_next(q, &link);
+    PyObject *msg = q->message_type->tp_alloc(q->message_type, 2);
+    if (msg == NULL)
+    {
+        Py_DECREF(payload);
+        return NULL;
+    }
+    return rq_deliver_message(q, msg, payload, q->links[link].peer, link);
 }
 
 /* RecvQueue()() -> the next Message (delivery counted), or None when empty */

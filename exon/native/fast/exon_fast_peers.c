@@ -455,27 +455,7 @@ static PyObject *rq_take_routed(RecvQueueObject *q, PeerRoutesObject *r, PyTypeO
     }
     int32_t link;
     PyObject *payload = rq_pop_next(q, &link);
-    PyTuple_SET_ITEM(msg, 0, payload);
-    Py_INCREF(peer);
-    PyTuple_SET_ITEM(msg, 1, peer);
-    if (PyObject_IS_GC(msg))
-    {
-        PyObject_GC_UnTrack(msg); /* in no cycle (see rq_pop_many): no work for the collector */
-    }
-    int64_t rc = lt_deliver_fn(q->table, link);
-    if (rc != EXON_LT_DELIVER_NONE)
-    {
-        PyObject *index = PyLong_FromLong(link);
-        PyObject *res = index == NULL ? NULL : PyObject_CallOneArg(q->on_due, index);
-        Py_XDECREF(index);
-        if (res == NULL)
-        {
-            Py_DECREF(msg);
-            return NULL;
-        }
-        Py_DECREF(res);
-    }
-    return msg;
+    return rq_deliver_message(q, msg, payload, peer, link);
 }
 
 /* receive(timeout=None) -> Message */

@@ -77,24 +77,11 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
     }
     int32_t link;
     Py_DECREF(rq_pop_next(q, &link)); /* the queue's reference; `payload` is gone now */
-    rq_link_t *l = &q->links[link];
-    PyTuple_SET_ITEM(msg, 0, data);
-    PyTuple_SET_ITEM(msg, 1, Py_NewRef(l->public_peer));
-    if (PyObject_IS_GC(msg))
+    msg = rq_deliver_message(q, msg, data, q->links[link].public_peer, link);
+    if (msg == NULL)
     {
-        PyObject_GC_UnTrack(msg); /* (bytes, Peer) is in no cycle: no work for the collector */
-    }
-    int64_t rc = lt_deliver_fn(q->table, link);
-    if (rc != EXON_LT_DELIVER_NONE)
-    {
-        PyObject *r = PyObject_CallFunction(q->on_due, "i", link);
-        if (r == NULL)
-        {
-            Py_DECREF(msg);
-            node_lock_give(lock);
-            return NULL;
-        }
-        Py_DECREF(r);
+        node_lock_give(lock);
+        return NULL;
     }
     lock->activity++;
     node_lock_give(lock);
