@@ -2,10 +2,10 @@
 types, and a wheel with the C core builds from the sdist alone.
 
 The build test runs the repository's own ``setup.py`` through ``python -m build`` twice:
-``--sdist`` from a clean copy of the tree, then ``--wheel`` from the unpacked sdist (nothing of the tree
-beside it), and imports the built C core from the wheel's contents in a fresh interpreter.
-It builds without isolation (``--no-isolation``): the suite stays offline and uses the
-setuptools and cffi installed with the ``test`` extra.
+``--sdist`` from a clean copy of the tree, then ``--wheel`` from the unpacked sdist
+(nothing of the tree beside it), and imports the built C core from the wheel's contents
+in a fresh interpreter. It builds without isolation (``--no-isolation``): the suite stays
+offline and uses the setuptools and cffi installed with the ``test`` extra.
 """
 
 from __future__ import annotations

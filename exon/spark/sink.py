@@ -200,7 +200,8 @@ class ExonStreamWriter(_WriterBase):
             node = clients.process_node(opts.peer.rsplit("/", 1)[0])
             count = push_rows(node, opts.peer, rows, timeout=opts.timeout)
             return ExonCommitMessage(partition, count)
-        assert opts.archive is not None and opts.recording is not None
+        assert opts.archive is not None
+        assert opts.recording is not None
         query, batch, partition = _task_keys(opts)
         try:
             client = clients.shared_client(opts.archive, opts.timeout)

@@ -189,11 +189,15 @@ def test_a_full_disk_stops_the_recording_and_keeps_what_is_durable(tmp_path) -> 
         ar = Archive(str(mnt / "arch"), owner=True)
         ar.create_recording("orders", segment_length=SEGMENT)
         written: list[bytes] = []
-        with pytest.raises(ArchiveFull, match="stopped at position"):
+
+        def fill() -> None:
             for i in range(1000):
                 batch = [bytes([i % 256]) * 900] * 10
                 ar.writer("orders").append(batch, [PRODUCER] * 10, 1)
                 written.extend(batch)
+
+        with pytest.raises(ArchiveFull, match="stopped at position"):
+            fill()
         assert ar.recording("orders").state.startswith("failed")
         with pytest.raises(ArchiveFull):
             ar.writer("orders").append([b"x"], [PRODUCER], 1)

@@ -36,8 +36,8 @@ def test_list(directory: str) -> None:
     assert out.returncode == 0, out.stderr
     assert "orders" in out.stdout
     assert "clicks" in out.stdout
-    rows = [json.loads(line) for line in run("list", "--dir", directory, "--json").stdout.split("\n")
-            if line]
+    listed = run("list", "--dir", directory, "--json").stdout
+    rows = [json.loads(line) for line in listed.split("\n") if line]
     by_name = {r["name"]: r for r in rows}
     with Archive(directory) as ar:
         assert by_name["orders"]["stop_position"] == ar.stop_position("orders")
@@ -79,7 +79,8 @@ def test_truncate(directory: str) -> None:
     with Archive(directory) as ar:
         assert ar.recording("orders").start_position == start
         assert list(ar.replay("orders", start))[-1] == records[-1]
-    out = run("truncate", "--dir", directory, "orders", "--before", str(records[-1].position + 10**9))
+    beyond = str(records[-1].position + 10**9)
+    out = run("truncate", "--dir", directory, "orders", "--before", beyond)
     assert out.returncode == 1
     assert "outside" in out.stderr
 

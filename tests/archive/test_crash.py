@@ -79,8 +79,11 @@ def test_kill_9_at_random_points_loses_nothing_confirmed(tmp_path) -> None:
         try:
             stop = threading.Event()
             result: list[int] = []
-            t = threading.Thread(target=lambda: result.append(
-                produce_until_killed(address, seq, rng, stop, confirmed)))
+            def produce(result: list[int] = result, address: str = address, seq: int = seq,
+                        stop: threading.Event = stop) -> None:
+                result.append(produce_until_killed(address, seq, rng, stop, confirmed))
+
+            t = threading.Thread(target=produce)
             t.start()
             time.sleep(rng.uniform(0.3, 1.2))
             os.kill(proc.pid, signal.SIGKILL)

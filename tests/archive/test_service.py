@@ -108,12 +108,17 @@ def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
         push = producer.socket("push")
         push.link(f"{svc.address}/10", timeout=5)
         sent = 0
-        with pytest.raises(exon.BackPressured):
+
+        def flood() -> None:
+            nonlocal sent
             for _ in range(5000):
                 push.send_nowait(b"x" * 32)
                 sent += 1
                 if sent % 256 == 0:
                     time.sleep(0.01)
+
+        with pytest.raises(exon.BackPressured):
+            flood()
         assert sent <= INGEST_CREDITS + 256  # one link's credits, not unbounded buffering
         gate.set()
         push.send(b"last", cookie="end", timeout=10)

@@ -58,7 +58,8 @@ def test_real_aeron_multicast_publisher_to_exon_subscription(
     assert sub.ready["bound"] == "224.0.1.1:40456"
     java = _java(lab, peer, 0, ["pub", f"/dev/shm/exon-mc-java-{lab.name}", channel,
                                 str(STREAM), str(N)], stdin=subprocess.PIPE)
-    assert java.stdout is not None and java.stdin is not None
+    assert java.stdout is not None
+    assert java.stdin is not None
     assert java.stdout.readline().strip() == "READY"
     result = sub.ok("wait", wait=60, count=N)
     assert (result["received"], result["bad"]) == (N, 0), result

@@ -55,7 +55,8 @@ def test_every_statistic_has_a_counter_with_a_fixed_type_id() -> None:
     names = {f.name.upper() for f in dataclasses.fields(CoreStatistics)}
     assert names | {"LINKS", "FRAMES_DROPPED", "CONNECTS_FAILED"} == set(NodeCounter.__members__)
     assert all(NODE_COUNTER_TYPE_FIRST <= k <= NODE_COUNTER_TYPE_LAST for k in NodeCounter)
-    assert NodeCounter.LINKS == 2000 and NodeCounter.MALFORMED_DROPPED == 2003
+    assert NodeCounter.LINKS == 2000
+    assert NodeCounter.MALFORMED_DROPPED == 2003
     assert NodeCounter.MALFORMED_DROPPED.label("ab", "h:1") == "exon drops malformed: node ab h:1"
 
 

@@ -109,7 +109,8 @@ def test_min_partitions_cuts_small_batches_into_balanced_slices(
     assert len(planned) == slices
     counts = [archive.count("orders", s.start, s.end) for s in planned]
     assert sum(counts) == count
-    assert planned[0].start == 0 and planned[-1].end == end["orders"]
+    assert planned[0].start == 0
+    assert planned[-1].end == end["orders"]
     assert all(a.end == b.start for a, b in pairwise(planned))
     assert max(counts) <= max_records
     assert max(counts) <= 2 * -(-count // slices)  # about equal

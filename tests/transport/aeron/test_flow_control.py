@@ -142,7 +142,8 @@ def test_multicast_nak_delay_is_aeron_s_optimal_feedback_delay() -> None:
     assert top == 10 * MS
     lib.exon_feedback_delay_init(g, top, lib.EXON_NAK_MULTICAST_GROUP_SIZE, 42)
     delays = sorted(lib.exon_feedback_delay_next(g) for _ in range(20_000))
-    assert delays[0] >= 0 and delays[-1] < top
+    assert delays[0] >= 0
+    assert delays[-1] < top
     lam = math.log(10) + 1
 
     def quantile(u: float) -> float:  # (T / lambda) ln(1 + u (e^lambda - 1))
