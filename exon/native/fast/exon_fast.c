@@ -1363,6 +1363,13 @@ typedef struct
     NodeLockObject *lock;
     PyObject *fallback;  /* the socket's Python method: called with the caller's arguments */
     PyObject *keep;      /* keeps the table's memory alive (send) / the queue (receive) */
+    /* what a door type holds besides (NULL where unused): visited and cleared here, so
+     * every door shares door_traverse, door_clear and door_dealloc */
+    PyObject *backlog;      /* send doors: the Node's backlog dict (frames waiting for a
+                             * publication go first) */
+    PyObject *rest;         /* PubSend: callable(payload, k) after an offer failed midway */
+    PyObject *routes;       /* ROUTER/DEALER doors: their PeerRoutes */
+    PyObject *message_type; /* receive doors that build Messages of their own */
     int disabled;
     vectorcallfunc vectorcall;
 }
@@ -1378,6 +1385,10 @@ static int door_traverse(DoorHead *d, visitproc visit, void *arg)
     Py_VISIT(d->fallback);
     Py_VISIT(d->keep);
     Py_VISIT((PyObject *)d->lock);
+    Py_VISIT(d->backlog);
+    Py_VISIT(d->rest);
+    Py_VISIT(d->routes);
+    Py_VISIT(d->message_type);
     return 0;
 }
 
@@ -1386,6 +1397,10 @@ static int door_clear(DoorHead *d)
     Py_CLEAR(d->fallback);
     Py_CLEAR(d->keep);
     Py_CLEAR(d->lock);
+    Py_CLEAR(d->backlog);
+    Py_CLEAR(d->rest);
+    Py_CLEAR(d->routes);
+    Py_CLEAR(d->message_type);
     return 0;
 }
 
@@ -1474,7 +1489,6 @@ typedef struct
     DoorHead head;
     void *table;
     int32_t slot;
-    PyObject *backlog; /* the Node's backlog dict: frames waiting for a publication go first */
 }
 SocketSendObject;
 
@@ -1494,7 +1508,7 @@ static PyObject *socket_send_vectorcall(PyObject *self_obj, PyObject *const *arg
         return NULL;
     }
     int64_t rc = -1;
-    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->backlog) == 0)
+    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->head.backlog) == 0)
     {
         Py_ssize_t len = PyBytes_GET_SIZE(args[0]);
         if (len <= INT32_MAX - 64)
@@ -1542,29 +1556,9 @@ static PyObject *socket_send_new(PyTypeObject *type, PyObject *args, PyObject *k
     }
     s->table = (void *)(uintptr_t)address;
     s->slot = slot;
-    Py_INCREF(backlog);
-    s->backlog = backlog;
+    s->head.backlog = Py_NewRef(backlog);
     s->head.vectorcall = socket_send_vectorcall;
     return (PyObject *)s;
-}
-
-static int socket_send_traverse(SocketSendObject *s, visitproc visit, void *arg)
-{
-    Py_VISIT(s->backlog);
-    return door_traverse(&s->head, visit, arg);
-}
-
-static int socket_send_clear(SocketSendObject *s)
-{
-    Py_CLEAR(s->backlog);
-    return door_clear(&s->head);
-}
-
-static void socket_send_dealloc(SocketSendObject *s)
-{
-    PyObject_GC_UnTrack(s);
-    socket_send_clear(s);
-    Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 static PyTypeObject SocketSendType = {
@@ -1574,9 +1568,9 @@ static PyTypeObject SocketSendType = {
     .tp_basicsize = sizeof(SocketSendObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_new = socket_send_new,
-    .tp_dealloc = (destructor)socket_send_dealloc,
-    .tp_traverse = (traverseproc)socket_send_traverse,
-    .tp_clear = (inquiry)socket_send_clear,
+    .tp_dealloc = (destructor)door_dealloc,
+    .tp_traverse = (traverseproc)door_traverse,
+    .tp_clear = (inquiry)door_clear,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
     .tp_methods = door_methods,

@@ -296,9 +296,7 @@ typedef struct
 {
     DoorHead head;
     void *table;
-    int32_t slot;
-    PyObject *backlog;   /* the Node's backlog dict */
-    PeerRoutesObject *routes;
+    int32_t slot;        /* head.routes: the socket's PeerRoutes */
     int takes_peer;      /* 0: a `peer` keyword is the fallback's (a DEALER has none) */
 }
 PeerSendObject;
@@ -320,16 +318,16 @@ static PyObject *peer_send_vectorcall(PyObject *self_obj, PyObject *const *args,
         return NULL;
     }
     int64_t rc = -1;
-    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->backlog) == 0)
+    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->head.backlog) == 0)
     {
         /* a routed peer's link; -1: round-robin (no peer given and allowed); else none */
         int32_t link = -2;
         if (peer != NULL)
         {
-            link = pr_find(s->routes, peer);
+            link = pr_find((PeerRoutesObject *)s->head.routes, peer);
             link = link >= 0 ? link : -2;
         }
-        else if (s->routes->round_robin)
+        else if (((PeerRoutesObject *)s->head.routes)->round_robin)
         {
             link = -1;
         }
@@ -383,34 +381,11 @@ static PyObject *peer_send_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     }
     s->table = (void *)(uintptr_t)address;
     s->slot = slot;
-    Py_INCREF(backlog);
-    s->backlog = backlog;
-    Py_INCREF(routes);
-    s->routes = (PeerRoutesObject *)routes;
+    s->head.backlog = Py_NewRef(backlog);
+    s->head.routes = Py_NewRef(routes);
     s->takes_peer = takes_peer;
     s->head.vectorcall = peer_send_vectorcall;
     return (PyObject *)s;
-}
-
-static int peer_send_traverse(PeerSendObject *s, visitproc visit, void *arg)
-{
-    Py_VISIT(s->backlog);
-    Py_VISIT((PyObject *)s->routes);
-    return door_traverse(&s->head, visit, arg);
-}
-
-static int peer_send_clear(PeerSendObject *s)
-{
-    Py_CLEAR(s->backlog);
-    Py_CLEAR(s->routes);
-    return door_clear(&s->head);
-}
-
-static void peer_send_dealloc(PeerSendObject *s)
-{
-    PyObject_GC_UnTrack(s);
-    peer_send_clear(s);
-    Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 static PyTypeObject PeerSendType = {
@@ -421,9 +396,9 @@ static PyTypeObject PeerSendType = {
     .tp_basicsize = sizeof(PeerSendObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_new = peer_send_new,
-    .tp_dealloc = (destructor)peer_send_dealloc,
-    .tp_traverse = (traverseproc)peer_send_traverse,
-    .tp_clear = (inquiry)peer_send_clear,
+    .tp_dealloc = (destructor)door_dealloc,
+    .tp_traverse = (traverseproc)door_traverse,
+    .tp_clear = (inquiry)door_clear,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
     .tp_methods = door_methods,
@@ -431,9 +406,7 @@ static PyTypeObject PeerSendType = {
 
 typedef struct
 {
-    DoorHead head;       /* keep: the RecvQueue */
-    PeerRoutesObject *routes;
-    PyTypeObject *message_type;
+    DoorHead head;       /* keep: the RecvQueue; routes: the socket's PeerRoutes */
 }
 PeerReceiveObject;
 
@@ -477,7 +450,7 @@ static PyObject *peer_receive_vectorcall(PyObject *self_obj, PyObject *const *ar
     PyObject *msg = NULL;
     if (lock->doors_open && !d->head.disabled && q->direct && q->ready_count > 0)
     {
-        msg = rq_take_routed(q, d->routes, d->message_type);
+        msg = rq_take_routed(q, (PeerRoutesObject *)d->head.routes, (PyTypeObject *)d->head.message_type);
         if (msg != NULL)
         {
             lock->activity++;
@@ -519,33 +492,10 @@ static PyObject *peer_receive_new(PyTypeObject *type, PyObject *args, PyObject *
         Py_DECREF(d);
         return NULL;
     }
-    Py_INCREF(routes);
-    d->routes = (PeerRoutesObject *)routes;
-    Py_INCREF(message_type);
-    d->message_type = (PyTypeObject *)message_type;
+    d->head.routes = Py_NewRef(routes);
+    d->head.message_type = Py_NewRef(message_type);
     d->head.vectorcall = peer_receive_vectorcall;
     return (PyObject *)d;
-}
-
-static int peer_receive_traverse(PeerReceiveObject *d, visitproc visit, void *arg)
-{
-    Py_VISIT((PyObject *)d->routes);
-    Py_VISIT((PyObject *)d->message_type);
-    return door_traverse(&d->head, visit, arg);
-}
-
-static int peer_receive_clear(PeerReceiveObject *d)
-{
-    Py_CLEAR(d->routes);
-    Py_CLEAR(d->message_type);
-    return door_clear(&d->head);
-}
-
-static void peer_receive_dealloc(PeerReceiveObject *d)
-{
-    PyObject_GC_UnTrack(d);
-    peer_receive_clear(d);
-    Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
 static PyTypeObject PeerReceiveType = {
@@ -555,9 +505,9 @@ static PyTypeObject PeerReceiveType = {
     .tp_basicsize = sizeof(PeerReceiveObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_new = peer_receive_new,
-    .tp_dealloc = (destructor)peer_receive_dealloc,
-    .tp_traverse = (traverseproc)peer_receive_traverse,
-    .tp_clear = (inquiry)peer_receive_clear,
+    .tp_dealloc = (destructor)door_dealloc,
+    .tp_traverse = (traverseproc)door_traverse,
+    .tp_clear = (inquiry)door_clear,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
     .tp_methods = door_methods,

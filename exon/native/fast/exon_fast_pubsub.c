@@ -22,8 +22,7 @@
 
 typedef struct
 {
-    DoorHead head;
-    PyTypeObject *message_type;
+    DoorHead head; /* message_type: of the Messages handed out */
 }
 SubReceiveObject;
 
@@ -68,7 +67,7 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
         return door_fallback(d, args, nargsf, kwnames);
     }
     PyObject *data = PyBytes_FromStringAndSize(PyBytes_AS_STRING(payload) + 1, PyBytes_GET_SIZE(payload) - 1);
-    PyObject *msg = data == NULL ? NULL : s->message_type->tp_alloc(s->message_type, 2);
+    PyObject *msg = data == NULL ? NULL : ((PyTypeObject *)s->head.message_type)->tp_alloc((PyTypeObject *)s->head.message_type, 2);
     if (msg == NULL)
     {
         Py_XDECREF(data);
@@ -113,28 +112,9 @@ static PyObject *sub_receive_new(PyTypeObject *type, PyObject *args, PyObject *k
         Py_DECREF(s);
         return NULL;
     }
-    s->message_type = (PyTypeObject *)Py_NewRef(message_type);
+    s->head.message_type = Py_NewRef(message_type);
     s->head.vectorcall = sub_receive_vectorcall;
     return (PyObject *)s;
-}
-
-static int sub_receive_traverse(SubReceiveObject *s, visitproc visit, void *arg)
-{
-    Py_VISIT((PyObject *)s->message_type);
-    return door_traverse(&s->head, visit, arg);
-}
-
-static int sub_receive_clear(SubReceiveObject *s)
-{
-    Py_CLEAR(s->message_type);
-    return door_clear(&s->head);
-}
-
-static void sub_receive_dealloc(SubReceiveObject *s)
-{
-    PyObject_GC_UnTrack(s);
-    sub_receive_clear(s);
-    Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
 static PyTypeObject SubReceiveType = {
@@ -144,9 +124,9 @@ static PyTypeObject SubReceiveType = {
     .tp_basicsize = sizeof(SubReceiveObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_new = sub_receive_new,
-    .tp_dealloc = (destructor)sub_receive_dealloc,
-    .tp_traverse = (traverseproc)sub_receive_traverse,
-    .tp_clear = (inquiry)sub_receive_clear,
+    .tp_dealloc = (destructor)door_dealloc,
+    .tp_traverse = (traverseproc)door_traverse,
+    .tp_clear = (inquiry)door_clear,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
     .tp_methods = door_methods,
@@ -172,9 +152,8 @@ typedef struct
     DoorHead head;
     exon_link_table_t *table;
     int32_t slot;
-    PyObject *backlog;  /* the Node's backlog dict: frames waiting for a publication go first */
-    PyObject *rest;     /* callable(payload, k): send to targets[k:] (lock held), after an offer failed */
-    pub_target_t *targets;
+    pub_target_t *targets; /* head.rest(payload, k) sends to targets[k:] (lock held) after an
+                            * offer failed midway */
     int32_t count;
     int valid;          /* the targets describe every subscriber: the door may publish */
     unsigned long long published;
@@ -258,7 +237,7 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
     }
     const char *data = PyBytes_AS_STRING(args[0]);
     Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
-    if (!lock->doors_open || p->head.disabled || !p->valid || PyDict_GET_SIZE(p->backlog) != 0 ||
+    if (!lock->doors_open || p->head.disabled || !p->valid || PyDict_GET_SIZE(p->head.backlog) != 0 ||
         !pub_ready(p, data, length))
     {
         node_lock_give(lock);
@@ -278,7 +257,7 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
         {
             /* the publication refused it (back pressure, rotation...): the socket sends the
              * rest its own way, which queues what cannot go now */
-            PyObject *r = PyObject_CallFunction(p->rest, "y#i", buf, length + 1, i);
+            PyObject *r = PyObject_CallFunction(p->head.rest, "y#i", buf, length + 1, i);
             p->published++;
             lock->activity++;
             node_lock_give(lock);
@@ -396,31 +375,17 @@ static PyObject *pub_send_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     }
     p->table = (exon_link_table_t *)(uintptr_t)address;
     p->slot = slot;
-    p->backlog = Py_NewRef(backlog);
-    p->rest = Py_NewRef(rest);
+    p->head.backlog = Py_NewRef(backlog);
+    p->head.rest = Py_NewRef(rest);
     p->head.vectorcall = pub_send_vectorcall;
     return (PyObject *)p;
-}
-
-static int pub_send_traverse(PubSendObject *p, visitproc visit, void *arg)
-{
-    Py_VISIT(p->backlog);
-    Py_VISIT(p->rest);
-    return door_traverse(&p->head, visit, arg);
-}
-
-static int pub_send_clear(PubSendObject *p)
-{
-    Py_CLEAR(p->backlog);
-    Py_CLEAR(p->rest);
-    return door_clear(&p->head);
 }
 
 static void pub_send_dealloc(PubSendObject *p)
 {
     PyObject_GC_UnTrack(p);
     pub_clear_targets(p);
-    pub_send_clear(p);
+    door_clear(&p->head);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
 
@@ -454,8 +419,8 @@ static PyTypeObject PubSendType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_new = pub_send_new,
     .tp_dealloc = (destructor)pub_send_dealloc,
-    .tp_traverse = (traverseproc)pub_send_traverse,
-    .tp_clear = (inquiry)pub_send_clear,
+    .tp_traverse = (traverseproc)door_traverse,
+    .tp_clear = (inquiry)door_clear,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(DoorHead, vectorcall),
     .tp_methods = pub_send_methods,
