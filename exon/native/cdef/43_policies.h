@@ -49,6 +49,7 @@ int64_t exon_flow_control_on_sm(exon_flow_control_t *fc, int64_t sender_limit, i
 int64_t exon_flow_control_on_idle(exon_flow_control_t *fc, int64_t sender_limit, int64_t now_ns);
 int32_t exon_flow_control_max_retransmit_length(int32_t term_offset, int32_t resend_length, int32_t term_length, int32_t receiver_window);
 int32_t exon_static_window_length(int32_t term_length, int32_t initial_window_length);
+int32_t exon_receiver_window_length(int32_t term_length, int32_t initial_window_length, int32_t so_rcvbuf);
 int exon_flow_control_receiver_check(int64_t window_position, int32_t window_length, int64_t packet_position, int64_t proposed_position);
 typedef struct exon_sm_scheduler_stct
 {

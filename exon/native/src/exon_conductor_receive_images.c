@@ -236,8 +236,9 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         free(image);
         return false;
     }
-    int32_t window = exon_static_window_length(setup->term_length,
-        c->config.initial_window_length > 0 ? c->config.initial_window_length : EXON_INITIAL_WINDOW_DEFAULT);
+    int32_t window = exon_receiver_window_length(setup->term_length,
+        c->config.initial_window_length > 0 ? c->config.initial_window_length : EXON_INITIAL_WINDOW_DEFAULT,
+        ep->channel.so_rcvbuf);
     exon_publication_image_init(&image->img, &image->log, &c->counters, ep, setup, hwm_id, pos_id, window,
         c->config.image_liveness_timeout_ns,
         c->config.status_message_timeout_ns > 0 ? c->config.status_message_timeout_ns : EXON_SM_TIMEOUT_DEFAULT_NS,

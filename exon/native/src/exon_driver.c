@@ -44,8 +44,8 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->image_liveness_timeout_ns = 10LL * 1000000000LL;
     ctx->status_message_timeout_ns = 200LL * 1000000LL;
     ctx->publication_term_window_length = 0;
-    ctx->initial_window_length = 128 * 1024;
-    ctx->socket_rcvbuf_length = 0;
+    ctx->initial_window_length = EXON_INITIAL_WINDOW_DEFAULT; /* exon: 512 KiB, see settings.py */
+    ctx->socket_rcvbuf_length = 2 * 1024 * 1024;
     ctx->socket_sndbuf_length = 0;
     ctx->receive_loss_rate = 0.0;
     ctx->receive_loss_seed = 0;

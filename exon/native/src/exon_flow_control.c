@@ -138,6 +138,17 @@ int32_t exon_static_window_length(int32_t term_length, int32_t initial_window_le
     return half < initial_window_length ? half : initial_window_length;
 }
 
+int32_t exon_receiver_window_length(int32_t term_length, int32_t initial_window_length, int32_t so_rcvbuf)
+{
+    int32_t window = exon_static_window_length(term_length, initial_window_length);
+    if (so_rcvbuf > 0)
+    {
+        int32_t cap = so_rcvbuf / 2 < 4096 ? 4096 : so_rcvbuf / 2;
+        window = window < cap ? window : cap;
+    }
+    return window;
+}
+
 int exon_flow_control_receiver_check(
     int64_t window_position, int32_t window_length, int64_t packet_position, int64_t proposed_position)
 {

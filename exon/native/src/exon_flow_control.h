@@ -35,7 +35,7 @@
 #include "exon_common.h"
 
 #define EXON_SM_TIMEOUT_DEFAULT_NS (200LL * 1000 * 1000)
-#define EXON_INITIAL_WINDOW_DEFAULT (128 * 1024)
+#define EXON_INITIAL_WINDOW_DEFAULT (512 * 1024)
 #define EXON_RETRANSMIT_WINDOW_MULTIPLE 16
 
 #define EXON_FLOW_OK 0
@@ -97,6 +97,12 @@ int32_t exon_flow_control_max_retransmit_length(
     int32_t term_offset, int32_t resend_length, int32_t term_length, int32_t receiver_window);
 
 int32_t exon_static_window_length(int32_t term_length, int32_t initial_window_length);
+
+/* The window an image grants: the static window, at most half the receive socket buffer
+ * the kernel granted (getsockopt's figure, which counts the kernel's own overhead), so a
+ * host whose net.core.rmem_max caps the buffer does not drop datagrams at an overfull
+ * socket; never below one 4 KiB page. so_rcvbuf <= 0 (unknown) leaves the static window. */
+int32_t exon_receiver_window_length(int32_t term_length, int32_t initial_window_length, int32_t so_rcvbuf);
 
 /* EXON_FLOW_OK, EXON_FLOW_UNDER_RUN or EXON_FLOW_OVER_RUN. */
 int exon_flow_control_receiver_check(

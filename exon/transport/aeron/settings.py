@@ -109,8 +109,16 @@ class DriverSettings(BaseModel):
     ipc_mtu_length: int = 1408
     publication_term_window_length: int = Field(0, ge=0, description="0 = term length / 2")
     ipc_publication_term_window_length: int = Field(0, ge=0, description="0 = term length / 2")
-    initial_window_length: int = Field(128 * KIB, ge=4 * KIB, le=layout.TERM_MAX_LENGTH // 2)
-    socket_rcvbuf_length: int = Field(128 * KIB, ge=0, le=1024 * MIB, description="0 = OS default")
+    # exon's two departures from Aeron's defaults (128 KiB each): a receiver window of 128
+    # KiB is 128 one-KiB messages in flight per status message round trip, which held UDP
+    # push/pull of 1 KiB to 0.6-0.75x pyzmq over TCP; 512 KiB with a 2 MiB buffer measured
+    # 1.0-1.2x (docs/guide/tuning.md). The image's window is also capped at half the buffer
+    # the kernel grants, so a host whose net.core.rmem_max is lower does not lose datagrams.
+    initial_window_length: int = Field(
+        512 * KIB, ge=4 * KIB, le=layout.TERM_MAX_LENGTH // 2,
+        description="UDP: receiver window (at most term length / 2 and half the granted "
+        "receive buffer)")
+    socket_rcvbuf_length: int = Field(2 * MIB, ge=0, le=1024 * MIB, description="0 = OS default")
     socket_sndbuf_length: int = Field(0, ge=0, le=1024 * MIB, description="0 = OS default")
 
     status_message_timeout_ns: int = Field(200 * MS, ge=1 * MS, le=60 * SECOND)

@@ -34,6 +34,21 @@ def test_static_window(term: int, initial: int, window: int) -> None:
     assert lib.exon_static_window_length(term, initial) == window
 
 
+@pytest.mark.parametrize(
+    ("term", "initial", "granted", "window"),
+    [
+        (16 * 1024 * KIB, 512 * KIB, 4096 * KIB, 512 * KIB),  # the buffer is ample
+        (16 * 1024 * KIB, 512 * KIB, 416 * KIB, 208 * KIB),  # rmem_max capped the buffer
+        (64 * KIB, 512 * KIB, 4096 * KIB, 32 * KIB),  # half the term still bounds it
+        (16 * 1024 * KIB, 512 * KIB, 0, 512 * KIB),  # the buffer size is unknown
+        (16 * 1024 * KIB, 512 * KIB, 2 * KIB, 4 * KIB),  # never below a page
+    ],
+)
+def test_receiver_window_fits_the_granted_buffer(term: int, initial: int, granted: int,
+                                                 window: int) -> None:
+    assert lib.exon_receiver_window_length(term, initial, granted) == window
+
+
 def test_max_retransmit_length() -> None:
     assert lib.exon_flow_control_max_retransmit_length(0, 4096, 65536, 1024) == 4096
     assert lib.exon_flow_control_max_retransmit_length(0, 65536, 65536, 1024) == 16 * 1024

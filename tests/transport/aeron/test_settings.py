@@ -13,7 +13,9 @@ def test_defaults_are_aerons() -> None:
     assert s.mtu_length == 1408
     assert s.term_buffer_length == 16 * 1024 * 1024
     assert s.ipc_term_buffer_length == 64 * 1024 * 1024
-    assert s.initial_window_length == 128 * 1024
+    # exon's receive window and socket buffer are above Aeron's 128 KiB each (settings.py)
+    assert s.initial_window_length == 512 * 1024
+    assert s.socket_rcvbuf_length == 2 * 1024 * 1024
     assert s.status_message_timeout_ns == 200_000_000
     assert s.image_liveness_timeout_ns == 10_000_000_000
     assert s.publication_linger_timeout_ns == 5_000_000_000
@@ -27,7 +29,7 @@ def test_defaults_are_aerons() -> None:
 def test_windows_follow_term_length() -> None:
     s = DriverSettings()
     assert s.receiver_window(65536) == 32768
-    assert s.receiver_window(16 * 1024 * 1024) == 128 * 1024
+    assert s.receiver_window(16 * 1024 * 1024) == 512 * 1024
     assert s.publication_window(65536, ipc=True) == 32768
 
 
