@@ -96,7 +96,7 @@ static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t
     if (spin_ns > 0)
     {
         int64_t end = start + spin_ns < deadline ? start + spin_ns : deadline;
-        while (exon_nano_clock() < end)
+        for (int64_t now = exon_nano_clock(); now < end; now = exon_nano_clock())
         {
             exon_driver_invoke(d);
             if (invoker_any_available(images, count))
@@ -107,10 +107,7 @@ static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t
             {
                 return 0;
             }
-            for (int p = 0; p < 16; p++)
-            {
-                EXON_CPU_PAUSE();
-            }
+            exon_spin_step(now - start, 16);
         }
     }
     for (;;)

@@ -685,7 +685,7 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
     if (spin_ns > 0 && (timeout_ns < 0 || spin_ns < timeout_ns))
     {
         int64_t end = start + spin_ns;
-        for (uint32_t k = 0;; k++)
+        for (int64_t now = start; now < end; now = exon_nano_clock())
         {
             if (lt_any_available(images, count))
             {
@@ -695,14 +695,7 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
             {
                 return 0;
             }
-            for (int p = 0; p < 8; p++)
-            {
-                EXON_CPU_PAUSE();
-            }
-            if ((k & 7) == 7 && exon_nano_clock() >= end)
-            {
-                break;
-            }
+            exon_spin_step(now - start, 64);
         }
     }
     int64_t left = timeout_ns;
