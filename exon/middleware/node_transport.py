@@ -101,17 +101,23 @@ def sweep_stale_node_dirs(base: str) -> list[str]:
     """Remove the embedded-driver directories (``exon-node-<pid>-*`` in ``base``) whose
     process is gone, as Aeron cleans a dead driver's directory at the next start: a node
     killed with SIGKILL or SIGTERM leaves its directory (log buffers, CnC) in /dev/shm.
-    A directory whose pid is alive (or not ours to signal) is never touched. Returns the
-    names removed."""
+    Returns the names removed."""
+    return sweep_stale_pid_dirs(base, NODE_DIR_PREFIX)
+
+
+def sweep_stale_pid_dirs(base: str, prefix: str) -> list[str]:
+    """Remove the directories ``<prefix>-<pid>-*`` in ``base`` whose process is gone. A
+    directory whose pid is alive (or not ours to signal), or is this process's, is never
+    touched. Returns the names removed."""
     removed: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:
         return removed
     for name in names:
-        if not name.startswith(NODE_DIR_PREFIX + "-"):
+        if not name.startswith(prefix + "-"):
             continue
-        pid_text = name[len(NODE_DIR_PREFIX) + 1:].split("-", 1)[0]
+        pid_text = name[len(prefix) + 1:].split("-", 1)[0]
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or pid_alive(int(pid_text)):
             continue
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
 import signal
 import threading
 import time
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from exon.errors import ExonError
-from exon.middleware.node_transport import pid_alive
+from exon.middleware.node_transport import sweep_stale_pid_dirs
 
 __all__ = [
     "ReplayFailed",
@@ -96,21 +95,7 @@ def sweep_stale_dirs(base: str | None = None) -> list[str]:
     """Remove ``exon-spark-<pid>-*`` driver directories whose process is gone."""
     from exon.transport.aeron.settings import driver_dir_base
 
-    base = base or driver_dir_base()
-    removed: list[str] = []
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return removed
-    for name in names:
-        if not name.startswith(DIR_PREFIX + "-"):
-            continue
-        pid_text = name[len(DIR_PREFIX) + 1:].split("-", 1)[0]
-        if not pid_text.isdigit() or pid_alive(int(pid_text)):
-            continue
-        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-        removed.append(name)
-    return removed
+    return sweep_stale_pid_dirs(base or driver_dir_base(), DIR_PREFIX)
 
 
 def open_client(address: str, timeout: float) -> Any:
