@@ -4,14 +4,17 @@ the pure-Python reference of :mod:`exon.archive.format` (a parity test runs both
 ``decode(buf, offset, end, base, limit, verify, path, producers) -> (records, offset)``
 has the contract of :func:`exon.archive.format.decode_records`, ``scan`` that of
 :func:`exon.archive.format.scan_records` (without keys); ``encode_span`` and
-``encode_runs`` (a PULL's held batch: payloads and their senders run by run) frame as
-many records of a batch as fit in ``room`` bytes (the rest of a segment); ``walk`` that
+``encode_runs`` (a PULL's held batch: payloads and their senders run by run) and
+``encode_buffer`` (the same with the payloads as one buffer cut by u64 offsets, as a held
+batch comes) frame as many records of a batch as fit in ``room`` bytes (the rest of a
+segment); ``walk`` that
 of :func:`exon.archive.format.walk_headers` (record boundaries for partitioned replay:
 ``advance``, ``boundaries`` and each replay chunk walk every record of their range).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -130,6 +133,28 @@ def encode_runs_native(out: bytearray, offset: int, position: int, payloads: lis
                                timestamp, first, room, crc32c)
 
 
+def encode_buffer_py(out: bytearray, offset: int, position: int, buffer: Any, offsets: Any,
+                     runs: list[tuple[Any, int]], producer_of: Any, timestamp: int, first: int,
+                     room: int) -> tuple[int, int]:
+    ends = list(offsets)
+    if not ends:
+        raise ValueError("encode_buffer: offsets hold len(batch) + 1 u64")
+    data = bytes(buffer)
+    for a, b in itertools.pairwise(ends):
+        if a > b or b > len(data):
+            raise ValueError("encode_buffer: offsets out of order or past the buffer")
+    payloads = [data[a:b] for a, b in itertools.pairwise(ends)]
+    return encode_runs_py(out, offset, position, payloads, runs, producer_of, timestamp, first,
+                          room)
+
+
+def encode_buffer_native(out: bytearray, offset: int, position: int, buffer: Any, offsets: Any,
+                         runs: list[tuple[Any, int]], producer_of: Any, timestamp: int,
+                         first: int, room: int) -> tuple[int, int]:
+    return _native.encode_buffer(out, offset, position, buffer, offsets, runs,  # type: ignore[no-any-return]
+                                 producer_of, timestamp, first, room, crc32c)
+
+
 def scan_py(buf: Any, offset: int, end: int, base: int, *,
             checksum: bool = True) -> tuple[int, int]:
     if not checksum:
@@ -153,3 +178,6 @@ scan = scan_native if NATIVE else scan_py
 walk = walk_native if NATIVE and hasattr(_native, "walk") else walk_headers
 encode_span = encode_span_native if NATIVE else encode_span_py
 encode_runs = encode_runs_native if NATIVE else encode_runs_py
+# a build of the extension from before encode_buffer() frames held batches in Python
+encode_buffer = (encode_buffer_native if NATIVE and hasattr(_native, "encode_buffer")
+                 else encode_buffer_py)

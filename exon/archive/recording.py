@@ -131,6 +131,20 @@ class RecordingWriter:
 
         return self._append(len(payloads), encode)
 
+    def append_buffer(self, buffer: Any, offsets: Any, runs: list[tuple[Any, int]],
+                      producer_of: Callable[[Any], bytes], timestamp: int) -> int:
+        """:meth:`append_runs` for a held batch as one buffer (:attr:`exon.HeldBatch.buffer`
+        and :attr:`~exon.HeldBatch.offsets`: ``len(batch) + 1`` u64, payload ``i`` is
+        ``buffer[offsets[i]:offsets[i + 1]]``): the records are framed straight from the
+        buffer, no Python object per message."""
+        self._check_running()
+
+        def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:
+            return codec.encode_buffer(out, 0, position, buffer, offsets, runs, producer_of,
+                                       timestamp, done, room)
+
+        return self._append(len(offsets) - 1, encode)
+
     def _check_running(self) -> None:
         if self.failed is not None:
             raise ArchiveFull(f"recording {self.entry.name!r} stopped: {self.failed}")

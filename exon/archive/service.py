@@ -182,7 +182,8 @@ class ArchiveService:
             return hit[1]
         for batch in self._taking(sock, lambda: sock.receive_held(BATCH, timeout=POLL)):
             try:
-                writer.append_runs(batch.payloads, batch.runs, producer_of, time.time_ns())
+                writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
+                                     time.time_ns())
             except (ArchiveFull, ValueError) as exc:
                 self._event(f"recording {name!r} stopped: {exc}")
                 sock.close(timeout=0)  # unconfirmed: the producers get CookieLost

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import itertools
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -94,22 +96,34 @@ class HeldBatch:
 
     ``messages`` -- the :class:`Message` list, in the order ``receive()`` would have returned
     them (fair-queued over the links, each sender's order kept). ``len(batch)`` and
-    ``iter(batch)`` go over it. The same batch without a :class:`Message` per message, for a
-    consumer that handles payloads in bulk (the archive's recorder): ``payloads``, the
-    payloads in that order, and ``runs``, ``[(Peer, count), ...]`` cutting them into
-    consecutive messages of one sender (the counts add up to ``len(batch)``). The socket
-    hands out one form and builds the other only when asked. The rest is the socket's
-    bookkeeping: per link incarnation, how many of its messages the batch holds."""
+    ``iter(batch)`` go over it. The same batch without a Python object per message, for a
+    consumer that handles payloads in bulk (the archive's recorder): ``buffer``, the payloads
+    in that order one after the other in one ``bytes``, and ``offsets``, ``len(batch) + 1``
+    unsigned 64-bit ints where payload ``i`` is ``buffer[offsets[i]:offsets[i + 1]]``; or
+    ``payloads``, the payloads as a list of ``bytes``. ``runs``, ``[(Peer, count), ...]``,
+    cuts them into consecutive messages of one sender (the counts add up to ``len(batch)``).
+    The socket hands out one form and builds the others only when asked. The rest is the
+    socket's bookkeeping: per link incarnation, how many of its messages the batch holds."""
 
-    __slots__ = ("_counts", "_messages", "_owner", "_payloads", "_runs", "_settled")
+    __slots__ = ("_buffer", "_counts", "_messages", "_offsets", "_owner", "_payloads", "_runs",
+                 "_settled")
 
     def __init__(self, messages: list[Message] | None, counts: list[tuple[Any, int, Any, int]],
                  owner: object, *, payloads: list[bytes] | None = None,
-                 runs: list[tuple[Peer, int]] | None = None) -> None:
-        if messages is None and (payloads is None or runs is None):
-            raise TypeError("HeldBatch needs messages, or payloads and runs")
+                 runs: list[tuple[Peer, int]] | None = None, buffer: bytes | None = None,
+                 offsets: memoryview | None = None) -> None:
+        if buffer is not None:
+            if offsets is None or offsets.format != "Q" or len(offsets) < 1:
+                raise TypeError("HeldBatch: a buffer comes with offsets, a memoryview of "
+                                "len(batch) + 1 unsigned 64-bit ints")
+            if offsets[0] != 0 or offsets[-1] != len(buffer):
+                raise ValueError("HeldBatch: offsets run from 0 to len(buffer)")
+        if messages is None and ((payloads is None and buffer is None) or runs is None):
+            raise TypeError("HeldBatch needs messages, or payloads (or a buffer) and runs")
         self._messages = messages
         self._payloads = payloads
+        self._buffer = buffer
+        self._offsets = offsets
         self._runs = runs
         #: per link: (PeerId, our incarnation, the native link token or None, count)
         self._counts = counts
@@ -121,9 +135,8 @@ class HeldBatch:
     def messages(self) -> list[Message]:
         """The batch as :class:`Message` objects (built on first use from the payloads)."""
         if self._messages is None:
-            assert self._payloads is not None
             assert self._runs is not None
-            payloads = iter(self._payloads)
+            payloads = iter(self.payloads)
             new = tuple.__new__
             self._messages = [new(Message, (next(payloads), peer))
                               for peer, count in self._runs for _ in range(count)]
@@ -131,11 +144,35 @@ class HeldBatch:
 
     @property
     def payloads(self) -> list[bytes]:
-        """The payloads alone, in the order of :attr:`messages`."""
+        """The payloads alone, in the order of :attr:`messages` (built on first use from
+        :attr:`buffer` when the batch came as one)."""
         if self._payloads is None:
-            assert self._messages is not None
-            self._payloads = [m[0] for m in self._messages]
+            if self._messages is not None:
+                self._payloads = [m[0] for m in self._messages]
+            else:
+                assert self._buffer is not None
+                assert self._offsets is not None
+                data, ends = self._buffer, self._offsets.tolist()
+                self._payloads = [data[a:b] for a, b in itertools.pairwise(ends)]
         return self._payloads
+
+    @property
+    def buffer(self) -> bytes:
+        """The payloads one after the other, in the order of :attr:`messages`, as one
+        ``bytes`` (cut by :attr:`offsets`). Built on first use when the batch came as a list."""
+        if self._buffer is None:
+            self._buffer = b"".join(self.payloads)
+        return self._buffer
+
+    @property
+    def offsets(self) -> memoryview:
+        """``len(batch) + 1`` unsigned 64-bit ints (a read-only memoryview, format ``Q``):
+        payload ``i`` is ``buffer[offsets[i]:offsets[i + 1]]``."""
+        if self._offsets is None:
+            ends = array("Q", [0])
+            ends.extend(itertools.accumulate(len(p) for p in self.payloads))
+            self._offsets = memoryview(ends).toreadonly()
+        return self._offsets
 
     @property
     def runs(self) -> list[tuple[Peer, int]]:
@@ -157,6 +194,8 @@ class HeldBatch:
         return self._runs
 
     def __len__(self) -> int:
+        if self._offsets is not None:
+            return len(self._offsets) - 1
         return len(self._payloads if self._payloads is not None else self.messages)
 
     def __iter__(self) -> Iterator[Message]:

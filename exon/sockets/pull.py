@@ -35,6 +35,9 @@ _new_message = tuple.__new__
 _MIXING = ("{op}() while {n} batch(es) taken by receive_held() are unconfirmed: it would "
            "count deliveries ahead of them (confirm them first)")
 
+#: most extra looks at the transport a held batch takes before it is cut (_top_up_locked)
+_TOP_UP_POLLS = 8
+
 # one link's share of a batch: (PeerId, our incarnation, native token or None, count)
 _Count = tuple[PeerId, int, Any, int]
 
@@ -153,19 +156,42 @@ class PullSocket(Socket):
             _check_timeout(timeout)
         self._check_batch_locked(op, hold)
         self._host.activity += 1
+        nq = self._nq
+        if hold:
+            self._top_up_locked(max_messages)
         got = self._grab_locked(max_messages, hold)
         if got is not None:
             return got
-        nq = self._nq
 
         def can_take() -> bool:
             return bool(self._queued or (nq is not None and len(nq))
                         or (self._held and not hold) or (self._closing and hold))
 
+        def take() -> list[Message] | HeldBatch | None:
+            if hold:
+                self._top_up_locked(max_messages)
+            return self._grab_locked(max_messages, hold)
+
         batch: list[Message] | HeldBatch = self._wait_and_take(
-            lambda: self._grab_locked(max_messages, hold), can_take,
-            lambda: self._check_batch_locked(op, hold), timeout)
+            take, can_take, lambda: self._check_batch_locked(op, hold), timeout)
         return batch
+
+    def _top_up_locked(self, max_messages: int) -> None:
+        """Before a held batch is cut: while fewer than ``max_messages`` wait natively and
+        the last look found some, look at the transport again (when no other thread holds
+        the poll role), up to :data:`_TOP_UP_POLLS` times. One look hands out at most a
+        poll's worth (256 frames); a recorder that comes back from writing a batch finds
+        more than that in the log, and cutting it into one batch per look would pay the
+        per-batch costs (a write, a confirm) several times over. Stops at the first look
+        that adds nothing: at worst one empty poll per batch."""
+        nq = self._nq
+        if nq is None or self._queued or not len(nq):
+            return  # nothing yet: the wait polls; Python's queues first: no top-up
+        poll = self.node.poll_once_if_idle
+        for _ in range(_TOP_UP_POLLS):
+            before = len(nq)
+            if before >= max_messages or not poll() or len(nq) == before:
+                return
 
     def _check_batch_locked(self, op: str, hold: bool) -> None:
         self._check_open()
@@ -188,14 +214,19 @@ class PullSocket(Socket):
             if not hold:  # the short path: one native call pops and counts the batch
                 taken: list[Message] = nq.take(max_messages)
                 return taken
-            # no Message per message: the batch builds them only if asked (HeldBatch)
-            payloads, runs, links = nq.hold_runs(max_messages)
+            # no Python object per message: the payloads come as one buffer, copied from
+            # the queue's raw storage (a held batch's socket queues raw from now on: the
+            # poll makes no bytes object per message either); the batch builds Messages
+            # or a payload list only if asked (HeldBatch)
+            nq.raw = 1
+            buffer, ends, runs, links = nq.hold_buffer(max_messages)
             tokens = self._host.fast.tokens
             counts: list[_Count] = []
             for link, count in links:
                 token = tokens[link]
                 counts.append((token.peer, token.incarnation, token, count))
-            batch = HeldBatch(None, counts, self, payloads=payloads, runs=runs)
+            batch = HeldBatch(None, counts, self, buffer=buffer,
+                              offsets=memoryview(ends).cast("Q"), runs=runs)
             self._held.append(batch)
             return batch
         # Python's queues first (they hold each peer's older messages), then the native one

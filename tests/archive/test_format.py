@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -259,6 +260,41 @@ def test_native_encoders_match_the_reference() -> None:
             records, _ = decode_records(native, 0, got[1], 32)
             assert [r.producer for r in records[:9]] == ["p0"] * 8 + ["p1"]
             assert [r.payload for r in records] == payloads
+
+
+def test_encode_buffer_matches_encode_runs() -> None:
+    """A held batch as one buffer and u64 offsets frames the same records as its payload
+    list (native and reference, from any first record, cut by any room)."""
+    payloads = [bytes([i % 7]) * (i * 13 % 700) for i in range(120)]
+    buffer = b"".join(payloads)
+    offsets = array("Q", [0])
+    for p in payloads:
+        offsets.append(offsets[-1] + len(p))
+    runs = [(p, 8) for p in [0, 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 11, 1]] + [(12, 0)]
+
+    def producer_of(peer: int) -> bytes:
+        return b"p%d" % peer
+
+    encoders = [codec.encode_buffer_py] + ([codec.encode_buffer_native] if codec.NATIVE else [])
+    for first, room in ((0, 1 << 17), (13, 1 << 17), (0, 9000), (37, 4000), (120, 64)):
+        ref = bytearray(1 << 17)
+        want = codec.encode_runs_py(ref, 0, 32, payloads, runs, producer_of, 9, first, room)
+        for encode in encoders:
+            out = bytearray(1 << 17)
+            got = encode(out, 0, 32, buffer, memoryview(offsets), runs, producer_of, 9, first,
+                         room)
+            assert got == want
+            assert out[:got[1]] == ref[:want[1]]
+
+
+@pytest.mark.parametrize("ends", [[0, 3, 2, 4], [0, 2, 9], []])
+def test_encode_buffer_refuses_offsets_out_of_order_or_past_the_buffer(ends: list[int]) -> None:
+    encoders = [codec.encode_buffer_py] + ([codec.encode_buffer_native] if codec.NATIVE else [])
+    runs = [(0, max(0, len(ends) - 1))]
+    for encode in encoders:
+        with pytest.raises(ValueError, match="offsets"):
+            encode(bytearray(4096), 0, 0, b"abcd", memoryview(array("Q", ends)), runs,
+                   lambda p: b"p", 1, 0, 4096)
 
 
 @pytest.mark.parametrize("runs", [[(0, 5)], [(0, 3), (1, 5)], [(0, -1), (1, 6)]])

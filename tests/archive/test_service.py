@@ -102,8 +102,8 @@ def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
                         segment_length=SEGMENT) as svc:
         writer = svc.archive.writer("orders")
         gate = threading.Event()
-        real_append = writer.append_runs
-        monkeypatch.setattr(writer, "append_runs",
+        real_append = writer.append_buffer
+        monkeypatch.setattr(writer, "append_buffer",
                             lambda *a, **k: (gate.wait(10), real_append(*a, **k))[1])
         push = producer.socket("push")
         push.link(f"{svc.address}/10", timeout=5)

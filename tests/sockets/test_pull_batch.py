@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from typing import Any
 
 import pytest
@@ -125,6 +126,75 @@ def test_a_held_batch_as_payloads_and_runs_is_the_same_batch(make_node) -> None:
         exon.HeldBatch(None, [], None, payloads=payloads)
     pull.confirm(batch)
     assert _queued(pull) == 0
+
+
+def test_a_held_batch_as_one_buffer_is_the_same_batch(make_node) -> None:
+    _b, pull, p1, p2 = _two_pushes(make_node, credits=64)
+    sizes = [0, 1, 7, 64, 300, 4000, 2, 0, 1024]
+    sent_a = [bytes([65 + i]) * n for i, n in enumerate(sizes)]
+    sent_b = [bytes([97 + i]) * (n // 3) for i, n in enumerate(sizes[:5])]
+    for m in sent_a:
+        p1.send(m, timeout=5)
+    for m in sent_b:
+        p2.send(m, timeout=5)
+    _wait_queued(pull, len(sent_a) + len(sent_b))
+    batch = pull.receive_held(64, timeout=5)
+    n = len(sent_a) + len(sent_b)
+    assert len(batch) == n
+    # taken natively as one buffer cut by offsets: no payload list until asked for
+    assert batch._payloads is None
+    assert batch._messages is None
+    offsets = batch.offsets
+    assert (offsets.format, len(offsets), offsets[0], offsets[-1]) == ("Q", n + 1, 0,
+                                                                       len(batch.buffer))
+    assert isinstance(batch.buffer, bytes)
+    cut = [batch.buffer[offsets[i]:offsets[i + 1]] for i in range(n)]
+    assert batch.payloads == cut
+    a = exon.Peer.parse(f"{p1.node.address}/{p1.tag}")
+    senders = [peer for peer, count in batch.runs for _ in range(count)]
+    assert [p for p, s in zip(cut, senders, strict=True) if s == a] == sent_a
+    assert [p for p, s in zip(cut, senders, strict=True) if s != a] == sent_b
+    assert [(m.payload, m.peer) for m in batch.messages] == list(zip(cut, senders, strict=True))
+    # a batch made of messages builds the same buffer and offsets
+    again = exon.HeldBatch(batch.messages, [], None)
+    assert again.buffer == batch.buffer
+    assert again.offsets.tolist() == offsets.tolist()
+    with pytest.raises(TypeError):
+        exon.HeldBatch(None, [], None, buffer=b"ab", runs=[])
+    with pytest.raises(ValueError, match="offsets"):
+        exon.HeldBatch(None, [], None, buffer=b"ab", runs=[],
+                       offsets=memoryview(array("Q", [0, 1])))
+    pull.confirm(batch)
+    assert _queued(pull) == 0
+
+
+def test_a_socket_queueing_raw_still_receives_one_by_one(make_node) -> None:
+    """After receive_held the socket's native queue keeps its payloads raw (no object per
+    message); receive(), receive_many() and a receive_held mixing both kinds see the same
+    messages in the same order."""
+    _a, _b, push, pull = linked_push_pull(make_node, credits=256)
+    push.send(b"first", timeout=5)
+    pull.confirm(_hold_exactly(pull, 1)[0])
+    nq = pull._nq
+    assert nq.raw == 1
+    for i in range(40):
+        push.send(b"m%d" % i * (i % 5), timeout=5)
+    _wait_queued(pull, 40)
+    assert nq.raw_count == 40
+    assert nq.queued_bytes() == sum(len(b"m%d" % i * (i % 5)) for i in range(40))
+    got = [pull.receive(timeout=5).payload for _ in range(3)]  # raw payloads made bytes
+    assert nq.raw_count == 0
+    got += [m.payload for m in pull.receive_many(7, timeout=5)]
+    _wait_queued(pull, 30)
+    for i in range(40, 50):
+        push.send(b"m%d" % i * (i % 5), timeout=5)
+    _wait_queued(pull, 40)
+    assert 0 < nq.raw_count < 40  # bytes objects first, raw ones behind them
+    batch = pull.receive_held(100, timeout=5)
+    got += batch.payloads
+    pull.confirm(batch)
+    assert got == [b"m%d" % i * (i % 5) for i in range(50)]
+    assert (nq.raw_count, _queued(pull)) == (0, 0)
 
 
 @pytest.mark.parametrize("hold", [False, True])

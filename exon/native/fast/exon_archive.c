@@ -12,6 +12,8 @@
  *          room, checksum) -> (records encoded, next offset)
  *   encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room,
  *          checksum) -> the same, for a PULL's held batch: payloads and [(peer, count), ...]
+ *   encode_buffer(out, offset, position, buffer, offsets, runs, producer_of, timestamp,
+ *          first, room, checksum) -> the same, the payloads as one buffer and u64 offsets
  *   scan(buf, offset, end, base, checksum or None) -> (end of the valid records, records)
  */
 #define PY_SSIZE_T_CLEAN
@@ -286,20 +288,14 @@ done:
     return result;
 }
 
-/* Frame one record at out[*offset] if it fits in `room` (counting `*used`): 1 done,
- * 0 does not fit, -1 with an exception. */
-static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_ssize_t room,
-                      long long position, long long timestamp, PyObject *p, PyObject *r,
-                      PyObject *k, PyObject *checksum)
+/* Frame one record (payload p[0, plen), producer r[0, rlen), key k[0, klen)) at
+ * out[*offset] if it fits in `room` (counting `*used`): 1 done, 0 does not fit, -1 with an
+ * exception. */
+static int encode_one_raw(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_ssize_t room,
+                          long long position, long long timestamp, const char *p, Py_ssize_t plen,
+                          const char *r, Py_ssize_t rlen, const char *k, Py_ssize_t klen,
+                          PyObject *checksum)
 {
-    if (!PyBytes_Check(p) || !PyBytes_Check(r) || (k != NULL && !PyBytes_Check(k)))
-    {
-        PyErr_SetString(PyExc_TypeError, "payloads, producers and keys are bytes");
-        return -1;
-    }
-    Py_ssize_t klen = k == NULL ? 0 : PyBytes_GET_SIZE(k);
-    Py_ssize_t rlen = PyBytes_GET_SIZE(r);
-    Py_ssize_t plen = PyBytes_GET_SIZE(p);
     if (klen + rlen > 0xFFFF)
     {
         PyErr_SetString(PyExc_ValueError, "record metadata over 65535 bytes");
@@ -323,12 +319,12 @@ static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_s
     uint8_t *at = rec + HEADER_LENGTH;
     if (klen)
     {
-        memcpy(at, PyBytes_AS_STRING(k), klen);
+        memcpy(at, k, klen);
         at += klen;
     }
-    memcpy(at, PyBytes_AS_STRING(r), rlen);
+    memcpy(at, r, rlen);
     at += rlen;
-    memcpy(at, PyBytes_AS_STRING(p), plen);
+    memcpy(at, p, plen);
     memset(rec + frame_length, 0, aligned - frame_length);
     int64_t crc = call_checksum(checksum, rec + 4, frame_length - 4);
     if (crc < 0)
@@ -340,6 +336,22 @@ static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_s
     *offset += aligned;
     *used += aligned;
     return 1;
+}
+
+/* encode_one_raw for a payload, producer and key (or NULL) given as bytes objects */
+static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_ssize_t room,
+                      long long position, long long timestamp, PyObject *p, PyObject *r,
+                      PyObject *k, PyObject *checksum)
+{
+    if (!PyBytes_Check(p) || !PyBytes_Check(r) || (k != NULL && !PyBytes_Check(k)))
+    {
+        PyErr_SetString(PyExc_TypeError, "payloads, producers and keys are bytes");
+        return -1;
+    }
+    return encode_one_raw(out, offset, used, room, position, timestamp, PyBytes_AS_STRING(p),
+                          PyBytes_GET_SIZE(p), PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r),
+                          k == NULL ? NULL : PyBytes_AS_STRING(k), k == NULL ? 0 : PyBytes_GET_SIZE(k),
+                          checksum);
 }
 
 /* encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room,
@@ -449,6 +461,146 @@ done:
         Py_XDECREF(cache_producer[c]);
     }
     PyBuffer_Release(&out);
+    return result;
+}
+
+/* The producer bytes of `peer` for encode_runs/encode_buffer: from the call's cache of the
+ * last RUN_CACHE peers (by identity), else producer_of(peer) (a new reference kept in the
+ * cache). Borrowed; NULL with an exception. */
+static PyObject *run_producer(PyObject *peer, PyObject *producer_of, PyObject **cache_peer,
+                              PyObject **cache_producer, int *cache_next)
+{
+    for (int c = 0; c < RUN_CACHE; c++)
+    {
+        if (cache_peer[c] == peer)
+        {
+            return cache_producer[c];
+        }
+    }
+    PyObject *producer = PyObject_CallOneArg(producer_of, peer);
+    if (producer == NULL)
+    {
+        return NULL;
+    }
+    if (!PyBytes_Check(producer))
+    {
+        Py_DECREF(producer);
+        PyErr_SetString(PyExc_TypeError, "producer_of(peer) returns bytes");
+        return NULL;
+    }
+    Py_XDECREF(cache_producer[*cache_next]);
+    cache_producer[*cache_next] = producer;
+    cache_peer[*cache_next] = peer;
+    *cache_next = (*cache_next + 1) % RUN_CACHE;
+    return producer;
+}
+
+/* encode_buffer(out, offset, position, buffer, offsets, runs, producer_of, timestamp, first,
+ * room, checksum) -> (n, offset): encode_runs for payloads given as one buffer (a PULL's
+ * held batch as hold_buffer hands it out): `offsets` a buffer of len(batch) + 1 unsigned
+ * 64-bit ints, payload i = buffer[offsets[i]:offsets[i + 1]]. */
+static PyObject *archive_encode_buffer(PyObject *module, PyObject *args)
+{
+    Py_buffer out, data, ends;
+    Py_ssize_t offset, first, room;
+    long long position, timestamp;
+    PyObject *runs, *producer_of, *checksum;
+    if (!PyArg_ParseTuple(args, "w*nLy*y*O!OLnnO:encode_buffer", &out, &offset, &position, &data,
+                          &ends, &PyList_Type, &runs, &producer_of, &timestamp, &first, &room,
+                          &checksum))
+    {
+        return NULL;
+    }
+    PyObject *cache_peer[RUN_CACHE] = {NULL};     /* borrowed from `runs` */
+    PyObject *cache_producer[RUN_CACHE] = {NULL}; /* new references */
+    int cache_next = 0;
+    PyObject *result = NULL;
+    const uint8_t *at = (const uint8_t *)ends.buf;
+    Py_ssize_t n = ends.len / (Py_ssize_t)sizeof(uint64_t) - 1;
+    Py_ssize_t nruns = PyList_GET_SIZE(runs);
+    Py_ssize_t used = 0;
+    Py_ssize_t i = 0; /* index of the first payload of run r */
+    Py_ssize_t done = first;
+    if (ends.len % (Py_ssize_t)sizeof(uint64_t) != 0 || n < 0)
+    {
+        PyErr_SetString(PyExc_ValueError, "encode_buffer: offsets hold len(batch) + 1 u64");
+        goto done;
+    }
+    if (first < 0 || first > n)
+    {
+        PyErr_SetString(PyExc_ValueError, "encode_buffer: first is outside the payloads");
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < nruns && done < n; r++)
+    {
+        PyObject *run = PyList_GET_ITEM(runs, r);
+        if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 2)
+        {
+            PyErr_SetString(PyExc_TypeError, "runs are (peer, count) tuples");
+            goto done;
+        }
+        Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(run, 1));
+        if (count == -1 && PyErr_Occurred())
+        {
+            goto done;
+        }
+        if (count < 0 || count > n - i)
+        {
+            PyErr_SetString(PyExc_ValueError, "encode_buffer: the run counts exceed the payloads");
+            goto done;
+        }
+        Py_ssize_t run_end = i + count;
+        if (run_end <= done)
+        {
+            i = run_end; /* wholly before `first` */
+            continue;
+        }
+        PyObject *producer = run_producer(PyTuple_GET_ITEM(run, 0), producer_of, cache_peer,
+                                          cache_producer, &cache_next);
+        if (producer == NULL)
+        {
+            goto done;
+        }
+        for (; done < run_end; done++)
+        {
+            uint64_t start, end;
+            memcpy(&start, at + sizeof(uint64_t) * (size_t)done, sizeof start);
+            memcpy(&end, at + sizeof(uint64_t) * (size_t)(done + 1), sizeof end);
+            if (start > end || end > (uint64_t)data.len)
+            {
+                PyErr_SetString(PyExc_ValueError, "encode_buffer: offsets out of order or past the buffer");
+                goto done;
+            }
+            int rc = encode_one_raw(&out, &offset, &used, room, position, timestamp,
+                                    (const char *)data.buf + start, (Py_ssize_t)(end - start),
+                                    PyBytes_AS_STRING(producer), PyBytes_GET_SIZE(producer),
+                                    NULL, 0, checksum);
+            if (rc < 0)
+            {
+                goto done;
+            }
+            if (rc == 0)
+            {
+                result = Py_BuildValue("(nn)", done - first, offset);
+                goto done;
+            }
+        }
+        i = run_end;
+    }
+    if (done < n)
+    {
+        PyErr_SetString(PyExc_ValueError, "encode_buffer: the run counts fall short of the payloads");
+        goto done;
+    }
+    result = Py_BuildValue("(nn)", done - first, offset);
+done:
+    for (int c = 0; c < RUN_CACHE; c++)
+    {
+        Py_XDECREF(cache_producer[c]);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&ends);
     return result;
 }
 
@@ -644,6 +796,8 @@ static PyMethodDef archive_methods[] = {
      "walk(buf, offset, end, limit) -> (offset, records)"},
     {"encode_runs", archive_encode_runs, METH_VARARGS,
      "encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
+    {"encode_buffer", archive_encode_buffer, METH_VARARGS,
+     "encode_buffer(out, offset, position, buffer, offsets, runs, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -350,6 +350,12 @@ typedef struct
     uint32_t count;
     uint32_t cap;
     uint32_t popped;    /* popped by the current take/hold batch */
+    /* raw payloads (the queue's `raw` mode, see rq_push_raw): [u32 length][bytes] records in
+     * arrival order in raw[raw_head, raw_tail); an items slot of NULL stands for the next */
+    uint8_t *raw;
+    size_t raw_head;
+    size_t raw_tail;
+    size_t raw_cap;
 }
 rq_link_t;
 
@@ -372,6 +378,9 @@ typedef struct
                            * receive door may pop from here (see SocketReceive) */
     int pass_all;         /* set by a SUB while it takes every published message: its door
                            * may hand them out without its filter (exon_fast_pubsub.c) */
+    int raw;              /* set by a PULL that takes held batches as one buffer: dispatch
+                           * copies payloads into the links' raw storage, no bytes object */
+    Py_ssize_t raw_count; /* messages queued raw (items slots that are NULL) */
     vectorcallfunc vectorcall;
 }
 RecvQueueObject;
@@ -449,6 +458,129 @@ static inline PyObject *rq_pop_next(RecvQueueObject *q, int32_t *link_out)
     return payload;
 }
 
+/* ---- raw payloads: a PULL whose held batches go out as one buffer (hold_buffer) ---------
+ *
+ * With `raw` set, dispatch copies a payload into its link's raw storage ([u32 length]
+ * [bytes], in arrival order) and queues NULL in the link's items ring: no bytes object per
+ * message. hold_buffer copies the payloads of a batch straight into one bytes object. Every
+ * other way out of the queue (take, hold, hold_runs, take_all, the receive door) turns the
+ * raw payloads into bytes first (RQ_UNRAW), so they see the queue as before. */
+
+/* A link's raw storage above this is freed when it empties (below it stays, so a stream
+ * does not regrow it for every batch). */
+#define RQ_KEEP_RAW (1u << 20)
+#define RQ_RAW_MIN (64u << 10)
+
+static void rq_raw_free(rq_link_t *l)
+{
+    PyMem_Free(l->raw);
+    l->raw = NULL;
+    l->raw_head = l->raw_tail = l->raw_cap = 0;
+}
+
+/* After payloads were taken out of a link's raw storage: rewind it when empty, and give a
+ * large one back. */
+static void rq_raw_settle(rq_link_t *l)
+{
+    if (l->raw_head == l->raw_tail)
+    {
+        l->raw_head = l->raw_tail = 0;
+        if (l->raw_cap > RQ_KEEP_RAW)
+        {
+            rq_raw_free(l);
+        }
+    }
+}
+
+/* Queue `length` bytes at `data` raw for `link`: 0, or -1 with an exception (nothing queued). */
+static int rq_push_raw(RecvQueueObject *q, int32_t link, const char *data, int32_t length)
+{
+    rq_link_t *l = &q->links[link];
+    size_t need = 4 + (size_t)length;
+    if (l->raw_tail + need > l->raw_cap)
+    {
+        size_t live = l->raw_tail - l->raw_head;
+        if (live + need <= l->raw_cap - l->raw_cap / 4)
+        {
+            memmove(l->raw, l->raw + l->raw_head, live); /* room enough once compacted */
+        }
+        else
+        {
+            size_t cap = l->raw_cap < RQ_RAW_MIN ? RQ_RAW_MIN : 2 * l->raw_cap;
+            while (cap < live + need)
+            {
+                cap *= 2;
+            }
+            uint8_t *raw = PyMem_Malloc(cap);
+            if (raw == NULL)
+            {
+                PyErr_NoMemory();
+                return -1;
+            }
+            if (live)
+            {
+                memcpy(raw, l->raw + l->raw_head, live);
+            }
+            PyMem_Free(l->raw);
+            l->raw = raw;
+            l->raw_cap = cap;
+        }
+        l->raw_head = 0;
+        l->raw_tail = live;
+    }
+    if (rq_push(q, link, NULL) < 0)
+    {
+        return -1;
+    }
+    uint32_t n = (uint32_t)length;
+    memcpy(l->raw + l->raw_tail, &n, 4);
+    memcpy(l->raw + l->raw_tail + 4, data, (size_t)length);
+    l->raw_tail += need;
+    q->raw_count++;
+    return 0;
+}
+
+/* The next raw payload of `l` (its items slot was NULL): its bytes and length, taken out. */
+static inline const uint8_t *rq_raw_pop(rq_link_t *l, uint32_t *length)
+{
+    memcpy(length, l->raw + l->raw_head, 4);
+    const uint8_t *data = l->raw + l->raw_head + 4;
+    l->raw_head += 4 + (size_t)*length;
+    return data;
+}
+
+/* Turn every raw payload of the queue into a bytes object in its items slot, in order:
+ * 0, or -1 with an exception (those done stay done; the queue is whole either way). */
+static int rq_unraw(RecvQueueObject *q)
+{
+    for (int32_t i = 0; i < q->ready_count && q->raw_count > 0; i++)
+    {
+        rq_link_t *l = &q->links[q->ready[(q->ready_head + i) % q->capacity]];
+        for (uint32_t k = 0; k < l->count && l->raw_head < l->raw_tail; k++)
+        {
+            PyObject **slot = &l->items[(l->head + k) % l->cap];
+            if (*slot != NULL)
+            {
+                continue;
+            }
+            uint32_t length;
+            memcpy(&length, l->raw + l->raw_head, 4);
+            PyObject *payload = PyBytes_FromStringAndSize((const char *)l->raw + l->raw_head + 4, length);
+            if (payload == NULL)
+            {
+                return -1;
+            }
+            *slot = payload;
+            l->raw_head += 4 + (size_t)length;
+            q->raw_count--;
+        }
+        rq_raw_settle(l);
+    }
+    return 0;
+}
+
+#define RQ_UNRAW(q) ((q)->raw_count > 0 ? rq_unraw(q) : 0)
+
 /* Fill `msg` (a new 2-tuple of a receive queue's message type) with `payload` (its
  * reference taken) and `peer`, and count the delivery of `link` (telling the core through
  * on_due when it must see it): every receive door hands a Message out through here. The
@@ -502,6 +634,10 @@ static PyObject *rq_vectorcall(PyObject *self_obj, PyObject *const *args, size_t
     if (q->ready_count == 0)
     {
         Py_RETURN_NONE;
+    }
+    if (RQ_UNRAW(q) < 0)
+    {
+        return NULL;
     }
     return rq_take(q);
 }
@@ -609,6 +745,10 @@ static PyObject *rq_take_many(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_RuntimeError, "exon.native._fast: exon_lt_deliver_many is not bound");
         return NULL;
     }
+    if (RQ_UNRAW(q) < 0)
+    {
+        return NULL;
+    }
     int32_t touched;
     PyObject *out = rq_pop_many(q, max, &touched);
     if (out == NULL)
@@ -655,6 +795,10 @@ static PyObject *rq_hold(PyObject *self, PyObject *arg)
     {
         return NULL;
     }
+    if (RQ_UNRAW(q) < 0)
+    {
+        return NULL;
+    }
     PyObject *counts = PyList_New(0);
     if (counts == NULL)
     {
@@ -688,6 +832,10 @@ static PyObject *rq_hold_runs(PyObject *self, PyObject *arg)
     RecvQueueObject *q = (RecvQueueObject *)self;
     Py_ssize_t max;
     if (rq_max_arg(arg, &max) < 0)
+    {
+        return NULL;
+    }
+    if (RQ_UNRAW(q) < 0)
     {
         return NULL;
     }
@@ -750,6 +898,167 @@ static PyObject *rq_hold_runs(PyObject *self, PyObject *arg)
         return NULL;
     }
     return Py_BuildValue("(NNN)", payloads, runs, counts);
+}
+
+/* The payload bytes of the next `n` (<= total) messages in the order rq_pop_next hands them
+ * out, without popping: the ready ring's links in turn, one message each per round, a link
+ * leaving the round once empty. -1 with an exception (no memory). */
+static Py_ssize_t rq_peek_bytes(RecvQueueObject *q, Py_ssize_t n)
+{
+    int32_t live = q->ready_count;
+    int32_t *links = PyMem_Malloc(sizeof(int32_t) * (size_t)(live > 0 ? live : 1));
+    size_t *cursor = PyMem_Malloc(sizeof(size_t) * (size_t)(live > 0 ? live : 1));
+    if (links == NULL || cursor == NULL)
+    {
+        PyMem_Free(links);
+        PyMem_Free(cursor);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int32_t i = 0; i < live; i++)
+    {
+        links[i] = q->ready[(q->ready_head + i) % q->capacity];
+        cursor[i] = q->links[links[i]].raw_head;
+    }
+    Py_ssize_t total = 0;
+    Py_ssize_t taken = 0;
+    for (uint32_t round = 0; taken < n && live > 0; round++)
+    {
+        int32_t kept = 0;
+        for (int32_t i = 0; i < live && taken < n; i++)
+        {
+            rq_link_t *l = &q->links[links[i]];
+            PyObject *item = l->items[(l->head + round) % l->cap];
+            if (item != NULL)
+            {
+                total += PyBytes_GET_SIZE(item);
+            }
+            else
+            {
+                uint32_t length;
+                memcpy(&length, l->raw + cursor[i], 4);
+                cursor[i] += 4 + (size_t)length;
+                total += length;
+            }
+            taken++;
+            if (round + 1 < l->count) /* it has more: stays in the next round */
+            {
+                links[kept] = links[i];
+                cursor[kept] = cursor[i];
+                kept++;
+            }
+        }
+        live = kept;
+    }
+    PyMem_Free(links);
+    PyMem_Free(cursor);
+    return total;
+}
+
+/* q.hold_buffer(max_messages) -> (buffer, offsets, runs, counts): hold_runs's batch with its
+ * payloads copied into one bytes object, `buffer`, in hold's order; `offsets` a bytes of
+ * n + 1 native u64 (payload i is buffer[offsets[i]:offsets[i + 1]]); `runs` and `counts` as
+ * hold_runs's. Raw payloads are copied from the links' raw storage (no object made for them),
+ * others from their bytes. The buffer, the offsets and the run arrays are allocated before
+ * anything is popped (a failure there leaves the queue as it was). */
+static PyObject *rq_hold_buffer(PyObject *self, PyObject *arg)
+{
+    RecvQueueObject *q = (RecvQueueObject *)self;
+    Py_ssize_t max;
+    if (rq_max_arg(arg, &max) < 0)
+    {
+        return NULL;
+    }
+    Py_ssize_t n = q->total < max ? q->total : max;
+    Py_ssize_t size = rq_peek_bytes(q, n);
+    if (size < 0)
+    {
+        return NULL;
+    }
+    PyObject *buffer = PyBytes_FromStringAndSize(NULL, size);
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(uint64_t) * (n + 1));
+    PyObject *counts = PyList_New(0);
+    int32_t *run_link = PyMem_Malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    uint32_t *run_count = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n > 0 ? n : 1));
+    if (buffer == NULL || offsets == NULL || counts == NULL || run_link == NULL || run_count == NULL)
+    {
+        Py_XDECREF(buffer);
+        Py_XDECREF(offsets);
+        Py_XDECREF(counts);
+        PyMem_Free(run_link);
+        PyMem_Free(run_count);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    char *out = PyBytes_AS_STRING(buffer);
+    char *ends = PyBytes_AS_STRING(offsets);
+    uint64_t at = 0;
+    memcpy(ends, &at, sizeof at);
+    Py_ssize_t runs_n = 0;
+    int32_t touched = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+    {
+        int32_t link;
+        PyObject *payload = rq_pop_next(q, &link);
+        rq_link_t *l = &q->links[link];
+        if (l->popped++ == 0)
+        {
+            q->touched[touched++] = link;
+        }
+        if (payload != NULL)
+        {
+            Py_ssize_t length = PyBytes_GET_SIZE(payload);
+            memcpy(out + at, PyBytes_AS_STRING(payload), (size_t)length);
+            at += (uint64_t)length;
+            Py_DECREF(payload);
+        }
+        else
+        {
+            uint32_t length;
+            const uint8_t *data = rq_raw_pop(l, &length);
+            memcpy(out + at, data, length);
+            at += length;
+            q->raw_count--;
+        }
+        memcpy(ends + sizeof(uint64_t) * (size_t)(k + 1), &at, sizeof at);
+        if (runs_n > 0 && run_link[runs_n - 1] == link)
+        {
+            run_count[runs_n - 1]++;
+        }
+        else
+        {
+            run_link[runs_n] = link;
+            run_count[runs_n] = 1;
+            runs_n++;
+        }
+    }
+    for (int32_t i = 0; i < touched; i++)
+    {
+        rq_raw_settle(&q->links[q->touched[i]]);
+    }
+    PyObject *runs = PyList_New(runs_n);
+    int failed = runs == NULL;
+    for (Py_ssize_t r = 0; r < runs_n && !failed; r++)
+    {
+        PyObject *pair = Py_BuildValue("(OI)", q->links[run_link[r]].peer, run_count[r]);
+        if (pair == NULL)
+        {
+            failed = 1;
+            break;
+        }
+        PyList_SET_ITEM(runs, r, pair);
+    }
+    failed = rq_take_counts(q, touched, counts, failed);
+    PyMem_Free(run_link);
+    PyMem_Free(run_count);
+    if (failed)
+    {
+        Py_DECREF(buffer);
+        Py_DECREF(offsets);
+        Py_XDECREF(runs);
+        Py_DECREF(counts);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNN)", buffer, offsets, runs, counts);
 }
 
 static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -851,6 +1160,10 @@ static PyObject *rq_attach(PyObject *self, PyObject *args)
 static PyObject *rq_take_all(PyObject *self, PyObject *unused)
 {
     RecvQueueObject *q = (RecvQueueObject *)self;
+    if (RQ_UNRAW(q) < 0)
+    {
+        return NULL;
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL)
     {
@@ -896,6 +1209,7 @@ static PyObject *rq_detach(PyObject *self, PyObject *arg)
     l->items = NULL;
     l->cap = 0;
     l->head = 0;
+    rq_raw_free(l);
     Py_RETURN_NONE;
 }
 
@@ -914,8 +1228,10 @@ static PyObject *rq_queued_bytes(PyObject *self, PyObject *unused)
         rq_link_t *l = &q->links[i];
         for (uint32_t k = 0; k < l->count; k++)
         {
-            bytes += (long long)PyBytes_GET_SIZE(l->items[(l->head + k) % l->cap]);
+            PyObject *item = l->items[(l->head + k) % l->cap];
+            bytes += item == NULL ? -4 : (long long)PyBytes_GET_SIZE(item); /* raw: its prefix */
         }
+        bytes += (long long)(l->raw_tail - l->raw_head);
     }
     return PyLong_FromLongLong(bytes);
 }
@@ -931,8 +1247,10 @@ static void rq_clear_links(RecvQueueObject *q)
         rq_link_t *l = &q->links[i];
         while (l->count > 0)
         {
-            Py_DECREF(rq_pop_link(q, l));
+            Py_XDECREF(rq_pop_link(q, l)); /* NULL: a raw payload */
         }
+        rq_raw_free(l);
+        q->raw_count = 0;
         PyMem_Free(l->items);
         l->items = NULL;
         l->cap = 0;
@@ -965,6 +1283,9 @@ static PyMethodDef rq_methods[] = {
     {"hold_runs", rq_hold_runs, METH_O,
      "hold_runs(max_messages) -> ([payload, ...], [(peer, count), ...], [(link, count), ...]),"
      " deliveries NOT counted"},
+    {"hold_buffer", rq_hold_buffer, METH_O,
+     "hold_buffer(max_messages) -> (buffer, offsets, [(peer, count), ...], [(link, count), ...]),"
+     " deliveries NOT counted"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -973,6 +1294,10 @@ static PyMemberDef rq_members[] = {
      "1: the socket has nothing queued on its Python side; its receive door may pop here"},
     {"pass_all", T_INT, offsetof(RecvQueueObject, pass_all), 0,
      "1: a SUB that takes every published message; its door may skip the filter"},
+    {"raw", T_INT, offsetof(RecvQueueObject, raw), 0,
+     "1: payloads are queued as raw bytes, no object each (a PULL taking hold_buffer batches)"},
+    {"raw_count", T_PYSSIZET, offsetof(RecvQueueObject, raw_count), READONLY,
+     "messages queued raw"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1036,13 +1361,25 @@ static PyObject *dispatch_descs(exon_lt_desc_t *descs, int count, const char *co
             left++;
             continue;
         }
-        PyObject *payload = PyBytes_FromStringAndSize(copy + d->offset + EXON_LT_HEADER_LENGTH,
-                                                      d->length - EXON_LT_HEADER_LENGTH);
-        if (payload == NULL || rq_push(q, d->link, payload) < 0)
+        if (q->raw)
         {
-            Py_XDECREF(payload);
-            Py_DECREF(touched);
-            return NULL;
+            if (rq_push_raw(q, d->link, copy + d->offset + EXON_LT_HEADER_LENGTH,
+                            d->length - EXON_LT_HEADER_LENGTH) < 0)
+            {
+                Py_DECREF(touched);
+                return NULL;
+            }
+        }
+        else
+        {
+            PyObject *payload = PyBytes_FromStringAndSize(copy + d->offset + EXON_LT_HEADER_LENGTH,
+                                                          d->length - EXON_LT_HEADER_LENGTH);
+            if (payload == NULL || rq_push(q, d->link, payload) < 0)
+            {
+                Py_XDECREF(payload);
+                Py_DECREF(touched);
+                return NULL;
+            }
         }
         d->link = LT_HANDLED;
         if (!q->marked)
@@ -1582,7 +1919,7 @@ static PyObject *socket_receive_vectorcall(PyObject *self_obj, PyObject *const *
     DoorHead *d = (DoorHead *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->keep;
-    if (nargs > 1 || d->disabled || !q->direct || q->ready_count == 0 ||
+    if (nargs > 1 || d->disabled || !q->direct || q->ready_count == 0 || q->raw_count > 0 ||
         !door_keywords(args, nargs, kwnames, 0, NULL))
     {
         return door_fallback(d, args, nargsf, kwnames);
@@ -1592,7 +1929,7 @@ static PyObject *socket_receive_vectorcall(PyObject *self_obj, PyObject *const *
     {
         return NULL;
     }
-    if (!lock->doors_open || d->disabled || !q->direct || q->ready_count == 0)
+    if (!lock->doors_open || d->disabled || !q->direct || q->ready_count == 0 || q->raw_count > 0)
     {
         node_lock_give(lock);
         return door_fallback(d, args, nargsf, kwnames);
