@@ -1,4 +1,4 @@
-/* exon_command_queue.c: conductor -> agent SPSC command ring with a backlog and an eventfd. */
+/* exon_command_queue.c: SPSC command ring (conductor <-> agent) with a backlog and an eventfd. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +44,8 @@ static bool exon_command_queue_put(exon_command_queue_t *q, const exon_agent_com
     return true;
 }
 
+static void exon_command_queue_wake(exon_command_queue_t *q);
+
 int32_t exon_command_queue_flush(exon_command_queue_t *q)
 {
     int32_t moved = 0;
@@ -55,6 +57,7 @@ int32_t exon_command_queue_flush(exon_command_queue_t *q)
     {
         memmove(q->backlog, q->backlog + moved, sizeof(q->backlog[0]) * (size_t)(q->backlog_length - moved));
         q->backlog_length -= moved;
+        exon_command_queue_wake(q);
     }
     return q->backlog_length;
 }

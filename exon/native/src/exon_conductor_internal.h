@@ -8,7 +8,8 @@
  *                                    logs, pub-pos/pub-lmt and the sub-pos of their subscribers;
  *   exon_conductor_receive_images.c  receive endpoints and the publication images they feed:
  *                                    endpoints per UDP subscription, images from SETUPs,
- *                                    their counters, linking, reaping.
+ *                                    their counters, linking, reaping, and the receiver's
+ *                                    command and event queues.
  * The entities below are the conductor's own; the helpers are defined in
  * exon_driver_conductor.c unless noted.
  */
@@ -100,9 +101,13 @@ struct exon_dc_image_stct
 {
     int64_t correlation_id;
     exon_log_t log;
-    exon_publication_image_t img;
+    exon_publication_image_t img;     /* the receiver's once handed over (ADD_IMAGE) */
     exon_dc_subscription_t *subs[EXON_IMAGE_MAX_SUBSCRIBERS];
+    int32_t sub_pos_ids[EXON_IMAGE_MAX_SUBSCRIBERS]; /* the conductor's copy of img.sub_pos_ids */
     int32_t sub_count;
+    bool handed_over;                 /* ADD_IMAGE sent: img.sub_pos_ids change by command */
+    bool removing;                    /* REMOVE_IMAGE sent: freed once the receiver released
+                                       * it; its subs[] are not to be followed any more */
     char source[EXON_UDP_ADDR_TEXT_MAX];
 };
 
@@ -186,5 +191,14 @@ void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub
 int exon_dc_update_images(exon_driver_conductor_t *c, int64_t now_ns);
 /* Close every endpoint (and its images); the agents are stopped. */
 void exon_dc_close_receive_endpoints(exon_driver_conductor_t *c);
+
+/* ---- the receiver's side of its queues (exon_receiver.c) --------------------------- */
+
+/* Apply up to `limit` of the conductor's commands; the caller holds c->receiver_lock. */
+int exon_receiver_apply_commands(exon_driver_conductor_t *c, int limit);
+/* The conductor applies every command it queued for the receiver itself, under
+ * c->receiver_lock as the receiver's duty cycle would: when it returns, the sockets of the
+ * endpoints it closed are closed (a port can be bound again). */
+void exon_receiver_catch_up(exon_driver_conductor_t *c);
 
 #endif /* EXON_CONDUCTOR_INTERNAL_H */

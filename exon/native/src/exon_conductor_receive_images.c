@@ -3,14 +3,24 @@
  *
  * Receive endpoints (exon_publication_image.h: one bound socket per endpoint, shared by the
  * UDP subscriptions on it, with per-stream reference counts) and the publication images
- * they feed: a SETUP the receiver queued becomes an image log under
+ * they feed: a SETUP the receiver reports becomes an image log under
  * <dir>/images/<id>.logbuffer with rcv-hwm, rcv-pos and rcv-rtt counters and one sub-pos
  * per subscription (ON_AVAILABLE_IMAGE); an image that is done (inactive, evicted, or
- * drained past its EOS) is reaped (ON_UNAVAILABLE_IMAGE) and unlinked. The receiver agent
- * iterates the endpoints and their images under c->receiver_lock; only this file changes
- * them, and it takes the lock to do so.
+ * drained past its EOS) is reaped (ON_UNAVAILABLE_IMAGE) and unlinked.
+ *
+ * The conductor never touches the receiver's lists (exon_receiver.c): it opens an
+ * endpoint's socket, then hands the endpoint, its streams, images and sub-pos ids over
+ * with commands on c->receiver_commands, and drains c->receiver_events every duty cycle.
+ * Removal is two-phase: REMOVE_IMAGE / REMOVE_SUBSCRIBER / REMOVE_ENDPOINT go out at once
+ * (ON_UNAVAILABLE_IMAGE too), but the image's log and counters, a sub-pos counter, an
+ * endpoint's memory are freed only when the receiver reports it let go of them, so nothing
+ * the receiver may still write is unmapped or reused. The receiver closes a removed
+ * endpoint's socket itself; a subscription that binds a port while an endpoint is still
+ * closing first lets the conductor apply the receiver's queued commands itself
+ * (exon_receiver_catch_up, under the receiver lock), so the old socket is gone before the
+ * bind (no EADDRINUSE on a port reopened in the same batch of commands).
  */
-#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +40,17 @@ static void exon_dc_send_unavailable_image(exon_driver_conductor_t *c, exon_dc_i
     memcpy(c->msg + sizeof(*m), "aeron:udp", 9);
     exon_dc_transmit(c, EXON_RSP_ON_UNAVAILABLE_IMAGE, c->msg, (int32_t)sizeof(*m) + 9);
     exon_dc_ring_subscription(c, sub);
+}
+
+/* Queue a command for the receiver; an error (out of memory) is logged. */
+static int exon_dc_receiver_command(exon_driver_conductor_t *c, int32_t type, int32_t value, void *target)
+{
+    int rc = exon_command_queue_offer(&c->receiver_commands, type, value, target);
+    if (rc < 0)
+    {
+        exon_driver_conductor_error(c, "receiver command %d: %s", type, exon_last_error());
+    }
+    return rc;
 }
 
 /* Link an image to a subscription: a sub-pos counter at the image's rebuild position. */
@@ -53,16 +74,26 @@ static void exon_dc_image_link(exon_driver_conductor_t *c, exon_dc_image_t *imag
         return;
     }
     exon_counter_set(&c->counters, counter_id, join);
+    if (image->handed_over)
+    {
+        if (exon_dc_receiver_command(c, EXON_RCV_CMD_ADD_SUBSCRIBER, counter_id, &image->img) < 0)
+        {
+            exon_counters_free(&c->counters, counter_id, exon_epoch_ms());
+            return;
+        }
+    }
+    else
+    {
+        image->img.sub_pos_ids[image->sub_count] = counter_id;
+        image->img.sub_pos_count = image->sub_count + 1;
+    }
     if (sub->doorbell_id >= 0)
     {
         exon_log_add_doorbell(image->log.meta, sub->doorbell_id);
     }
-    pthread_mutex_lock(&c->receiver_lock);
     image->subs[image->sub_count] = sub;
-    image->img.sub_pos_ids[image->sub_count] = counter_id;
+    image->sub_pos_ids[image->sub_count] = counter_id;
     image->sub_count++;
-    image->img.sub_pos_count = image->sub_count;
-    pthread_mutex_unlock(&c->receiver_lock);
 
     exon_image_ready_t *m = (exon_image_ready_t *)c->msg;
     int32_t log_length = (int32_t)strlen(image->log.path);
@@ -89,7 +120,7 @@ void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub
     for (int32_t i = 0; i < c->images.length; i++)
     {
         exon_dc_image_t *image = c->images.items[i];
-        if (image->img.endpoint == sub->endpoint && image->img.stream_id == sub->stream_id &&
+        if (!image->removing && image->img.endpoint == sub->endpoint && image->img.stream_id == sub->stream_id &&
             EXON_LOAD_ACQ(&image->img.state) == EXON_IMAGE_ACTIVE)
         {
             exon_dc_image_link(c, image, sub);
@@ -97,29 +128,14 @@ void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub
     }
 }
 
-/* Remove an image: out of the receiver's hands, subscriptions told (when notify), freed. */
-static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *image, bool notify)
+/* Second phase: the receiver let go of the image (or never had it, or the agents are
+ * stopped): its counters go (sub-pos ids included) and its log is unmapped and unlinked. */
+static void exon_dc_free_image(exon_driver_conductor_t *c, exon_dc_image_t *image)
 {
-    exon_receive_endpoint_t *ep = image->img.endpoint;
-    pthread_mutex_lock(&c->receiver_lock);
-    for (int32_t i = 0; i < ep->image_count; i++)
-    {
-        if (ep->images[i] == &image->img)
-        {
-            ep->images[i] = ep->images[ep->image_count - 1];
-            ep->image_count--;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&c->receiver_lock);
     int64_t now_ms = exon_epoch_ms();
     for (int32_t i = 0; i < image->sub_count; i++)
     {
-        if (notify)
-        {
-            exon_dc_send_unavailable_image(c, image, image->subs[i]);
-        }
-        exon_counters_free(&c->counters, image->img.sub_pos_ids[i], now_ms);
+        exon_counters_free(&c->counters, image->sub_pos_ids[i], now_ms);
     }
     exon_counters_free(&c->counters, image->img.rcv_hwm_id, now_ms);
     exon_counters_free(&c->counters, image->img.rcv_pos_id, now_ms);
@@ -133,6 +149,28 @@ static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *im
     exon_log_unlink(path);
     exon_dc_array_remove(&c->images, image);
     free(image);
+}
+
+/* First phase of removing an image: subscriptions told (when notify), the receiver asked to
+ * drop it; exon_dc_free_image follows its IMAGE_RELEASED. */
+static void exon_dc_remove_image(exon_driver_conductor_t *c, exon_dc_image_t *image, bool notify)
+{
+    if (image->removing)
+    {
+        return;
+    }
+    image->removing = true;
+    for (int32_t i = 0; notify && i < image->sub_count; i++)
+    {
+        exon_dc_send_unavailable_image(c, image, image->subs[i]);
+    }
+    if (!image->handed_over)
+    {
+        exon_dc_free_image(c, image);
+        return;
+    }
+    /* out of memory: kept (and counted as an error) rather than freed under the receiver */
+    (void)exon_dc_receiver_command(c, EXON_RCV_CMD_REMOVE_IMAGE, 0, &image->img);
 }
 
 #define EXON_DC_NAK_RETRY_RATIO_DEFAULT 100
@@ -162,14 +200,13 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     int64_t now_ns)
 {
     /*
-     * The receiver can queue this session's SETUP again while an earlier one is turned into
-     * an image: from the moment this conductor takes the pending list until the image is in
-     * the endpoint's list, the receiver knows neither (the sender repeats SETUP until an SM,
-     * and DATA of an unknown session elicits one). The conductor alone creates images and
-     * adds them to c->images first, so an image already here means this SETUP is a repeat:
-     * a second image would show the subscription one publication twice. An old image of the
-     * session on its way out (EOS, inactive) also wins: once it is removed, the next DATA
-     * elicits a fresh SETUP.
+     * The receiver may report this session's SETUP again while an earlier one is turned into
+     * an image (the sender repeats SETUP until an SM, and DATA of an unknown session elicits
+     * one). The conductor alone creates images and adds them to c->images first, so an image
+     * already here means this SETUP is a repeat: a second image would show the subscription
+     * one publication twice. An old image of the session on its way out (EOS, inactive,
+     * removed but not yet released) also wins: once it is gone, the next DATA elicits a
+     * fresh SETUP.
      */
     for (int32_t i = 0; i < c->images.length; i++)
     {
@@ -283,21 +320,47 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
             exon_dc_image_link(c, image, sub);
         }
     }
-    /* the image replaces its queued SETUP in one step: the receiver's per-source and table
-     * limits always count it once */
-    pthread_mutex_lock(&c->receiver_lock);
-    exon_receive_endpoint_unqueue(ep, setup->session_id, setup->stream_id);
-    if (ep->image_count < EXON_ENDPOINT_MAX_IMAGES)
+    /* the receiver takes the image in place of its queued SETUP, in one step */
+    if (exon_dc_receiver_command(c, EXON_RCV_CMD_ADD_IMAGE, 0, &image->img) < 0)
     {
-        ep->images[ep->image_count++] = &image->img;
-        pthread_mutex_unlock(&c->receiver_lock);
+        exon_dc_remove_image(c, image, true);
+        return false;
     }
-    else
-    {
-        pthread_mutex_unlock(&c->receiver_lock);
-        EXON_STORE_REL(&image->img.state, EXON_IMAGE_INACTIVE);
-    }
+    image->handed_over = true;
     return true;
+}
+
+/* Second phase: the receiver dropped the endpoint and closed its socket (or the agents are
+ * stopped): its memory goes. */
+static void exon_dc_free_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+{
+    exon_dc_array_remove(&c->endpoints, ep);
+    if (ep->closing)
+    {
+        c->endpoints_closing--;
+    }
+    exon_receive_endpoint_close(ep); /* already closed unless the receiver never ran */
+    free(ep);
+}
+
+/* First phase of closing an endpoint (its last subscription left): its images go, the
+ * receiver drops it and closes its socket; exon_dc_free_endpoint follows its release. */
+static void exon_dc_close_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+{
+    for (int32_t i = c->images.length - 1; i >= 0; i--)
+    {
+        exon_dc_image_t *image = c->images.items[i];
+        if (image->img.endpoint == ep && !image->removing)
+        {
+            exon_dc_remove_image(c, image, false);
+            i = c->images.length;
+        }
+    }
+    ep->closing = true;
+    c->endpoints_closing++;
+    exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
+    /* out of memory: it stays closing (and counted as an error); the socket stays open */
+    (void)exon_dc_receiver_command(c, EXON_RCV_CMD_REMOVE_ENDPOINT, 0, ep);
 }
 
 /* 0, -1 (the endpoint cannot open: `why` says why) or -2 (a multicast rule broken: `why`). */
@@ -324,12 +387,17 @@ int exon_dc_setup_udp_subscription(
         for (int32_t i = 0; i < c->endpoints.length; i++)
         {
             exon_receive_endpoint_t *candidate = c->endpoints.items[i];
-            if (0 == strcmp(candidate->bind_text, key))
+            if (!candidate->closing && 0 == strcmp(candidate->bind_text, key))
             {
                 ep = candidate;
                 break;
             }
         }
+    }
+    if (NULL == ep && uri->endpoint.port != 0 && c->endpoints_closing > 0)
+    {
+        /* a closing endpoint may still hold this port: its socket closes now */
+        exon_receiver_catch_up(c);
     }
     if (NULL == ep)
     {
@@ -372,85 +440,64 @@ int exon_dc_setup_udp_subscription(
         {
             ep->idle_eviction_ns = c->config.image_idle_eviction_timeout_ns;
         }
-        exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
-        pthread_mutex_lock(&c->receiver_lock);
-        int rc = exon_dc_array_add(&c->endpoints, ep);
-        pthread_mutex_unlock(&c->receiver_lock);
-        if (rc < 0)
+        if (exon_dc_array_add(&c->endpoints, ep) < 0)
         {
-            exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
             exon_receive_endpoint_close(ep);
             free(ep);
             snprintf(why, why_length, "out of memory");
             return -1;
         }
-    }
-    pthread_mutex_lock(&c->receiver_lock);
-    int32_t slot = -1;
-    for (int32_t i = 0; i < ep->stream_count; i++)
-    {
-        if (ep->stream_ids[i] == sub->stream_id)
+        if (exon_dc_receiver_command(c, EXON_RCV_CMD_ADD_ENDPOINT, 0, ep) < 0)
         {
-            slot = i;
+            exon_dc_array_remove(&c->endpoints, ep);
+            exon_receive_endpoint_close(ep);
+            free(ep);
+            snprintf(why, why_length, "out of memory");
+            return -1;
         }
+        exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
     }
-    if (slot < 0 && ep->stream_count < EXON_ENDPOINT_MAX_STREAMS)
+    if (exon_dc_receiver_command(c, EXON_RCV_CMD_ADD_STREAM, sub->stream_id, ep) < 0)
     {
-        slot = ep->stream_count++;
-        ep->stream_ids[slot] = sub->stream_id;
-        ep->stream_refs[slot] = 0;
+        /* out of memory: the endpoint is the receiver's already; it goes as it would when
+         * its last subscription leaves */
+        if (ep->refcount <= 0)
+        {
+            exon_dc_close_endpoint(c, ep);
+        }
+        snprintf(why, why_length, "out of memory");
+        return -1;
     }
-    if (slot >= 0)
-    {
-        ep->stream_refs[slot]++;
-    }
-    pthread_mutex_unlock(&c->receiver_lock);
     ep->refcount++;
     sub->udp = true;
     sub->endpoint = ep;
     return 0;
 }
 
-static void exon_dc_close_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
-{
-    for (int32_t i = c->images.length - 1; i >= 0; i--)
-    {
-        exon_dc_image_t *image = c->images.items[i];
-        if (image->img.endpoint == ep)
-        {
-            exon_dc_remove_image(c, image, false);
-            i = c->images.length;
-        }
-    }
-    pthread_mutex_lock(&c->receiver_lock);
-    exon_dc_array_remove(&c->endpoints, ep);
-    pthread_mutex_unlock(&c->receiver_lock);
-    exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
-    exon_receive_endpoint_close(ep);
-    free(ep);
-}
-
 void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub)
 {
     exon_receive_endpoint_t *ep = sub->endpoint;
-    int64_t now_ms = exon_epoch_ms();
     for (int32_t i = 0; i < c->images.length; i++)
     {
         exon_dc_image_t *image = c->images.items[i];
-        pthread_mutex_lock(&c->receiver_lock);
+        if (image->removing)
+        {
+            continue; /* its sub-pos counters go when the receiver releases it */
+        }
         for (int32_t j = 0; j < image->sub_count; j++)
         {
             if (image->subs[j] == sub)
             {
-                exon_counters_free(&c->counters, image->img.sub_pos_ids[j], now_ms);
+                /* the counter is freed when the receiver reports it no longer reads it: a
+                 * counter reused at once must not steer the receiver's cleaning */
+                (void)exon_dc_receiver_command(c, EXON_RCV_CMD_REMOVE_SUBSCRIBER, image->sub_pos_ids[j],
+                    &image->img);
                 image->sub_count--;
                 image->subs[j] = image->subs[image->sub_count];
-                image->img.sub_pos_ids[j] = image->img.sub_pos_ids[image->sub_count];
-                image->img.sub_pos_count = image->sub_count;
+                image->sub_pos_ids[j] = image->sub_pos_ids[image->sub_count];
                 break;
             }
         }
-        pthread_mutex_unlock(&c->receiver_lock);
         if (sub->doorbell_id >= 0)
         {
             bool still = false;
@@ -464,26 +511,15 @@ void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscri
             }
         }
     }
-    pthread_mutex_lock(&c->receiver_lock);
-    for (int32_t i = 0; i < ep->stream_count; i++)
-    {
-        if (ep->stream_ids[i] == sub->stream_id && --ep->stream_refs[i] <= 0)
-        {
-            ep->stream_count--;
-            ep->stream_ids[i] = ep->stream_ids[ep->stream_count];
-            ep->stream_refs[i] = ep->stream_refs[ep->stream_count];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&c->receiver_lock);
+    (void)exon_dc_receiver_command(c, EXON_RCV_CMD_REMOVE_STREAM, sub->stream_id, ep);
     /* images of a stream nobody subscribes to any more go away */
     for (int32_t i = c->images.length - 1; i >= 0; i--)
     {
         exon_dc_image_t *image = c->images.items[i];
-        if (image->img.endpoint == ep && image->sub_count == 0)
+        if (image->img.endpoint == ep && image->sub_count == 0 && !image->removing)
         {
             exon_dc_remove_image(c, image, false);
-            i = c->images.length;
+            i = c->images.length; /* an image never handed over is freed at once */
         }
     }
     sub->endpoint = NULL;
@@ -500,6 +536,10 @@ static int exon_dc_reap_images(exon_driver_conductor_t *c, int64_t now_ns)
     for (int32_t i = c->images.length - 1; i >= 0; i--)
     {
         exon_dc_image_t *image = c->images.items[i];
+        if (image->removing)
+        {
+            continue;
+        }
         int32_t state = EXON_LOAD_ACQ(&image->img.state);
         bool remove = state == EXON_IMAGE_INACTIVE;
         if (state == EXON_IMAGE_EOS)
@@ -508,7 +548,7 @@ static int exon_dc_reap_images(exon_driver_conductor_t *c, int64_t now_ns)
             bool all = true;
             for (int32_t j = 0; j < image->sub_count; j++)
             {
-                all = all && exon_counter_get(&c->counters, image->img.sub_pos_ids[j]) >= eos;
+                all = all && exon_counter_get(&c->counters, image->sub_pos_ids[j]) >= eos;
             }
             remove = all || now_ns - image->img.last_packet_ns > image->img.liveness_timeout_ns;
             if (!image->img.eos_seen)
@@ -526,45 +566,102 @@ static int exon_dc_reap_images(exon_driver_conductor_t *c, int64_t now_ns)
     return work;
 }
 
+typedef struct exon_dc_event_context_stct
+{
+    exon_driver_conductor_t *conductor;
+    int64_t now_ns;
+    bool closing;                     /* the agents are stopped: SETUPs are only freed */
+}
+exon_dc_event_context_t;
+
+static void exon_dc_on_receiver_event(void *state, const exon_agent_command_t *event)
+{
+    exon_dc_event_context_t *context = (exon_dc_event_context_t *)state;
+    exon_driver_conductor_t *c = context->conductor;
+    switch (event->type)
+    {
+        case EXON_RCV_EVT_SETUP:
+        {
+            exon_receiver_setup_t *s = (exon_receiver_setup_t *)event->target;
+            /* a closing endpoint's queued SETUPs go with it (its release follows this event) */
+            if (context->closing || s->endpoint->closing ||
+                exon_dc_create_image(c, s->endpoint, &s->setup, context->now_ns))
+            {
+                free(s);
+            }
+            else if (exon_dc_receiver_command(c, EXON_RCV_CMD_SETUP_REFUSED, 0, s) < 0)
+            {
+                free(s); /* out of memory: the SETUP stays queued on the endpoint */
+            }
+            break;
+        }
+        case EXON_RCV_EVT_IMAGE_RELEASED:
+        {
+            exon_dc_image_t *image = (exon_dc_image_t *)(void *)((uint8_t *)event->target -
+                offsetof(exon_dc_image_t, img));
+            exon_dc_free_image(c, image);
+            break;
+        }
+        case EXON_RCV_EVT_ENDPOINT_RELEASED:
+            exon_dc_free_endpoint(c, (exon_receive_endpoint_t *)event->target);
+            break;
+        case EXON_RCV_EVT_COUNTER_RELEASED:
+            exon_counters_free(&c->counters, event->value, exon_epoch_ms());
+            break;
+        default:
+            exon_driver_conductor_error(c, "receiver event %d unknown", event->type);
+            break;
+    }
+}
+
 int exon_dc_update_images(exon_driver_conductor_t *c, int64_t now_ns)
 {
-    /* first the images that are done: an image the receiver evicted for a queued SETUP
-     * leaves its slot before that SETUP becomes an image */
+    /* first the images that are done: an image the receiver evicted for a SETUP it reported
+     * leaves its slot (REMOVE_IMAGE) before that SETUP becomes an image (ADD_IMAGE) */
     int work = exon_dc_reap_images(c, now_ns);
-    for (int32_t i = 0; i < c->endpoints.length; i++)
+    exon_dc_event_context_t context = { .conductor = c, .now_ns = now_ns, .closing = false };
+    work += exon_command_queue_drain(&c->receiver_events, exon_dc_on_receiver_event, &context, 256);
+    if (c->receiver_commands.backlog_length > 0)
     {
-        exon_receive_endpoint_t *ep = c->endpoints.items[i];
-        if (0 == EXON_LOAD_ACQ(&ep->pending_count))
-        {
-            continue;
-        }
-        /* the queued SETUPs stay queued (and counted by the receiver) until each is an
-         * image or refused */
-        exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
-        pthread_mutex_lock(&c->receiver_lock);
-        int32_t count = ep->pending_count;
-        memcpy(pending, ep->pending, sizeof(pending[0]) * (size_t)count);
-        pthread_mutex_unlock(&c->receiver_lock);
-        for (int32_t j = 0; j < count; j++)
-        {
-            if (!exon_dc_create_image(c, ep, &pending[j], now_ns))
-            {
-                pthread_mutex_lock(&c->receiver_lock);
-                exon_receive_endpoint_unqueue(ep, pending[j].session_id, pending[j].stream_id);
-                pthread_mutex_unlock(&c->receiver_lock);
-            }
-            work++;
-        }
+        exon_command_queue_flush(&c->receiver_commands);
     }
     return work;
 }
 
 void exon_dc_close_receive_endpoints(exon_driver_conductor_t *c)
 {
+    /* the agents are stopped: the receiver's commands are applied here, its events drained,
+     * and whatever is left (an offer that found no memory) is freed */
+    for (int32_t i = c->endpoints.length - 1; i >= 0; i--)
+    {
+        exon_receive_endpoint_t *ep = c->endpoints.items[i];
+        if (!ep->closing)
+        {
+            exon_dc_close_endpoint(c, ep);
+        }
+    }
+    exon_receiver_catch_up(c);
+    exon_dc_event_context_t context = { .conductor = c, .now_ns = exon_nano_clock(), .closing = true };
+    do
+    {
+        while (exon_command_queue_drain(&c->receiver_events, exon_dc_on_receiver_event, &context, 256) > 0)
+        {
+        }
+    }
+    while (exon_command_queue_flush(&c->receiver_events) > 0 ||
+        EXON_LOAD_ACQ(&c->receiver_events.tail) != c->receiver_events.head);
+    while (c->images.length > 0)
+    {
+        exon_dc_free_image(c, c->images.items[0]);
+    }
     while (c->endpoints.length > 0)
     {
-        exon_dc_close_endpoint(c, c->endpoints.items[0]);
+        exon_dc_free_endpoint(c, c->endpoints.items[0]);
     }
+    free(c->receiver_endpoints);
+    c->receiver_endpoints = NULL;
+    c->receiver_endpoint_count = 0;
+    c->receiver_endpoint_capacity = 0;
     free(c->endpoints.items);
     free(c->images.items);
     memset(&c->endpoints, 0, sizeof(c->endpoints));

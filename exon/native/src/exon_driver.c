@@ -265,9 +265,16 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
                 d->conductor.receiver_epoll_fd = d->invoker_epoll_fd;
             }
         }
-        /* a command for the sender ends the sender runner's park */
+        /* a command for the sender ends the sender runner's park, one for the receiver the
+         * receiver's (INVOKER: a waiting client thread's), an event from the receiver (a
+         * SETUP, a release) the conductor's */
         struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = d->conductor.sender_commands.wake_fd } };
         epoll_ctl(d->conductor.sender_epoll_fd, EPOLL_CTL_ADD, d->conductor.sender_commands.wake_fd, &ev);
+        ev.data.fd = d->conductor.receiver_commands.wake_fd;
+        epoll_ctl(d->conductor.receiver_epoll_fd, EPOLL_CTL_ADD, d->conductor.receiver_commands.wake_fd, &ev);
+        ev.data.fd = d->conductor.receiver_events.wake_fd;
+        epoll_ctl(d->runners[agent_runner[EXON_AGENT_CONDUCTOR]].epoll_fd, EPOLL_CTL_ADD,
+            d->conductor.receiver_events.wake_fd, &ev);
     }
     for (int32_t i = 0; rc >= 0 && i < d->runner_count; i++)
     {

@@ -1246,6 +1246,10 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
 static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
 {
     int work = exon_dc_update_net_publications(c, now_ns);
+    if (c->sender_commands.backlog_length > 0)
+    {
+        exon_command_queue_flush(&c->sender_commands); /* what the full ring left behind */
+    }
     work += exon_dc_update_images(c, now_ns);
     return work;
 }
@@ -1328,9 +1332,13 @@ int exon_driver_conductor_init(
     c->config = *config;
     c->cnc = cnc;
     int rc;
-    if ((rc = exon_command_queue_init(&c->sender_commands)) < 0)
+    c->sender_commands.wake_fd = -1;
+    c->receiver_commands.wake_fd = -1;
+    c->receiver_events.wake_fd = -1;
+    if ((rc = exon_command_queue_init(&c->sender_commands)) < 0 ||
+        (rc = exon_command_queue_init(&c->receiver_commands)) < 0 ||
+        (rc = exon_command_queue_init(&c->receiver_events)) < 0)
     {
-        c->sender_commands.wake_fd = -1;
         return rc;
     }
     if ((rc = exon_cnc_to_driver_ring(cnc, &c->to_driver)) < 0 ||
@@ -1391,6 +1399,8 @@ void exon_driver_conductor_close(exon_driver_conductor_t *c)
     exon_dc_close_udp(c);
     /* the agents are stopped: whatever the sender still held is freed above */
     exon_command_queue_fini(&c->sender_commands);
+    exon_command_queue_fini(&c->receiver_commands);
+    exon_command_queue_fini(&c->receiver_events);
     free(c->sender_pubs);
     c->sender_pubs = NULL;
     c->sender_pub_count = 0;

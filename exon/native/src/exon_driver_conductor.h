@@ -25,8 +25,9 @@
  * exon_network_publication_t driven by the sender agent (send socket bound to the channel's
  * `control` HOST:PORT when given, else `interface`/any on an ephemeral port; pub-pos,
  * pub-lmt, snd-pos and snd-lmt counters; `control` on a subscription is refused); UDP subscriptions share receive
- * endpoints (exon_publication_image.h) driven by the receiver agent; a SETUP queued by the
- * receiver becomes an image log under <dir>/images/<id>.logbuffer and ON_AVAILABLE_IMAGE.
+ * endpoints (exon_publication_image.h) driven by the receiver agent through a command queue;
+ * a SETUP the receiver reports becomes an image log under <dir>/images/<id>.logbuffer and
+ * ON_AVAILABLE_IMAGE.
  *
  * The code is split by concern: exon_driver_conductor.c (commands, clients, UDP publications,
  * the duty cycle), exon_conductor_ipc_publications.c, exon_conductor_receive_images.c;
@@ -87,16 +88,27 @@ typedef struct exon_driver_conductor_stct
     exon_dc_array_t subscriber_positions; /* exon_dc_subscriber_position_t* */
     exon_dc_array_t client_counters;  /* exon_dc_client_counter_t*: counters of ADD_COUNTER */
     /* UDP sender: fed by sender_commands (ADD/REMOVE_PUBLICATION); sender_pubs is touched
-     * only by the sender thread. The receiver iterates endpoints (and their images) under
-     * receiver_lock; only the conductor changes them. */
+     * only by the sender thread. UDP receiver: fed by receiver_commands (endpoints, streams,
+     * images, sub-pos ids), answering on receiver_events (SETUPs, releases);
+     * receiver_endpoints (and each endpoint's images, streams and queued SETUPs) are touched
+     * only by the thread running the receiver's duty cycle, which holds receiver_lock (its
+     * agent, or an INVOKER client thread; exon_receiver.c). */
     exon_command_queue_t sender_commands;
     struct exon_network_publication_stct **sender_pubs; /* sender thread only */
     int32_t sender_pub_count;
     int32_t sender_pub_capacity;
-    pthread_mutex_t receiver_lock;
+    pthread_mutex_t receiver_lock;    /* who runs the receiver's duty cycle */
+    exon_command_queue_t receiver_commands;
+    exon_command_queue_t receiver_events;
+    struct exon_receive_endpoint_stct **receiver_endpoints; /* receiver only */
+    int32_t receiver_endpoint_count;  /* receiver writes; read unlocked for the idle check */
+    int32_t receiver_endpoint_capacity;
     exon_dc_array_t net_publications; /* exon_dc_net_publication_t* (conductor only) */
-    exon_dc_array_t endpoints;        /* exon_receive_endpoint_t* */
-    exon_dc_array_t images;           /* exon_dc_image_t* */
+    exon_dc_array_t endpoints;        /* exon_receive_endpoint_t* (conductor only; with the
+                                       * closing ones until the receiver released them) */
+    exon_dc_array_t images;           /* exon_dc_image_t* (conductor only; with the removed
+                                       * ones until the receiver released them) */
+    int32_t endpoints_closing;        /* endpoints sent REMOVE_ENDPOINT, not yet released */
     int sender_epoll_fd;
     int receiver_epoll_fd;
     exon_loss_generator_t send_loss;

@@ -39,9 +39,11 @@
  * consume (window / 4) or every sm_timeout, cleaning behind the slowest subscriber, EOS,
  * and liveness (no packet for liveness_timeout_ns -> INACTIVE; the conductor removes it).
  *
- * Thread-safety: endpoints and images are used by the receiver agent under the driver's
- * receiver lock; the conductor changes the image list, the stream list and sub-pos ids
- * under that lock, and reads `state` with acquire loads.
+ * Thread-safety: an endpoint's image list, stream list and queued SETUPs, and an image's
+ * sub-pos ids, belong to the thread running the receiver's duty cycle (under the driver's
+ * receiver lock; exon_receiver.c); the conductor changes them only through the receiver's
+ * command queue, and hears of queued SETUPs and releases through the receiver's event
+ * queue. The conductor reads `state` with acquire loads; it owns `refcount` and `closing`.
  */
 #ifndef EXON_PUBLICATION_IMAGE_H
 #define EXON_PUBLICATION_IMAGE_H
@@ -132,6 +134,15 @@ typedef struct exon_pending_setup_stct
 }
 exon_pending_setup_t;
 
+/* A queued SETUP as the receiver reports it to the conductor (EXON_RCV_EVT_SETUP): malloc'd
+ * by the receiver; the conductor frees it, or hands it back with EXON_RCV_CMD_SETUP_REFUSED. */
+typedef struct exon_receiver_setup_stct
+{
+    exon_receive_endpoint_t *endpoint;
+    exon_pending_setup_t setup;
+}
+exon_receiver_setup_t;
+
 struct exon_receive_endpoint_stct
 {
     exon_udp_channel_t channel;
@@ -140,7 +151,7 @@ struct exon_receive_endpoint_stct
     bool loss_enabled;
     int64_t receiver_id;
     int64_t last_elicit_ns;
-    int32_t stream_ids[EXON_ENDPOINT_MAX_STREAMS];  /* conductor-managed */
+    int32_t stream_ids[EXON_ENDPOINT_MAX_STREAMS];  /* receiver (ADD/REMOVE_STREAM) */
     int32_t stream_refs[EXON_ENDPOINT_MAX_STREAMS];
     int32_t stream_count;
     exon_publication_image_t *images[EXON_ENDPOINT_MAX_IMAGES];
@@ -148,6 +159,8 @@ struct exon_receive_endpoint_stct
     exon_pending_setup_t pending[EXON_ENDPOINT_MAX_PENDING];
     int32_t pending_count;
     int32_t refcount;                                 /* subscriptions using it (conductor) */
+    bool closing;                                     /* REMOVE_ENDPOINT sent, not yet released
+                                                       * (conductor) */
     int32_t max_term_length;                          /* SETUPs over it are invalid (set before use) */
     int32_t max_images;                               /* images + queued SETUPs (set before use) */
     int32_t max_unverified_per_source;                /* per source address (set before use) */
@@ -194,7 +207,7 @@ void exon_receive_endpoint_on_datagram(
 
 bool exon_receive_endpoint_has_stream(const exon_receive_endpoint_t *ep, int32_t stream_id);
 
-/* Take a queued SETUP off the list (conductor, under the receiver lock). */
+/* Take a queued SETUP off the list (receiver). */
 void exon_receive_endpoint_unqueue(exon_receive_endpoint_t *ep, int32_t session_id, int32_t stream_id);
 
 /* Initialise an image over its (fresh) log after a SETUP; positions start at join. */

@@ -1,20 +1,244 @@
 /*
  * exon_receiver.c: the receiver agent's duty cycle. `state` is the exon_driver_t.
  *
- * Under the receiver lock: for every receive endpoint, recvmmsg a batch (with UDP GRO a
- * read may hold several datagrams, split by exon_udp_msg_split) and dispatch it
- * (DATA into images, SETUP queued for the conductor, elicit SETUP for unknown sessions),
- * then per image: gap scan + NAK, SM, cleaning, EOS, liveness. The runner parks when
- * nothing was done; its epoll set holds every endpoint's socket. When a batch queued a new
- * SETUP and the conductor runs on another thread, the conductor's agent doorbell is rung
- * (only if it is parked), so the image is created now rather than at the end of its park.
+ * Under the receiver lock (it says who runs the duty cycle: the agent, or an INVOKER client
+ * thread; the conductor itself in exon_receiver_catch_up):
+ *   1. the conductor's commands (c->receiver_commands, EXON_RCV_CMD_*) are applied to what
+ *      only this side touches: the receiver's endpoint list, each endpoint's stream list,
+ *      image list and queued SETUPs, each image's sub-pos ids. What the conductor waits for
+ *      goes back on c->receiver_events (EXON_RCV_EVT_*): an endpoint dropped and its socket
+ *      closed, an image dropped, a sub-pos counter dropped; the conductor frees them then,
+ *      never before (two-phase removal);
+ *   2. for every receive endpoint, recvmmsg a batch (with UDP GRO a read may hold several
+ *      datagrams, split by exon_udp_msg_split) and dispatch it (DATA into images, SETUP
+ *      queued on the endpoint, elicit SETUP for unknown sessions); each SETUP queued in this
+ *      batch is reported to the conductor (EXON_RCV_EVT_SETUP), which answers ADD_IMAGE or
+ *      SETUP_REFUSED; either takes it off the endpoint's queue;
+ *   3. per image: gap scan + NAK, SM, cleaning, EOS, liveness.
+ * The runner parks when nothing was done; its epoll set holds every endpoint's socket and
+ * the command queue's eventfd (INVOKER: the invoker's set), and the event queue's eventfd
+ * sits in the conductor runner's set, so a reported SETUP ends the conductor's park.
+ * With neither an endpoint nor a command the cycle is three loads, without the lock.
  */
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "exon_common.h"
 #include "exon_agent.h"
 #include "exon_driver.h"
 #include "exon_publication_image.h"
+#include "exon_conductor_internal.h"
+
+static void exon_receiver_report(exon_driver_conductor_t *c, int32_t type, int32_t value, void *target)
+{
+    if (exon_command_queue_offer(&c->receiver_events, type, value, target) < 0)
+    {
+        exon_driver_conductor_error(c, "receiver: out of memory reporting event %d", type);
+    }
+}
+
+static void exon_receiver_add_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+{
+    if (c->receiver_endpoint_count == c->receiver_endpoint_capacity)
+    {
+        int32_t capacity = c->receiver_endpoint_capacity > 0 ? c->receiver_endpoint_capacity * 2 : 16;
+        exon_receive_endpoint_t **grown = realloc(c->receiver_endpoints, sizeof(ep) * (size_t)capacity);
+        if (NULL == grown)
+        {
+            exon_driver_conductor_error(c, "receiver: out of memory adding endpoint %s", ep->bound_text);
+            return;
+        }
+        c->receiver_endpoints = grown;
+        c->receiver_endpoint_capacity = capacity;
+    }
+    c->receiver_endpoints[c->receiver_endpoint_count] = ep;
+    EXON_STORE_REL(&c->receiver_endpoint_count, c->receiver_endpoint_count + 1);
+}
+
+static void exon_receiver_remove_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+{
+    for (int32_t i = 0; i < c->receiver_endpoint_count; i++)
+    {
+        if (c->receiver_endpoints[i] == ep)
+        {
+            c->receiver_endpoints[i] = c->receiver_endpoints[c->receiver_endpoint_count - 1];
+            EXON_STORE_REL(&c->receiver_endpoint_count, c->receiver_endpoint_count - 1);
+            break;
+        }
+    }
+    /* closed here, before the conductor hears of it: a subscription that reopens the port
+     * after the release finds it free (the conductor frees the memory) */
+    exon_receive_endpoint_close(ep);
+    exon_receiver_report(c, EXON_RCV_EVT_ENDPOINT_RELEASED, 0, ep);
+}
+
+static void exon_receiver_stream(exon_receive_endpoint_t *ep, int32_t stream_id, int32_t delta)
+{
+    int32_t slot = -1;
+    for (int32_t i = 0; i < ep->stream_count; i++)
+    {
+        if (ep->stream_ids[i] == stream_id)
+        {
+            slot = i;
+        }
+    }
+    if (delta > 0 && slot < 0 && ep->stream_count < EXON_ENDPOINT_MAX_STREAMS)
+    {
+        slot = ep->stream_count++;
+        ep->stream_ids[slot] = stream_id;
+        ep->stream_refs[slot] = 0;
+    }
+    if (slot < 0)
+    {
+        return;
+    }
+    ep->stream_refs[slot] += delta;
+    if (ep->stream_refs[slot] <= 0)
+    {
+        ep->stream_count--;
+        ep->stream_ids[slot] = ep->stream_ids[ep->stream_count];
+        ep->stream_refs[slot] = ep->stream_refs[ep->stream_count];
+    }
+}
+
+static void exon_receiver_add_image(exon_publication_image_t *img)
+{
+    exon_receive_endpoint_t *ep = img->endpoint;
+    /* the image replaces its queued SETUP in one step: the per-source and table limits
+     * always count it once */
+    exon_receive_endpoint_unqueue(ep, img->session_id, img->stream_id);
+    if (ep->image_count < EXON_ENDPOINT_MAX_IMAGES)
+    {
+        ep->images[ep->image_count++] = img;
+    }
+    else
+    {
+        EXON_STORE_REL(&img->state, EXON_IMAGE_INACTIVE); /* the conductor removes it */
+    }
+}
+
+static void exon_receiver_remove_image(exon_driver_conductor_t *c, exon_publication_image_t *img)
+{
+    exon_receive_endpoint_t *ep = img->endpoint;
+    for (int32_t i = 0; i < ep->image_count; i++)
+    {
+        if (ep->images[i] == img)
+        {
+            ep->images[i] = ep->images[ep->image_count - 1];
+            ep->image_count--;
+            break;
+        }
+    }
+    exon_receiver_report(c, EXON_RCV_EVT_IMAGE_RELEASED, 0, img);
+}
+
+static void exon_receiver_subscriber(exon_driver_conductor_t *c, exon_publication_image_t *img, int32_t counter_id,
+    bool add)
+{
+    if (add)
+    {
+        if (img->sub_pos_count < EXON_IMAGE_MAX_SUBSCRIBERS)
+        {
+            img->sub_pos_ids[img->sub_pos_count++] = counter_id;
+        }
+        return;
+    }
+    for (int32_t i = 0; i < img->sub_pos_count; i++)
+    {
+        if (img->sub_pos_ids[i] == counter_id)
+        {
+            img->sub_pos_count--;
+            img->sub_pos_ids[i] = img->sub_pos_ids[img->sub_pos_count];
+            break;
+        }
+    }
+    exon_receiver_report(c, EXON_RCV_EVT_COUNTER_RELEASED, counter_id, NULL);
+}
+
+static void exon_receiver_on_command(void *state, const exon_agent_command_t *cmd)
+{
+    exon_driver_conductor_t *c = (exon_driver_conductor_t *)state;
+    switch (cmd->type)
+    {
+        case EXON_RCV_CMD_ADD_ENDPOINT:
+            exon_receiver_add_endpoint(c, (exon_receive_endpoint_t *)cmd->target);
+            break;
+        case EXON_RCV_CMD_REMOVE_ENDPOINT:
+            exon_receiver_remove_endpoint(c, (exon_receive_endpoint_t *)cmd->target);
+            break;
+        case EXON_RCV_CMD_ADD_STREAM:
+            exon_receiver_stream((exon_receive_endpoint_t *)cmd->target, cmd->value, 1);
+            break;
+        case EXON_RCV_CMD_REMOVE_STREAM:
+            exon_receiver_stream((exon_receive_endpoint_t *)cmd->target, cmd->value, -1);
+            break;
+        case EXON_RCV_CMD_ADD_IMAGE:
+            exon_receiver_add_image((exon_publication_image_t *)cmd->target);
+            break;
+        case EXON_RCV_CMD_REMOVE_IMAGE:
+            exon_receiver_remove_image(c, (exon_publication_image_t *)cmd->target);
+            break;
+        case EXON_RCV_CMD_ADD_SUBSCRIBER:
+            exon_receiver_subscriber(c, (exon_publication_image_t *)cmd->target, cmd->value, true);
+            break;
+        case EXON_RCV_CMD_REMOVE_SUBSCRIBER:
+            exon_receiver_subscriber(c, (exon_publication_image_t *)cmd->target, cmd->value, false);
+            break;
+        case EXON_RCV_CMD_SETUP_REFUSED:
+        {
+            exon_receiver_setup_t *s = (exon_receiver_setup_t *)cmd->target;
+            exon_receive_endpoint_unqueue(s->endpoint, s->setup.session_id, s->setup.stream_id);
+            free(s);
+            break;
+        }
+        default:
+            exon_driver_conductor_error(c, "receiver: unknown command %d", cmd->type);
+            break;
+    }
+}
+
+/* Report the SETUPs `ep` queued from index `from` on (a batch only appends to the queue). */
+static void exon_receiver_report_setups(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, int32_t from)
+{
+    int32_t i = from;
+    while (i < ep->pending_count)
+    {
+        exon_receiver_setup_t *s = malloc(sizeof(*s));
+        if (NULL == s)
+        {
+            /* dropped as if never queued: the publisher repeats its SETUP */
+            exon_receive_endpoint_unqueue(ep, ep->pending[i].session_id, ep->pending[i].stream_id);
+            exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_SETUPS_DROPPED, 1);
+            continue;
+        }
+        s->endpoint = ep;
+        s->setup = ep->pending[i];
+        exon_receiver_report(c, EXON_RCV_EVT_SETUP, 0, s);
+        i++;
+    }
+}
+
+int exon_receiver_apply_commands(exon_driver_conductor_t *c, int limit)
+{
+    return exon_command_queue_drain(&c->receiver_commands, exon_receiver_on_command, c, limit);
+}
+
+void exon_receiver_catch_up(exon_driver_conductor_t *c)
+{
+    pthread_mutex_lock(&c->receiver_lock);
+    do
+    {
+        while (exon_receiver_apply_commands(c, EXON_COMMAND_QUEUE_CAPACITY) > 0)
+        {
+        }
+    }
+    while (exon_command_queue_flush(&c->receiver_commands) > 0);
+    while (exon_receiver_apply_commands(c, EXON_COMMAND_QUEUE_CAPACITY) > 0)
+    {
+    }
+    pthread_mutex_unlock(&c->receiver_lock);
+}
 
 int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns);
 
@@ -32,16 +256,15 @@ int exon_receiver_do_work(void *state, int64_t now_ns)
 int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns)
 {
     exon_driver_conductor_t *c = &d->conductor;
-    int work = 0;
-    bool setup_queued = false;
-    if (0 == EXON_LOAD_RLX(&c->endpoints.length))
+    if (0 == EXON_LOAD_RLX(&c->receiver_endpoint_count) && exon_command_queue_idle(&c->receiver_commands))
     {
         return 0;
     }
     pthread_mutex_lock(&c->receiver_lock);
-    for (int32_t i = 0; i < c->endpoints.length; i++)
+    int work = exon_receiver_apply_commands(c, 64);
+    for (int32_t i = 0; i < c->receiver_endpoint_count; i++)
     {
-        exon_receive_endpoint_t *ep = c->endpoints.items[i];
+        exon_receive_endpoint_t *ep = c->receiver_endpoints[i];
         int32_t pending_before = ep->pending_count;
         for (int round = 0; round < 4; round++)
         {
@@ -52,18 +275,15 @@ int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns)
                 break;
             }
         }
-        setup_queued |= ep->pending_count > pending_before;
+        if (ep->pending_count > pending_before)
+        {
+            exon_receiver_report_setups(c, ep, pending_before);
+        }
         for (int32_t j = 0; j < ep->image_count; j++)
         {
             work += exon_publication_image_do_work(ep->images[j], now_ns);
         }
     }
     pthread_mutex_unlock(&c->receiver_lock);
-    exon_cnc_header_t *header = d->cnc.header;
-    int32_t conductor_index = header->agent_thread_index[EXON_AGENT_CONDUCTOR];
-    if (setup_queued && conductor_index != header->agent_thread_index[EXON_AGENT_RECEIVER])
-    {
-        exon_agent_doorbell_ring(d->instance_id, conductor_index, &header->agent_state[conductor_index].sleeping);
-    }
     return work;
 }
