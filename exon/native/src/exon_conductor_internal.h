@@ -187,7 +187,8 @@ int exon_dc_setup_udp_subscription(
 void exon_dc_remove_udp_subscription(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
 /* A new UDP subscription links to the active images of its endpoint and stream. */
 void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub);
-/* Duty cycle: reap the images that are done, then turn queued SETUPs into images. */
+/* Duty cycle: reap the images that are done, then drain the receiver's events (SETUPs
+ * become images or are refused; released images, endpoints and counters are freed). */
 int exon_dc_update_images(exon_driver_conductor_t *c, int64_t now_ns);
 /* Close every endpoint (and its images); the agents are stopped. */
 void exon_dc_close_receive_endpoints(exon_driver_conductor_t *c);
