@@ -77,7 +77,7 @@ def drain_rates(driver_dir: str, cases: list[tuple[str, int]], size: int, messag
                 for _ in range(messages):
                     push.send(payload, timeout=10)
                 end = time.monotonic() + 30
-                while pull._queued + len(pull._nq) < messages and time.monotonic() < end:
+                while pull._queued() < messages and time.monotonic() < end:
                     time.sleep(0.002)
                 take = _taker(pull, *case)
                 start = time.perf_counter()

@@ -20,10 +20,13 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   due FLOW is offered natively; the Node calls
   ``core.delivered_natively`` only when that offer failed or a FLOW timer must be armed
   (``flow_timer`` is 0 while deliveries wait for a FLOW).
-* Every socket gets a native receive queue (``open_queue``, exon_fast.c ``RecvQueue``):
-  ``Poller.batch`` queues its fast DATA there, ``receive()`` pops it (a plain socket
-  gets ``Message(payload, exon.Peer)`` items, the others ``(payload, PeerId)`` for their
-  own checks, see ``Socket._accept_locked``).
+* Every receiving socket has one inbox (``open_queue``, exon_fast_inbox.c ``RecvQueue``):
+  ``Poller.batch`` queues its fast DATA there, the socket queues the core's messages there
+  too (``Socket._on_message``), each in its peer's lane, and ``receive()`` pops it,
+  fair-queued, counting each delivery as it pops (a plain socket gets
+  ``Message(payload, exon.Peer)`` items, the others ``(payload, PeerId)`` for their own
+  checks, see ``Socket._accept_locked``). A link's queued messages stay when it detaches:
+  from then on the core counts their delivery.
 * A ROUTER or DEALER also gets a ``PeerRoutes`` (``open_routes``): the links it routed
   (those that need no envelope), Peer <-> link index, for its native send and receive
   doors. A link's route goes in ``detach``, with its queue entry.
@@ -70,7 +73,7 @@ _MAX_PAYLOAD = 0x7FFF_FFFF
 class FastLink:
     """The token of one attached link."""
 
-    __slots__ = ("attached", "incarnation", "index", "peer", "public", "tag")
+    __slots__ = ("attached", "incarnation", "index", "peer", "tag")
 
     def __init__(self, index: int, tag: int, peer: PeerId, incarnation: int) -> None:
         self.index = index
@@ -78,7 +81,6 @@ class FastLink:
         self.peer = peer
         self.incarnation = incarnation
         self.attached = True
-        self.public: Any = None  # the exon.Peer of `peer` (cached by the receiving socket)
 
     def __repr__(self) -> str:
         return f"<FastLink {self.index} {self.tag}->{self.peer} {'on' if self.attached else 'off'}>"
@@ -89,7 +91,7 @@ class FastLinks:
     ``ExclusivePublication`` or None."""
 
     def __init__(self, publication_of: Any, *, capacity: int = 1024,
-                 socket_capacity: int = 1024, public_peer: Any = None) -> None:
+                 socket_capacity: int = 1024) -> None:
         self._table = ffi.new("exon_link_table_t *")
         check(lib.exon_lt_init(self._table, capacity, socket_capacity), "link table")
         self._publication_of = publication_of
@@ -108,11 +110,8 @@ class FastLinks:
         self._free_slots = list(range(socket_capacity - 1, -1, -1))
         self.keys: dict[str, int] = {}
         self._capacity = capacity
-        self._public_peer = public_peer if public_peer is not None else (lambda peer: peer)
-        #: per socket slot: the native receive queue of a plain socket (None: none)
+        #: per socket slot: the socket's inbox (None: none)
         self.queues: list[Any] = [None] * socket_capacity
-        self._public = [True] * socket_capacity
-        self._drains: dict[int, Any] = {}
         self.slot_owners: dict[int, Any] = {}
         #: per socket slot: the PeerRoutes of a ROUTER or DEALER (exon_fast_peers.c); a
         #: link's entry goes the moment the link detaches (before its index can be reused)
@@ -129,30 +128,27 @@ class FastLinks:
         self.slots[tag] = slot
         return slot
 
-    def open_queue(self, slot: int, owner: Any, message_type: type, *,
-                   public: bool = True) -> Any:
-        """A native receive queue for the socket ``owner`` of ``slot`` (None: not
-        available); its items are ``message_type((payload, peer))`` with ``peer`` the
-        ``exon.Peer`` (``public``) or the core's PeerId. ``owner._on_due(link)``: a popped
-        delivery needs the core (FLOW due or timer); ``owner._drain_native(items)``: a link
-        of the socket is detaching: every queued (link, payload) leaves the native queue,
-        in order, for the socket's own."""
-        if slot < 0 or self._closed:
-            return None
-        queue = fast_recv_queue(self._table, owner._on_due, message_type, self._capacity)
-        if queue is not None:
-            self.queues[slot] = queue
-            self.slot_owners[slot] = owner
-            self._drains[slot] = owner._drain_native
-            self._public[slot] = public
-            for token in self.tokens.values():  # links attached before the queue existed
-                if self._table.links[token.index].socket_slot == slot:
-                    queue.attach(token.index, self._queue_peer(slot, token.peer),
-                                 self._public_peer(token.peer))
-        return queue
+    def open_queue(self, owner: Any, message_type: type) -> Any:
+        """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``; None without
+        the fast door): its one receive queue, items
+        ``message_type((payload, peer))``. ``owner._on_due(link)``: a delivery counted on a
+        link needs the core (FLOW due or timer); ``owner._on_core(peer, incarnation,
+        count)``: deliveries for the core to count. Until :meth:`register_queue` it holds
+        what the socket pushes only."""
+        return fast_recv_queue(self._table, owner._on_due, owner._on_core, message_type,
+                               self._capacity)
 
-    def _queue_peer(self, slot: int, peer: PeerId) -> Any:
-        return self._public_peer(peer) if self._public[slot] else peer
+    def register_queue(self, slot: int, queue: Any, owner: Any) -> None:
+        """From now on the fast DATA of the socket ``owner`` of ``slot`` (-1: none; its
+        inbox holds the core's messages only) is queued in its inbox ``queue``
+        (``Poller.batch``), each link's in its peer's lane (``owner._lane(peer)``)."""
+        if slot < 0 or self._closed:
+            return
+        self.queues[slot] = queue
+        self.slot_owners[slot] = owner
+        for token in self.tokens.values():  # links attached before the queue was
+            if self._table.links[token.index].socket_slot == slot:
+                queue.attach(token.index, owner._lane(token.peer))
 
     def send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], fallback: Any) -> Any:
         """The native ``send`` of the socket of ``slot`` (None: not available); see
@@ -223,7 +219,6 @@ class FastLinks:
             self.routes.pop(slot, None)
             self.queues[slot] = None
             self.slot_owners.pop(slot, None)
-            self._drains.pop(slot, None)
             self._free_slots.append(slot)
 
     def key_of(self, address: str) -> int:
@@ -264,7 +259,7 @@ class FastLinks:
         token = FastLink(index, tag, peer, incarnation)
         queue = self.queues[slot]
         if queue is not None:
-            queue.attach(index, self._queue_peer(slot, peer), self._public_peer(peer))
+            queue.attach(index, self.slot_owners[slot]._lane(peer))
         self.tokens[index] = token
         self.by_link[(tag, peer)] = token
         return token
@@ -282,10 +277,8 @@ class FastLinks:
             return
         slot = self._table.links[token.index].socket_slot
         queue = self.queues[slot] if 0 <= slot < self._socket_capacity else None
-        if queue is not None:
-            if len(queue):
-                self._drains[slot](queue.take_all())  # before the index can be reused
-            queue.detach(token.index)
+        if queue is not None:  # its messages queued stay, counted by the core from now on
+            queue.detach(token.index, token.incarnation)
         routes = self.routes.get(slot)
         if routes is not None:
             routes.drop(token.index)
@@ -331,7 +324,6 @@ class FastLinks:
         if not self._closed:
             self._closed = True
             self.queues = [None] * self._socket_capacity
-            self._drains.clear()
             self.slot_owners.clear()
             self.routes.clear()
             for token in list(self.tokens.values()):

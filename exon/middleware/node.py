@@ -158,7 +158,7 @@ class Node(NodePolling):
         self.address: str = self._transport.address
         self.node_id = uuid.UUID(int=self._rng.getrandbits(128)).hex
         publications = self._transport.publications
-        self._fast = FastLinks(publications.get, public_peer=lambda peer: self._peer(peer))
+        self._fast = FastLinks(publications.get)
         self._poller = self._fast.poller(_POLL_LIMIT)
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
                                 settings=settings, rng=self._rng, accelerator=self._fast)

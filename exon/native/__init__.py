@@ -118,12 +118,15 @@ def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
 
 
-def fast_recv_queue(table: Any, on_due: Any, message_type: type, capacity: int) -> Any:
-    """A GIL-holding receive queue of one plain socket over an ``exon_link_table_t *``
-    (``exon_fast.c``: ``RecvQueue``), or None without the fast door."""
+def fast_recv_queue(table: Any, on_due: Any, on_core: Any, message_type: type,
+                    capacity: int) -> Any:
+    """A socket's inbox, its one GIL-holding receive queue, over an ``exon_link_table_t *``
+    of ``capacity`` links (``exon_fast_inbox.c``: ``RecvQueue``), or None without the fast
+    door. ``on_due(link)``: a delivery counted on an attached link needs the core;
+    ``on_core(peer, incarnation, count)``: deliveries for the core to count."""
     if _fast is None or not hasattr(_fast, "RecvQueue"):
         return None
-    return _fast.RecvQueue(_address(table), table, on_due, message_type, capacity)
+    return _fast.RecvQueue(_address(table), table, on_due, on_core, message_type, capacity)
 
 
 def node_lock() -> Any:

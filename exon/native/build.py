@@ -137,7 +137,8 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
     It calls C functions of the cffi module through pointers it is handed at import, so it
     compiles no exon logic of its own (see fast/exon_fast.c)."""
     source = HERE / "fast" / "exon_fast.c"
-    included = [HERE / "fast" / "exon_fast_pubsub.c",  # #included by exon_fast.c
+    included = [HERE / "fast" / "exon_fast_inbox.c",  # #included by exon_fast.c
+                HERE / "fast" / "exon_fast_pubsub.c",
                 HERE / "fast" / "exon_fast_peers.c"]
     return Extension(
         "exon.native._fast",

@@ -125,7 +125,7 @@ class HeldBatch:
         self._buffer = buffer
         self._offsets = offsets
         self._runs = runs
-        #: per link: (PeerId, our incarnation, the native link token or None, count)
+        #: what confirm counts: (PeerId, link index or -1, our link incarnation, count)
         self._counts = counts
         self._owner = owner
         #: confirmed, or dropped with its links (the socket closed): confirm() does nothing

@@ -31,15 +31,15 @@ from exon.sockets.timeouts import check_timeout as _check_timeout
 __all__ = ["PullSocket"]
 
 _monotonic = time.monotonic
-_new_message = tuple.__new__
 _MIXING = ("{op}() while {n} batch(es) taken by receive_held() are unconfirmed: it would "
            "count deliveries ahead of them (confirm them first)")
 
 #: most extra looks at the transport a held batch takes before it is cut (_top_up_locked)
 _TOP_UP_POLLS = 8
 
-# one link's share of a batch: (PeerId, our incarnation, native token or None, count)
-_Count = tuple[PeerId, int, Any, int]
+# one line of a held batch's bookkeeping, as the inbox reports it (RecvQueue.hold_buffer):
+# (PeerId, link index or -1, our link incarnation, count)
+_Count = tuple[PeerId, int, int, int]
 
 
 class PullSocket(Socket):
@@ -132,17 +132,12 @@ class PullSocket(Socket):
                 self._sync_direct()
 
     def _count_locked(self, counts: list[_Count]) -> None:
-        """Count the deliveries of ``counts`` (lock held): natively on a link still
-        attached, through the core otherwise (ignored there when the link closed)."""
-        core = self._core
-        tag = self.tag
-        deliver = self._deliver  # the link table's deliver(link, count)
-        for peer, incarnation, token, count in counts:
-            if token is not None and token.attached:
-                if deliver(token.index, count):
-                    core.delivered_natively(tag, peer, now=_monotonic())
-            else:
-                core.deliver_many(tag, peer, incarnation, count, now=_monotonic())
+        """Count the deliveries of ``counts`` (lock held), as the inbox counts those it
+        pops: on a link still attached, through the core otherwise (ignored there when the
+        link closed)."""
+        nq = self._nq
+        if nq is not None:
+            nq.count(counts)
         self._host.flush()
 
     def _batch_locked(self, op: str, max_messages: int, timeout: float | None,
@@ -156,7 +151,6 @@ class PullSocket(Socket):
             _check_timeout(timeout)
         self._check_batch_locked(op, hold)
         self._host.activity += 1
-        nq = self._nq
         if hold:
             self._top_up_locked(max_messages)
         got = self._grab_locked(max_messages, hold)
@@ -164,8 +158,8 @@ class PullSocket(Socket):
             return got
 
         def can_take() -> bool:
-            return bool(self._queued or (nq is not None and len(nq))
-                        or (self._held and not hold) or (self._closing and hold))
+            return bool(self._queued() or (self._held and not hold)
+                        or (self._closing and hold))
 
         def take() -> list[Message] | HeldBatch | None:
             if hold:
@@ -185,8 +179,8 @@ class PullSocket(Socket):
         per-batch costs (a write, a confirm) several times over. Stops at the first look
         that adds nothing: at worst one empty poll per batch."""
         nq = self._nq
-        if nq is None or self._queued or not len(nq):
-            return  # nothing yet: the wait polls; Python's queues first: no top-up
+        if nq is None or not len(nq):
+            return  # nothing yet: the wait polls
         poll = self.node.poll_once_if_idle
         for _ in range(_TOP_UP_POLLS):
             before = len(nq)
@@ -205,79 +199,23 @@ class PullSocket(Socket):
                                     "comes (this class overrides _accept_locked)")
 
     def _grab_locked(self, max_messages: int, hold: bool) -> list[Message] | HeldBatch | None:
-        """Up to ``max_messages`` waiting messages: a HeldBatch (``hold``) or a list of
-        delivered Messages; None when nothing waits. Lock held."""
+        """Up to ``max_messages`` waiting messages, popped from the inbox as ``receive()``
+        pops them: a HeldBatch (``hold``) or a list of delivered Messages; None when
+        nothing waits. Lock held."""
         nq = self._nq
-        if not self._queued:
-            if nq is None or not len(nq):
-                return None
-            if not hold:  # the short path: one native call pops and counts the batch
-                taken: list[Message] = nq.take(max_messages)
-                return taken
-            # no Python object per message: the payloads come as one buffer, copied from
-            # the queue's raw storage (a held batch's socket queues raw from now on: the
-            # poll makes no bytes object per message either); the batch builds Messages
-            # or a payload list only if asked (HeldBatch)
-            nq.raw = 1
-            buffer, ends, runs, links = nq.hold_buffer(max_messages)
-            tokens = self._host.fast.tokens
-            counts: list[_Count] = []
-            for link, count in links:
-                token = tokens[link]
-                counts.append((token.peer, token.incarnation, token, count))
-            batch = HeldBatch(None, counts, self, buffer=buffer,
-                              offsets=memoryview(ends).cast("Q"), runs=runs)
-            self._held.append(batch)
-            return batch
-        # Python's queues first (they hold each peer's older messages), then the native one
-        messages, counts = self._grab_python_locked(max_messages)
-        room = max_messages - len(messages)
-        if room and not self._queued and nq is not None and len(nq):
-            more, links = nq.hold(room)
-            messages += more
-            index = {c[2]: k for k, c in enumerate(counts) if c[2] is not None}
-            tokens = self._host.fast.tokens
-            for link, count in links:
-                token = tokens[link]
-                k = index.get(token)
-                if k is None:
-                    counts.append((token.peer, token.incarnation, token, count))
-                else:
-                    peer, incarnation, _, before = counts[k]
-                    counts[k] = (peer, incarnation, token, before + count)
-        if hold:
-            return self._keep_locked(messages, counts)
-        self._count_locked(counts)
-        return messages
-
-    def _grab_python_locked(self, max_messages: int) -> tuple[list[Message], list[_Count]]:
-        """Up to ``max_messages`` messages of the Python queues, fair-queued, not counted:
-        (messages, per link incarnation counts)."""
-        pop = self._pop_locked
-        peer_of = self._host.peer
-        messages: list[Message] = []
-        # per link incarnation: [peer, incarnation, token or None, count]
-        counts: dict[Any, list[Any]] = {}
-        while len(messages) < max_messages and (popped := pop()) is not None:
-            peer, item = popped
-            if type(item) is tuple:  # taken natively, moved here: (payload, FastLink)
-                payload, token = item
-                key: Any = token
-                incarnation = token.incarnation
-            else:  # the core's MessageReceived
-                payload, token = item.payload, None
-                incarnation = item.incarnation
-                key = (peer, incarnation)
-            entry = counts.get(key)
-            if entry is None:
-                counts[key] = [peer, incarnation, token, 1]
-            else:
-                entry[3] += 1
-            messages.append(_new_message(Message, (payload, peer_of(peer))))
-        return messages, [(c[0], c[1], c[2], c[3]) for c in counts.values()]
-
-    def _keep_locked(self, messages: list[Message], counts: list[_Count]) -> HeldBatch:
-        batch = HeldBatch(messages, counts, self)
+        if nq is None or not len(nq):
+            return None
+        if not hold:  # one native call pops and counts the batch
+            taken: list[Message] = nq.take(max_messages)
+            return taken
+        # no Python object per message: the payloads come as one buffer, copied from the
+        # queue's raw storage (a held batch's socket queues the fast path's payloads raw
+        # from now on: the poll makes no bytes object per message either); the batch builds
+        # Messages or a payload list only if asked (HeldBatch)
+        nq.raw = 1
+        buffer, ends, runs, counts = nq.hold_buffer(max_messages)
+        batch = HeldBatch(None, counts, self, buffer=buffer,
+                          offsets=memoryview(ends).cast("Q"), runs=runs)
         self._held.append(batch)
         return batch
 
@@ -294,11 +232,10 @@ class PullSocket(Socket):
         return super()._take_locked()
 
     def _sync_direct(self) -> None:
-        # the receive door pops (and counts) natively: keep it off while a batch is held
+        # the receive door pops (and counts): keep it off while a batch is held
         nq = self._nq
         if nq is not None:
-            nq.direct = 0 if (self._queued or self._cookies or self._closed
-                              or self._held) else 1
+            nq.direct = 0 if (self._cookies or self._closed or self._held) else 1
 
     # ==== closing ===========================================================================
 
@@ -319,7 +256,7 @@ class PullSocket(Socket):
         doomed: set[tuple[PeerId, int]] = set()
         for batch in held:
             batch._settled = True
-            for peer, incarnation, _token, _count in batch._counts:
+            for peer, _link, incarnation, _count in batch._counts:
                 doomed.add((peer, incarnation))
         core = self._core
         if doomed and core.has_socket(self.tag):

@@ -6,7 +6,7 @@ over the socket's ``PeerRoutes``: per attached link that needs no envelope (a RO
 peers, a DEALER's ROUTER peers; not the REQ and REP peers, whose envelopes the Python
 methods add and strip) the public :class:`~exon.sockets.messages.Peer` its messages carry.
 
-* ``receive``: the door pops the native queue when nothing waits on the Python side and
+* ``receive``: the door pops the inbox when no cookie waits (``direct``) and
   the link of the next message (fair-queued) is routed; it builds the same ``Message``
   ``_accept_locked`` would.
 * ``send`` with ``peer=``: the door sends on the peer's link when ``peer`` is the very Peer

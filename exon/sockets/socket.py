@@ -89,8 +89,8 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
     #: seconds receive() spins before parking when it leads the polling (REQ/REP: answers
     #: come fast, see exon.middleware.node.CLIENT_SPIN)
     _wait_spin: ClassVar[float] = 0.0
-    #: False: no native receive queue; every DATA for the socket reaches ``_on_fast`` /
-    #: ``_on_message`` as it arrives (PUB applies subscriptions there, see pub.py)
+    #: False: no inbox; every DATA for the socket reaches ``_on_fast`` / ``_on_message``
+    #: as it arrives (PUB applies subscriptions there, see pub.py)
     _native_queue: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -141,10 +141,6 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._core = host.core
         self._cond = threading.Condition(host.lock)
         self._fast_slot = -1  # the node's link-table slot (host.open_socket gives it)
-        # per peer: MessageReceived (core path) or (payload, FastLink) (native path)
-        self._inq: dict[PeerId, deque[Any]] = {}
-        self._ready: deque[PeerId] = deque()
-        self._queued = 0
         self._cookies: deque[Cookie | CookieLost] = deque()
         self.cookie_ratio = cookie_ratio
         self._cookie_run = 0
@@ -156,6 +152,18 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
         self._aio_spin_skip: int = 0  # areceive calls left to park without spinning
         self._aio_spin_backoff: int = 0  # what the next spin that runs out sets it to
+        # a "plain" socket takes every message as it comes (no gate, no envelope): its
+        # inbox holds Messages, and its receive() pops them in one call (the door)
+        cls = self.__class__
+        self._plain = (cls._accept_locked is Socket._accept_locked
+                       and cls._may_take_message is Socket._may_take_message)
+        # every message received waits in the inbox (exon.sockets.inbox), whichever way
+        # it came; made before the socket is registered, so nothing arrives before it
+        self._nq: Any = None
+        self._lanes: dict[PeerId, int] = {}  # the inbox's lane of each peer
+        self._lane_sweep = 0
+        if cls._native_queue:
+            self._open_inbox()
         options: dict[str, Any] = {"policy": policy, "budgeted": self.can_receive}
         if credits is not None:
             options["initial_credits"] = credits
@@ -168,31 +176,20 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         fast = host.fast
         self._deliver = fast.deliver
         self._fast_send = fast.send
-        # a "plain" socket takes every message as it comes (no gate, no envelope): receive()
-        # has a short path for it (see _take_plain_locked)
-        cls = self.__class__
-        self._plain = (cls._accept_locked is Socket._accept_locked
-                       and cls._may_take_message is Socket._may_take_message)
-        # natively classified DATA is queued natively (exon_fast.c RecvQueue; None: the
-        # Python queues only): a plain socket's receive door pops Messages from it in one
-        # call, the others pop (payload, PeerId) and check them (_accept_locked)
-        self._nq: Any = None
         #: the native doors replacing this instance's send/receive (exon_fast.c)
         self._doors: list[Any] = []
-        with self._lock:
-            if self._plain:
-                self._nq = fast.open_queue(self._fast_slot, self, Message)
-                if self._nq is not None:
-                    self._nq.direct = 1
+        nq = self._nq
+        if nq is not None:
+            with self._lock:
+                # the fast path queues the DATA of this socket's links there from now on
+                fast.register_queue(self._fast_slot, nq, self)
+                nq.direct = 1
                 # the door stands in for Socket.receive only (not for a subclass's own)
-                if self._nq is not None and cls.receive is Socket.receive:
-                    door = fast.receive_door(host.lock, self._nq,
-                                                   Socket.receive.__get__(self))
+                if self._plain and cls.receive is Socket.receive:
+                    door = fast.receive_door(host.lock, nq, Socket.receive.__get__(self))
                     if door is not None:
                         self._doors.append(door)
-                        self.receive = door  # type: ignore[method-assign]
-            elif cls._native_queue:  # items (payload, PeerId) for _accept_locked
-                self._nq = fast.open_queue(self._fast_slot, self, tuple, public=False)
+                        self.receive = door
 
     # ==== events (called by the node, lock held; the message queues: exon.sockets.inbox) ====
 
@@ -203,6 +200,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._refusals[ev.peer] = ev
 
     def _on_closed(self, ev: LinkClosed) -> None:
+        self._close_lane_if_idle(ev.peer)
         if ev.error:
             self._broken_epoch += 1
             self._broken[ev.peer] = ev.reason
@@ -222,38 +220,30 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         return True
 
     def _take_locked(self) -> Cookie | CookieLost | Message | None:
+        """The next cookie or message (lock held): cookies first, but after
+        ``cookie_ratio`` in a row a waiting message; messages as the inbox pops them,
+        fair-queued, each delivery counted as it pops."""
         cookies = self._cookies
-        if cookies and (self._cookie_run < self.cookie_ratio or not self._queued
+        nq = self._nq
+        if cookies and (self._cookie_run < self.cookie_ratio or nq is None or not len(nq)
                         or not self._may_take_message()):
             self._cookie_run += 1
             return cookies.popleft()
-        nq = self._nq
-        if nq is not None and cookies and len(nq):
-            self._drain_native(nq.take_all())  # the cookie ratio applies to Python's queues
-        if not self._queued and nq is not None and len(nq):
-            if self._plain:
-                msg = nq()
-                if msg is not None:
-                    self._cookie_run = 0
-                    return msg  # type: ignore[no-any-return]
-            else:
-                while len(nq) and self._may_take_message():
-                    payload, peer = nq()  # delivered and credited
-                    msg = self._accept_locked(payload, peer)
-                    self._host.flush()
-                    if msg is not None:
-                        self._cookie_run = 0
-                        return msg
-        while self._queued and self._may_take_message():
-            taken = self._take_message_locked()
-            if taken is None:
-                break
-            msg = self._accept_locked(*taken)
+        if nq is None:
+            return None
+        if self._plain:
+            msg = nq()
             if msg is not None:
                 self._cookie_run = 0
+                return msg  # type: ignore[no-any-return]
+        else:
+            while len(nq) and self._may_take_message():
+                payload, peer = nq()  # delivered and credited
+                msg = self._accept_locked(payload, peer)
                 self._host.flush()
-                return msg
-            self._host.flush()
+                if msg is not None:
+                    self._cookie_run = 0
+                    return msg
         if cookies:
             self._cookie_run += 1
             return cookies.popleft()
@@ -262,8 +252,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
     def _can_take_locked(self) -> bool:
         nq = self._nq
         return bool(self._cookies) or (
-            (bool(self._queued) or (nq is not None and len(nq) > 0))
-            and self._may_take_message())
+            nq is not None and len(nq) > 0 and self._may_take_message())
 
     def _check_receive_locked(self) -> None:
         """Raise StateError when this socket cannot receive now (subclasses)."""
@@ -287,22 +276,15 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             try:
                 return self._receive_locked(timeout)
             finally:
-                if self._nq is not None:
-                    self._sync_direct()
+                self._sync_direct()
 
     def _receive_locked(self, timeout: float | None) -> Message | Cookie | CookieLost:
-        if self._plain and not self._cookies and not self._closed:
-            nq = self._nq
-            if nq is not None and not self._queued:
-                msg = nq()
-                if msg is not None:
-                    self._host.activity += 1
-                    return msg  # type: ignore[no-any-return]
-            if self._queued:
-                msg = self._take_plain_locked()
-                if msg is not None:
-                    self._host.activity += 1
-                    return msg
+        nq = self._nq
+        if nq is not None and self._plain and not self._cookies:
+            msg = nq()
+            if msg is not None:
+                self._host.activity += 1
+                return msg  # type: ignore[no-any-return]
         self._check_open()
         self._host.activity += 1
         item = self._take_locked()
@@ -352,8 +334,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             try:
                 return self._receive_nowait_locked()
             finally:
-                if self._nq is not None:
-                    self._sync_direct()
+                self._sync_direct()
 
     def _receive_nowait_locked(self) -> Message | Cookie | CookieLost:
         self._check_open()
@@ -495,9 +476,11 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             self._closed = True
             self._close_doors()
             host.close_socket(self.tag)
-            # the native queue holds our _on_due (a cycle the collector cannot see into):
-            # drop it, or the closed socket and its queue stay alive for good
+            # the inbox holds our _on_due and _on_core (a cycle the collector cannot see
+            # into): drop it, or the closed socket and its queue stay alive for good; what
+            # it still holds is released with it
             self._nq = None
+            self._lanes.clear()
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self._cond.notify_all()
             self._wake_async()  # async waiters see the close (ClosedError)

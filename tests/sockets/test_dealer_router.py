@@ -28,7 +28,7 @@ def _wait_queued(sock, count: int, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with sock._lock:
-            if sock._queued + (len(sock._nq) if sock._nq is not None else 0) >= count:
+            if sock._queued() >= count:
                 return
         time.sleep(0.01)
     raise AssertionError(f"{count} messages did not arrive in {timeout}s")

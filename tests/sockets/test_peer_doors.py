@@ -184,7 +184,7 @@ def test_dealer_door_leaves_a_peer_keyword_and_cookies_to_the_method(make_node) 
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         with dealer._lock:
-            if dealer._cookies and dealer._queued + len(dealer._nq) > 0:
+            if dealer._cookies and dealer._queued() > 0:
                 break
         time.sleep(0.005)
     else:

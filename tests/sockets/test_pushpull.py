@@ -37,7 +37,7 @@ def test_pull_fair_queues_pushers(make_node) -> None:
         for n in range(2):
             p.send(b"%d" % n)
     deadline = time.monotonic() + 5
-    while pull._queued < 6 and time.monotonic() < deadline:  # let everything arrive first
+    while pull._queued() < 6 and time.monotonic() < deadline:  # let everything arrive first
         time.sleep(0.01)
     got = [pull.receive(timeout=5) for _ in range(6)]
     assert len({m.peer for m in got[:3]}) == 3

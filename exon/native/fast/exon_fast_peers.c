@@ -410,13 +410,22 @@ typedef struct
 }
 PeerReceiveObject;
 
-/* The next Message of `q` (ready_count > 0) when the link at the head of its ring is
- * routed (delivery counted, the core told through on_due when it must see it); NULL
+/* The next Message of `q` (ready_count > 0) when it is a fast one (RQ_FAST) of a routed
+ * link (delivery counted, the core told through on_due when it must see it); NULL
  * without an exception when it is not (nothing popped). */
 static PyObject *rq_take_routed(RecvQueueObject *q, PeerRoutesObject *r, PyTypeObject *message_type)
 {
-    int32_t head = q->ready[q->ready_head];
-    PyObject *peer = head < r->capacity ? r->peer_of[head] : NULL;
+    if (q->raw_count > 0)
+    {
+        return NULL; /* raw payloads: the method's (it makes them bytes first) */
+    }
+    rq_lane_t *l = rq_next_lane(q);
+    int32_t link = l->link;
+    if (link < 0 || link >= r->capacity || l->items[l->head].account != RQ_FAST)
+    {
+        return NULL; /* the core's message, or one of a link detached since: the method's */
+    }
+    PyObject *peer = r->peer_of[link];
     if (peer == NULL)
     {
         return NULL;
@@ -426,9 +435,9 @@ static PyObject *rq_take_routed(RecvQueueObject *q, PeerRoutesObject *r, PyTypeO
     {
         return NULL;
     }
-    int32_t link;
-    PyObject *payload = rq_pop_next(q, &link);
-    return rq_deliver_message(q, msg, payload, peer, link);
+    int32_t lane;
+    rq_item_t item = rq_pop_next(q, &lane);
+    return rq_deliver_message(q, msg, item.payload, peer, lane, link, item.account);
 }
 
 /* receive(timeout=None) -> Message */

@@ -30,12 +30,12 @@ SubReceiveObject;
  * its public peer; NULL otherwise (nothing popped). */
 static PyObject *sub_peek(RecvQueueObject *q)
 {
-    if (q->ready_count == 0 || !q->pass_all || !q->direct)
+    if (q->ready_count == 0 || !q->pass_all || !q->direct || q->raw_count > 0)
     {
         return NULL;
     }
-    rq_link_t *l = &q->links[q->ready[q->ready_head]];
-    PyObject *payload = l->items[l->head];
+    rq_lane_t *l = rq_next_lane(q);
+    PyObject *payload = l->items[l->head].payload;
     if (l->public_peer == NULL || PyBytes_GET_SIZE(payload) < 1 ||
         (unsigned char)PyBytes_AS_STRING(payload)[0] != PUB_KIND_MESSAGE)
     {
@@ -74,9 +74,11 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
         node_lock_give(lock);
         return NULL;
     }
-    int32_t link;
-    Py_DECREF(rq_pop_next(q, &link)); /* the queue's reference; `payload` is gone now */
-    msg = rq_deliver_message(q, msg, data, q->links[link].public_peer, link);
+    int32_t lane;
+    rq_item_t item = rq_pop_next(q, &lane);
+    Py_DECREF(item.payload); /* the queue's reference; `payload` is gone now */
+    rq_lane_t *popped = &q->lanes[lane];
+    msg = rq_deliver_message(q, msg, data, popped->public_peer, lane, popped->link, item.account);
     if (msg == NULL)
     {
         node_lock_give(lock);
