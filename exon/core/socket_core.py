@@ -253,6 +253,11 @@ class SocketCore(LinkActions):
         link = self._socket(tag).links.get(PeerId(*peer))
         return LinkState.IDLE if link is None else link.state
 
+    def has_links(self, tag: int) -> bool:
+        """Whether socket ``tag`` has any link, in whatever state (a closed socket: False)."""
+        sock = self._sockets.get(tag)
+        return sock is not None and bool(sock.links)
+
     def links(self, tag: int) -> dict[PeerId, LinkState]:
         return {p: lk.state for p, lk in self._socket(tag).links.items()}
 

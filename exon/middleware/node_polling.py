@@ -348,10 +348,18 @@ class NodePolling(NodeConnections):
             self._lock.acquire()
 
     def _await(self, cond: threading.Condition, ready: Callable[[], bool],
-               deadline: float | None, spin: float = 0.0) -> bool:
+               deadline: float | None, spin: float = 0.0,
+               lead: Callable[[], bool] | None = None) -> bool:
         """Wait (lock held) until ``ready()``; True, or False at ``deadline``. Polls the
         transport itself when the poll role is free (leader/follower); as the leader it
-        spins ``spin`` seconds before each futex sleep (request/reply waits)."""
+        spins ``spin`` seconds before each futex sleep (request/reply waits).
+
+        While ``lead()`` is false (a socket without links: nothing can arrive for it but
+        the handshake, which the core handles for whoever polls) the thread never takes
+        the role and does not queue for it: it sleeps on ``cond`` until the poller wakes
+        it, and neither the dispatcher nor a leading thread stands aside for it. Else an
+        idle socket's thread (an archive's control REP, say) would lead the polling for a
+        busy one, and hand every batch over through a wake-up."""
         me = threading.get_ident()
         while True:
             if ready():
@@ -364,6 +372,10 @@ class NodePolling(NodeConnections):
             now = _monotonic()
             if deadline is not None and now >= deadline:
                 return False
+            if lead is not None and not lead():
+                left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
+                cond.wait(max(0.0, left))  # served by the leader or the dispatcher
+                continue
             if self._role is None:
                 self._role = me
                 try:

@@ -34,7 +34,8 @@ __all__ = ["SocketHost"]
 
 class _WaitUntil(Protocol):
     def __call__(self, cond: threading.Condition, ready: Callable[[], bool],
-                 deadline: float | None, spin: float = ...) -> bool: ...
+                 deadline: float | None, spin: float = ...,
+                 lead: Callable[[], bool] | None = ...) -> bool: ...
 
 
 class SocketHost:
@@ -58,8 +59,11 @@ class SocketHost:
       or until the monotonic ``deadline`` (False; None: no limit). The waiting thread polls
       the transport itself when nobody else does (leader/follower), else sleeps on ``cond``
       (a condition of :attr:`lock`) until the poller notifies it; as the leader it spins
-      ``spin`` seconds before each sleep. Raises :class:`~exon.errors.ClosedError` when the
-      node closes and :class:`~exon.errors.BrokenLink` when its media driver died.
+      ``spin`` seconds before each sleep. ``lead()`` (None: always) says whether the thread
+      may take the poll role now; while it says no the thread only sleeps on ``cond``, served
+      by whoever polls (another thread or the dispatcher). Raises
+      :class:`~exon.errors.ClosedError` when the node closes and
+      :class:`~exon.errors.BrokenLink` when its media driver died.
     * ``pump()``: hand the core's events to the sockets and its frames to the transport,
       until both are empty, then wake the sockets that got something. After any core call
       that may produce frames or events (link, unlink, close_socket).

@@ -295,6 +295,11 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             self._take_locked, self._can_take_locked, self._check_open, timeout, self._wait_spin)
         return got
 
+    def _has_links(self) -> bool:
+        """Lock held: whether this socket has a link (a receive without one does not lead
+        the node's polling: see ``wait_until``)."""
+        return self._core.has_links(self.tag)
+
     # Any: each caller's take() returns its own union (mypy cannot solve a TypeVar from a
     # Callable returning ``A | B | None``); callers annotate what they get back.
     def _wait_and_take(self, take: Callable[[], Any], can_take: Callable[[], bool],
@@ -317,7 +322,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             return False
 
         while True:
-            if not self._host.wait_until(self._cond, ready, deadline, spin):
+            if not self._host.wait_until(self._cond, ready, deadline, spin, self._has_links):
                 self._on_receive_timeout()
                 raise errors.Timeout(f"nothing received in {timeout}s")
             check()
