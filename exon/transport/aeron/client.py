@@ -13,9 +13,11 @@ and can ``wait()`` on its doorbell without spinning.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from exon import errors
@@ -28,6 +30,12 @@ from exon.transport.aeron.settings import default_driver_dir
 __all__ = ["Aeron", "ClientCounter", "Subscription"]
 
 DEFAULT_TIMEOUT = 5.0
+#: seconds close() waits for other threads' calls on the handle (each bounded by its own
+#: timeout) before it gives up and leaves the native client unfreed rather than free it
+#: under them
+_CLOSE_DRAIN = 30.0
+
+log = logging.getLogger("exon.aeron")
 _DOORBELL_RECORD_LENGTH = 128
 
 
@@ -42,6 +50,8 @@ class Aeron:
         self._handle = handle
         self.dir = dir
         self._lock = threading.Lock()
+        self._use = threading.Condition(threading.Lock())  # guards _handle and _users
+        self._users = 0  # calls on the handle in progress (close waits for them)
         self._publications: list[Publication | ExclusivePublication] = []
         self._subscriptions: list[Subscription] = []
         self._counters: list[ClientCounter] = []
@@ -74,16 +84,29 @@ class Aeron:
 
     # ---- state ---------------------------------------------------------------------
 
-    def _live(self) -> Any:
-        handle = self._handle
-        if handle is None:
-            raise errors.ClosedError("Aeron client is closed")
-        return handle
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[Any]:
+        """The live native handle, for a block that calls into it (the GIL released): a
+        close() in another thread frees the handle only once every such block has left.
+        Raises ClosedError once the client is closed."""
+        with self._use:
+            handle = self._handle
+            if handle is None:
+                raise errors.ClosedError("Aeron client is closed")
+            self._users += 1
+        try:
+            yield handle
+        finally:
+            with self._use:
+                self._users -= 1
+                if not self._users:
+                    self._use.notify_all()
 
     @property
     def client_id(self) -> int:
         """This client's id, as the driver knows it."""
-        return int(lib.exon_client_id(self._live()))
+        with self._using() as handle:
+            return int(lib.exon_client_id(handle))
 
     @property
     def is_closed(self) -> bool:
@@ -97,7 +120,8 @@ class Aeron:
 
     def counter_addr(self, counter_id: int) -> Any:
         """``int64_t *`` of a counter's value in the mapped CnC."""
-        addr = lib.exon_client_counter_addr(self._live(), counter_id)
+        with self._using() as handle:
+            addr = lib.exon_client_counter_addr(handle, counter_id)
         if addr == ffi.NULL:
             raise errors.CncError(f"counter id {counter_id} is out of range in {self.dir}")
         return addr
@@ -108,7 +132,8 @@ class Aeron:
 
     def counter_state(self, counter_id: int) -> int:
         """1 allocated, 0 unused, -1 reclaimed (freed)."""
-        rc = int(lib.exon_counters_state(lib.exon_client_counters(self._live()), counter_id))
+        with self._using() as handle:
+            rc = int(lib.exon_counters_state(lib.exon_client_counters(handle), counter_id))
         if rc < -1:
             raise error_for(rc, f"counter {counter_id}")
         return rc
@@ -116,43 +141,48 @@ class Aeron:
     def counter_label(self, counter_id: int) -> str:
         """The label of a counter of the driver's CnC."""
         buf = ffi.new("char[]", 400)
-        n = check(lib.exon_counters_label(lib.exon_client_counters(self._live()), counter_id,
-                                          buf, 400))
+        with self._using() as handle:
+            n = check(lib.exon_counters_label(lib.exon_client_counters(handle), counter_id,
+                                              buf, 400))
         text: bytes = ffi.buffer(buf, n)[:]
         return text.decode("utf-8", "replace")
 
     def allocated_counters(self) -> dict[int, str]:
         """{counter id: label} of every allocated counter."""
-        counters = lib.exon_client_counters(self._live())
         result: dict[int, str] = {}
-        counter_id = lib.exon_counters_next_allocated(counters, 0)
-        while counter_id >= 0:
-            result[int(counter_id)] = self.counter_label(counter_id)
-            counter_id = lib.exon_counters_next_allocated(counters, counter_id + 1)
+        with self._using() as handle:
+            counters = lib.exon_client_counters(handle)
+            counter_id = lib.exon_counters_next_allocated(counters, 0)
+            while counter_id >= 0:
+                result[int(counter_id)] = self.counter_label(counter_id)
+                counter_id = lib.exon_counters_next_allocated(counters, counter_id + 1)
         return result
 
     def check(self) -> None:
         """Raise the client's failure (DriverTimeout, ClosedError...) if it has one."""
-        check(lib.exon_client_status(self._live()))
+        with self._using() as handle:
+            check(lib.exon_client_status(handle))
 
     @property
     def driver_heartbeat_age_ms(self) -> int:
         """Milliseconds since the driver last heart-beat in its CnC."""
-        return int(lib.exon_client_driver_heartbeat_age_ms(self._live()))
+        with self._using() as handle:
+            return int(lib.exon_client_driver_heartbeat_age_ms(handle))
 
     @property
     def keepalives_sent(self) -> int:
         """Keep-alives this client has sent to the driver so far."""
-        return int(lib.exon_client_keepalives_sent(self._live()))
+        with self._using() as handle:
+            return int(lib.exon_client_keepalives_sent(handle))
 
     # ---- publications ----------------------------------------------------------------
 
     def _add_publication(self, channel: str, stream_id: int, exclusive: bool,
                          timeout: float) -> Any:
-        handle = self._live()
         info = ffi.new("exon_client_publication_t *")
-        check(lib.exon_client_add_publication(handle, channel.encode(), stream_id,
-                                              int(exclusive), _ns(timeout), info))
+        with self._using() as handle:
+            check(lib.exon_client_add_publication(handle, channel.encode(), stream_id,
+                                                  int(exclusive), _ns(timeout), info))
         path = ffi.string(info.log_file).decode()
         log = LogBuffer.open(path)
         cls = ExclusivePublication if exclusive else Publication
@@ -164,7 +194,8 @@ class Aeron:
             on_close=self._on_publication_close,
             owns_log=True,
         )
-        lib.exon_client_attach_publication(handle, pub.cdata)  # commits wake the sender
+        with self._using() as handle:
+            lib.exon_client_attach_publication(handle, pub.cdata)  # commits wake the sender
         pub.channel = channel
         pub.original_registration_id = int(info.original_registration_id)
         with self._lock:
@@ -194,11 +225,15 @@ class Aeron:
         with self._lock:
             if item in owned:
                 owned.remove(item)
-        handle = self._handle
-        if handle is not None and lib.exon_client_status(handle) == 0:
-            rc = remove(handle, item.registration_id, _ns(DEFAULT_TIMEOUT))
-            if rc < 0 and rc != lib.EXON_E_CLIENT_CLOSED:
-                raise error_for(rc, what)
+        try:
+            with self._using() as handle:
+                if lib.exon_client_status(handle) != 0:
+                    return
+                rc = remove(handle, item.registration_id, _ns(DEFAULT_TIMEOUT))
+        except errors.ClosedError:
+            return
+        if rc < 0 and rc != lib.EXON_E_CLIENT_CLOSED:
+            raise error_for(rc, what)
 
     # ---- subscriptions ---------------------------------------------------------------
 
@@ -207,10 +242,10 @@ class Aeron:
                          doorbell_counter_id: int = -1) -> Subscription:
         """``doorbell_counter_id``: share the reader doorbell of another subscription of
         this client (one futex word wakes a reader of both); -1: the driver allocates one."""
-        handle = self._live()
         info = ffi.new("exon_client_subscription_t *")
-        check(lib.exon_client_add_subscription(handle, channel.encode(), stream_id,
-                                               doorbell_counter_id, _ns(timeout), info))
+        with self._using() as handle:
+            check(lib.exon_client_add_subscription(handle, channel.encode(), stream_id,
+                                                   doorbell_counter_id, _ns(timeout), info))
         sub = Subscription(self, channel, stream_id, info)
         with self._lock:
             self._subscriptions.append(sub)
@@ -237,11 +272,12 @@ class Aeron:
             raise errors.ConfigurationError(f"type_id {type_id} does not fit in an int32")
         label_bytes = label.encode()
         key_bytes = bytes(key)
-        handle = self._live()
         info = ffi.new("exon_client_counter_t *")
-        check(lib.exon_client_add_counter(handle, type_id, key_bytes, len(key_bytes),
-                                          label_bytes, len(label_bytes), _ns(timeout), info),
-              f"add counter {label!r}")
+        with self._using() as handle:
+            check(lib.exon_client_add_counter(handle, type_id, key_bytes, len(key_bytes),
+                                              label_bytes, len(label_bytes), _ns(timeout),
+                                              info),
+                  f"add counter {label!r}")
         counter = ClientCounter(self, int(info.registration_id), int(info.counter_id))
         with self._lock:
             self._counters.append(counter)
@@ -254,7 +290,8 @@ class Aeron:
 
     def terminate_driver(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Ask the driver to shut down (it acknowledges, its owner then closes it)."""
-        check(lib.exon_client_terminate_driver(self._live(), _ns(timeout)))
+        with self._using() as handle:
+            check(lib.exon_client_terminate_driver(handle, _ns(timeout)))
 
     # ---- life cycle ------------------------------------------------------------------
 
@@ -278,10 +315,16 @@ class Aeron:
                 sub.close()
             except errors.ExonError:
                 pass
-        with self._lock:
+        with self._use:
             handle, self._handle = self._handle, None
-        if handle is not None:
-            lib.exon_client_close(handle)
+            drained = self._use.wait_for(lambda: not self._users, timeout=_CLOSE_DRAIN)
+        if handle is None:
+            return
+        if not drained:  # freeing it under a call in progress would crash that call
+            log.error("Aeron client in %s: calls still in progress after %.0f s; its native "
+                      "client is left unfreed", self.dir, _CLOSE_DRAIN)
+            return
+        lib.exon_client_close(handle)
 
     def __enter__(self) -> Aeron:
         return self
@@ -381,17 +424,24 @@ class Subscription:
         if count == self._events_seen or self._closed:
             return False
         self._events_seen = count
-        handle = self._client._handle
-        if handle is None:
-            return False
         changed = False
         event = self._event
-        while lib.exon_client_poll_image_event(handle, self.registration_id, event) == 1:
-            changed = True
-            if event.type == lib.EXON_IMAGE_EVENT_AVAILABLE:
-                self._add_image(event)
-            else:
-                self._remove_image(int(event.correlation_id))
+        # under _busy, as close() unmaps the images under it; and with the client's handle
+        # held, so a close of the client in another thread does not free it under the call
+        with self._busy:
+            if self._closed:
+                return False
+            try:
+                with self._client._using() as handle:
+                    while lib.exon_client_poll_image_event(handle, self.registration_id,
+                                                           event) == 1:
+                        changed = True
+                        if event.type == lib.EXON_IMAGE_EVENT_AVAILABLE:
+                            self._add_image(event)
+                        else:
+                            self._remove_image(int(event.correlation_id))
+            except errors.ClosedError:
+                return changed
         return changed
 
     def _add_image(self, event: Any) -> None:

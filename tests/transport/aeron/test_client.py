@@ -184,3 +184,33 @@ def test_closing_a_subscription_wakes_a_wait_in_another_thread(aeron: Aeron) -> 
     waiter.join(5)
     assert not waiter.is_alive()
     assert result == [False]
+
+
+def test_close_frees_the_client_only_after_calls_in_progress(driver: MediaDriver,
+                                                             driver_dir: str) -> None:
+    # a call in another thread runs with the GIL released on the native handle; close()
+    # freed it under such a call (ASan: use after free in exon_client_poll_image_event)
+    import threading
+
+    client = Aeron.connect(driver_dir)
+    inside, leave = threading.Event(), threading.Event()
+
+    def call_in_progress() -> None:
+        with client._using():
+            inside.set()
+            leave.wait(10)
+
+    caller = threading.Thread(target=call_in_progress)
+    caller.start()
+    assert inside.wait(5)
+    closer = threading.Thread(target=client.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # it waits for the call
+    assert client.is_closed  # and new calls are refused meanwhile
+    with pytest.raises(errors.ClosedError):
+        client.check()
+    leave.set()
+    closer.join(10)
+    caller.join(10)
+    assert not closer.is_alive()
