@@ -97,14 +97,16 @@ def check(rc: int, what: str = "") -> int:
     raise error_for(rc, what)
 
 
-def fast_offer(publication: Any, on_error: Any) -> Any:
+def fast_offer(publication: Any, on_error: Any, keep: Any = None) -> Any:
     """A callable ``offer(data, reserved_value=0)`` for an ``exon_publication_t *`` that
     holds the GIL through the (never blocking) append, or None without the fast door.
 
-    ``on_error(rc)`` is called (and must raise) for a code below Aeron's outcomes."""
+    ``on_error(rc)`` is called (and must raise) for a code below Aeron's outcomes. The
+    callable keeps ``keep`` alive (default: the publication struct alone); pass everything
+    the struct points to (its position-limit cell, its log) when the caller may drop them."""
     if _fast is None:
         return None
-    return _fast.Offer(_address(publication), on_error, publication)
+    return _fast.Offer(_address(publication), on_error, publication if keep is None else keep)
 
 
 def fast_link_calls(table: Any) -> tuple[Any, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
@@ -71,6 +72,25 @@ def test_the_offer_callable_keeps_its_publication_alive(log: LogBuffer) -> None:
     del pub
     gc.collect()
     assert offer(b"still here") > 0
+
+
+def test_the_offer_callable_keeps_what_its_publication_points_to(tmp_path) -> None:
+    # the C struct points to the position-limit cell and the log's handle: an offer callable
+    # that outlived its publication read them freed (ASan: heap-use-after-free)
+    log = LogBuffer.create(tmp_path / "kept.logbuffer", term_length=64 * 1024,
+                           is_connected=True)
+    log_ref = weakref.ref(log)
+    pub = Publication.standalone(log, limit=0)
+    offer = pub.offer
+    del pub, log
+    gc.collect()
+    assert log_ref() is not None  # still held by the callable
+    for _ in range(100):  # the freed cell would soon be reused by other objects
+        ffi.new("int64_t[16]", [1 << 40] * 16)
+    assert offer(b"x") == -2  # BACK_PRESSURED: the limit cell (0) is still the one read
+    del offer
+    gc.collect()
+    assert log_ref() is None  # and released with it
 
 
 def test_fast_offer_validates_its_inputs() -> None:

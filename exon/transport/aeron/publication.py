@@ -139,7 +139,12 @@ class _PublicationBase(LogUser):
         check(lib.exon_publication_init(pub, log.cdata, position_limit, self._counters,
                                         self._exclusive))
         self._pub = pub
-        self.offer = self._make_offer(pub)  # type: ignore[method-assign]
+        # the offer callable outlives this object when a caller keeps it: it holds what
+        # the C struct points to (the limit cell, the log's handle and mapping, the
+        # counters), not just the struct, or an offer after this object went reads freed
+        # memory (ASan: heap-use-after-free in begin_append)
+        keep = (pub, position_limit, log, self._counters)
+        self.offer = self._make_offer(pub, keep)  # type: ignore[method-assign]
 
     @classmethod
     def standalone(
@@ -153,11 +158,14 @@ class _PublicationBase(LogUser):
         return cls(log, cell, owns_log=owns_log)
 
     @staticmethod
-    def _make_offer(pub: Any) -> Callable[..., int]:
+    def _make_offer(pub: Any, keep: tuple[Any, ...]) -> Callable[..., int]:
+        """The offer callable of ``pub`` (``keep[0]``); it holds ``keep``, everything
+        ``pub`` points to."""
+
         def on_error(rc: int) -> int:
             raise error_for(rc, "offer")
 
-        fast = fast_offer(pub, on_error)  # the GIL-holding door: ~4x cheaper than cffi's call
+        fast = fast_offer(pub, on_error, keep)  # the GIL-holding door: ~4x cheaper than cffi's call
         if fast is not None:
             return fast  # type: ignore[no-any-return]
         c_offer = lib.exon_publication_offer
@@ -167,10 +175,10 @@ class _PublicationBase(LogUser):
             """Append ``data`` as one message: new position, or an outcome code < 0."""
             rc: int
             try:
-                rc = c_offer(pub, data, len(data), reserved_value)  # bytes: no copy, no wrap
+                rc = c_offer(keep[0], data, len(data), reserved_value)  # bytes: no copy, no wrap
             except TypeError:
                 buf = from_buffer(data)  # bytearray, memoryview, numpy...
-                rc = c_offer(pub, buf, len(buf), reserved_value)
+                rc = c_offer(keep[0], buf, len(buf), reserved_value)
             if rc < MAX_POSITION_EXCEEDED:
                 raise error_for(rc, "offer")
             return rc
