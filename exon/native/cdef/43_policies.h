@@ -73,3 +73,9 @@ bool exon_loss_generator_should_drop(exon_loss_generator_t *generator, const uin
 typedef struct exon_feedback_delay_stct { int64_t max_backoff_ns; double lambda; double scale; uint64_t state; ...; } exon_feedback_delay_t;
 void exon_feedback_delay_init(exon_feedback_delay_t *generator, int64_t max_backoff_ns, int32_t group_size, uint64_t seed);
 int64_t exon_feedback_delay_next(exon_feedback_delay_t *generator);
+
+/* exon_spin_policy.h */
+#define EXON_SPIN_BACKOFF_MAX ...
+typedef struct exon_spin_policy_stct { int32_t skip; int32_t backoff; } exon_spin_policy_t;
+int64_t exon_spin_policy_budget(exon_spin_policy_t *policy, int64_t spin_ns);
+void exon_spin_policy_outcome(exon_spin_policy_t *policy, bool answered);

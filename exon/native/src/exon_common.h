@@ -18,7 +18,6 @@
 #include <stddef.h>
 #include <errno.h>
 #include <time.h>
-#include <sched.h>
 
 /* ---- error codes (negative, below the errno range) ---- */
 #define EXON_E_BASE              (-1000)
@@ -60,28 +59,6 @@ int exon_last_error_code(void);
 #else
 #define EXON_CPU_PAUSE() do { } while (0)
 #endif
-
-/* One step of a waiting client thread's spin (Aeron's backoff idle strategy: spin, then
- * yield, then park): PAUSEs while it has spun less than EXON_SPIN_YIELD_AFTER_NS, then a
- * sched_yield per step. A spinner that shares its core with the peer it waits for (two
- * processes on one core of a loaded host) would otherwise hold the core for its whole spin
- * while that peer, which holds the answer, waits to run. Alone on its core, a yield
- * returns at once. */
-#define EXON_SPIN_YIELD_AFTER_NS (5LL * 1000)
-static inline void exon_spin_step(int64_t spun_ns, int pauses)
-{
-    if (spun_ns < EXON_SPIN_YIELD_AFTER_NS)
-    {
-        for (int p = 0; p < pauses; p++)
-        {
-            EXON_CPU_PAUSE();
-        }
-    }
-    else
-    {
-        sched_yield();
-    }
-}
 
 #define EXON_LIKELY(x) __builtin_expect(!!(x), 1)
 #define EXON_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -7,6 +7,7 @@
 
 #include "exon_common.h"
 #include "exon_doorbell.h"
+#include "exon_spin_policy.h"
 #include "exon_invoker.h"
 #include "exon_link_table.h"
 
@@ -93,22 +94,30 @@ static int exon_invoker_wait_in(exon_driver_t *d, exon_image_t **images, int32_t
     {
         return 1;
     }
-    if (spin_ns > 0)
+    exon_spin_policy_t *policy = exon_spin_policy_of_thread();
+    int64_t budget = exon_spin_policy_budget(policy, spin_ns);
+    if (budget > 0)
     {
-        int64_t end = start + spin_ns < deadline ? start + spin_ns : deadline;
-        for (int64_t now = exon_nano_clock(); now < end; now = exon_nano_clock())
+        int64_t end = start + budget < deadline ? start + budget : deadline;
+        while (exon_nano_clock() < end)
         {
             exon_driver_invoke(d);
             if (invoker_any_available(images, count))
             {
+                exon_spin_policy_outcome(policy, true);
                 return 1;
             }
             if (exon_doorbell_read(doorbell) != bell)
             {
+                exon_spin_policy_outcome(policy, true);
                 return 0;
             }
-            exon_spin_step(now - start, 16);
+            for (int p = 0; p < 16; p++)
+            {
+                EXON_CPU_PAUSE();
+            }
         }
+        exon_spin_policy_outcome(policy, false);
     }
     for (;;)
     {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exon_doorbell.h"
+#include "exon_spin_policy.h"
 #include "exon_link_table.h"
 
 #define EXON_LT_FLOW_LENGTH (EXON_LT_HEADER_LENGTH + 16)
@@ -682,21 +683,33 @@ int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_
 {
     int64_t start = exon_nano_clock();
     int32_t bell = exon_doorbell_read(doorbell);
-    if (spin_ns > 0 && (timeout_ns < 0 || spin_ns < timeout_ns))
+    exon_spin_policy_t *policy = exon_spin_policy_of_thread();
+    int64_t budget = (timeout_ns < 0 || spin_ns < timeout_ns) ? exon_spin_policy_budget(policy, spin_ns) : 0;
+    if (budget > 0)
     {
-        int64_t end = start + spin_ns;
-        for (int64_t now = start; now < end; now = exon_nano_clock())
+        int64_t end = start + budget;
+        for (uint32_t k = 0;; k++)
         {
             if (lt_any_available(images, count))
             {
+                exon_spin_policy_outcome(policy, true);
                 return 1;
             }
             if (exon_doorbell_read(doorbell) != bell)
             {
+                exon_spin_policy_outcome(policy, true);
                 return 0;
             }
-            exon_spin_step(now - start, 64);
+            for (int p = 0; p < 8; p++)
+            {
+                EXON_CPU_PAUSE();
+            }
+            if ((k & 7) == 7 && exon_nano_clock() >= end)
+            {
+                break;
+            }
         }
+        exon_spin_policy_outcome(policy, false);
     }
     int64_t left = timeout_ns;
     if (timeout_ns >= 0)

@@ -1,0 +1,44 @@
+/*
+ * exon_spin_policy.h: how long a waiting client thread spins before it parks (sans-IO).
+ *
+ * A request/reply wait spins first (PAUSE, no syscall), so an answer that comes within the
+ * spin costs neither side a wake-up. That pays when the peer runs on another core. When
+ * the two ends of a round trip share one core (a loaded host), the spinner holds the core
+ * while the peer that has the answer waits to run: every spin runs out, and a round trip
+ * costs two whole spins (UDP req/rep pinned to one core: p50 about 145 us against 40 for
+ * pyzmq). Yielding inside the spin is no cure: beside CPU-bound processes a yield gives
+ * the core away for a whole time slice (p50 1.1 ms was measured).
+ *
+ * So the policy backs off, per thread: a spin that runs out makes the next `backoff` waits
+ * park at once (backoff doubles, up to EXON_SPIN_BACKOFF_MAX); a spin that gets its answer
+ * halves it. A thread whose spins pay keeps spinning; one whose spins never pay spins
+ * about once in EXON_SPIN_BACKOFF_MAX waits.
+ *
+ * Thread-safety: plain data; one instance per thread (exon_spin_policy_of_thread).
+ */
+#ifndef EXON_SPIN_POLICY_H
+#define EXON_SPIN_POLICY_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+#define EXON_SPIN_BACKOFF_MAX 64
+
+typedef struct exon_spin_policy_stct
+{
+    int32_t skip;     /* waits left that park without spinning */
+    int32_t backoff;  /* waits to skip after the next spin that runs out */
+}
+exon_spin_policy_t;
+
+/* The spin budget of the next wait: spin_ns, or 0 while backing off (counts the wait). */
+int64_t exon_spin_policy_budget(exon_spin_policy_t *policy, int64_t spin_ns);
+
+/* What the spin of a wait given a budget > 0 came to: answered (the wait ended during
+ * the spin) or not (it ran out and the thread parked). */
+void exon_spin_policy_outcome(exon_spin_policy_t *policy, bool answered);
+
+/* This thread's policy (thread-local). */
+exon_spin_policy_t *exon_spin_policy_of_thread(void);
+
+#endif
