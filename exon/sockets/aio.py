@@ -23,8 +23,9 @@ role: up to the spin's budget for the hand-over (``SocketHost.loop_polling``); a
 costs CPU, not latency of the other tasks. Only one task of a
 node spins at a time, and only while no task waits in the socket's line; the others, and
 the spinner once its budget is spent, park as above. A spin that runs out makes the
-socket's next receives park without one (1, 2, 4, ... up to :data:`SPIN_BACKOFF_MAX`;
-a spin that gets its answer halves the count for the next that runs out): on a machine
+socket's next receives park without one (1, 2, 4, ... up to 64; a spin that gets its
+answer halves the count for the next that runs out; the rule of the native waits,
+``exon_spin_policy.h``, on a policy of the socket's own): on a machine
 too loaded for the peer to answer within the spin, spinning only takes CPU from it, and
 the park that follows a spin that ran out costs more than one without (the dispatcher
 must be woken to poll, where it would still be polling).
@@ -42,6 +43,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
+from exon.native import lib
 from exon.sockets.timeouts import check_timeout as _check_timeout
 
 if TYPE_CHECKING:
@@ -52,11 +54,10 @@ __all__ = ["AsyncSocketMixin", "LoopWaker"]
 
 #: an attempt returns its result, or raises WOULD_BLOCK (or an error for the caller)
 WOULD_BLOCK = BlockingIOError
+_spin_budget = lib.exon_spin_policy_budget
+_spin_outcome = lib.exon_spin_policy_outcome
 _NOT_YET: Any = object()  #: a spin that ended without a result
 _NOT_SPUN: Any = object()  #: a spin refused: another task of the node spins
-#: after a spin that ran out, the next receives of the socket park without spinning: 1, then
-#: 2, 4, ... up to this many (a spin that got its answer halves the next count)
-SPIN_BACKOFF_MAX = 64
 
 
 def _running_loop(what: str) -> asyncio.AbstractEventLoop:
@@ -140,8 +141,7 @@ class AsyncSocketMixin:
     """``asend`` / ``areceive`` / ``alink`` and ``async for`` for :class:`Socket`."""
 
     _aio_waiters: deque[_Waiter]
-    _aio_spin_skip: int
-    _aio_spin_backoff: int
+    _aio_spin: Any  # exon_spin_policy_t *: when areceive spins (exon_spin_policy.h)
 
     # ---- called by the node (its lock held) ---------------------------------------------
 
@@ -227,19 +227,16 @@ class AsyncSocketMixin:
                 on_timeout()
             raise errors.Timeout(f"{what}: would block")
         if spin > 0 and not self._aio_waiters:
-            if self._aio_spin_skip:
-                self._aio_spin_skip -= 1
-            else:
+            policy = self._aio_spin
+            if _spin_budget(policy, 1):
                 started = loop.time()
                 budget = spin if timeout is None else min(spin, timeout)
                 got = await self._spin(loop, attempt, budget)
                 if got is _NOT_YET:
                     if budget == spin:  # it ran out (not the caller's timeout)
-                        self._aio_spin_backoff = min(2 * self._aio_spin_backoff or 1,
-                                                     SPIN_BACKOFF_MAX)
-                        self._aio_spin_skip = self._aio_spin_backoff
+                        _spin_outcome(policy, False)
                 elif got is not _NOT_SPUN:
-                    self._aio_spin_backoff //= 2
+                    _spin_outcome(policy, True)
                     return got
                 if timeout is not None:
                     timeout = max(0.0, timeout - (loop.time() - started))

@@ -448,7 +448,7 @@ def test_a_spin_that_runs_out_makes_the_next_receives_park_at_once(
         watcher = asyncio.create_task(watch())
         reply = (await req.areceive(timeout=30)).payload
         await watcher
-        return reply, spun, parked, req._aio_spin_skip, req._aio_spin_backoff
+        return reply, spun, parked, req._aio_spin.skip, req._aio_spin.backoff
 
     async def main() -> list[tuple[Any, ...]]:
         return [await round_trip(i) for i in range(len(spins))]
