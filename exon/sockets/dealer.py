@@ -102,6 +102,7 @@ class DealerSocket(RoutedDoorsMixin):
         # a REP among the links: pick the destination here, to frame for its type
         core, tag = self._core, self.tag
         epoch = self._broken_epoch
+        polled = False
         while True:
             dest = core.pick_destination(tag)
             if dest is not None:
@@ -113,6 +114,9 @@ class DealerSocket(RoutedDoorsMixin):
                 self._send_locked(framed, cookie, dest, deadline, nowait)
                 return
             if nowait:
+                if self._polled_for_credit_locked(polled):
+                    polled = True
+                    continue
                 raise errors.BackPressured(f"socket {tag}: no linked peer has credit")
 
             def ready() -> bool:

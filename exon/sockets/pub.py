@@ -240,6 +240,7 @@ class PubSocket(Socket):
     def _publish_block_locked(self, data: bytes, payload: bytes, deadline: float | None,
                               nowait: bool) -> None:
         subs = self._subs
+        polled = False
         while True:
             targets = [(p, s) for p, s in subs.items() if s.filter.matches(data)]
             credits = [self._credit(p, s) for p, s in targets]
@@ -247,6 +248,9 @@ class PubSocket(Socket):
                 targets = [t for t, c in zip(targets, credits, strict=True) if c > 0]
                 break
             if nowait:
+                if self._polled_for_credit_locked(polled):
+                    polled = True
+                    continue
                 raise errors.BackPressured(f"pub {self.tag}: a subscriber has no credit")
 
             def ready() -> bool:

@@ -369,6 +369,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         host = self._host
         host.activity += 1
         epoch = self._broken_epoch
+        polled = False
         while True:
             sent = self._send_native_locked(payload, cookie, destination)
             if sent is not None:
@@ -380,6 +381,9 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                                  now=_monotonic())
             except errors.BackPressured:
                 if nowait:
+                    if self._polled_for_credit_locked(polled):
+                        polled = True
+                        continue
                     raise
             except errors.SocketNotLinked:
                 if destination is not None and destination in self._broken:
@@ -406,6 +410,13 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
+
+    def _polled_for_credit_locked(self, polled: bool) -> bool:
+        """A non-blocking send found no credit: look at the transport once, as
+        receive_nowait does, unless this send did already. True if it looked (try again).
+        The FLOWs that give credit back may wait there unread: a sender that only calls
+        send_nowait keeps its node busy, so the node's dispatcher stands aside."""
+        return not polled and self.node.poll_once_if_idle()
 
     def _send_native_locked(self, payload: bytes, cookie: Any,
                             destination: PeerId | None) -> PeerId | None:

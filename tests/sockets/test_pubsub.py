@@ -183,6 +183,31 @@ def test_block_send_nowait_and_timeout_send_to_none(make_node) -> None:
     assert other.receive(timeout=5).payload == b"3"
 
 
+def test_block_send_nowait_in_a_loop_gets_credit_back(make_node) -> None:
+    # as for PUSH: a publisher that only calls send_nowait must see the credit its
+    # subscriber gives back (the FLOWs wait on its node's transport)
+    _a, _b, pub, sub = _pub_sub(make_node, b"", credits=4)
+    got: list[bytes] = []
+
+    def consume() -> None:
+        while len(got) < 40:
+            got.append(sub.receive(timeout=10).payload)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    sent = 0
+    deadline = time.monotonic() + 10
+    while sent < 40 and time.monotonic() < deadline:
+        try:
+            pub.send_nowait(b"m%d" % sent)
+            sent += 1
+        except exon.BackPressured:
+            time.sleep(0.0005)
+    consumer.join(15)
+    assert sent == 40
+    assert got == [b"m%d" % i for i in range(40)]
+
+
 def test_a_departing_subscriber_does_not_hold_a_blocked_publisher(make_node) -> None:
     a = make_node()
     pub = a.socket("pub", tag=1)

@@ -230,3 +230,35 @@ def test_default_node(monkeypatch) -> None:
         assert pull.receive(timeout=5).payload == b"via the default node"
     finally:
         close_default_node()
+
+
+def test_send_nowait_in_a_loop_gets_credit_back(make_node) -> None:
+    # a sender that only ever calls send_nowait (and sleeps when back-pressured) must see
+    # the credit the receiver gives back: the FLOWs wait on its node's transport, which
+    # nothing else may be polling while the sender keeps the node busy
+    import threading
+    import time
+
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=1, credits=4)
+    push = a.socket("push")
+    push.link(f"{b.address}/1", timeout=5)
+    got: list[bytes] = []
+
+    def consume() -> None:
+        while len(got) < 40:
+            got.append(pull.receive(timeout=10).payload)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    sent = 0
+    deadline = time.monotonic() + 10
+    while sent < 40 and time.monotonic() < deadline:
+        try:
+            push.send_nowait(b"m%d" % sent)
+            sent += 1
+        except exon.BackPressured:
+            time.sleep(0.0005)
+    consumer.join(15)
+    assert sent == 40  # ten times the PULL's window: credit came back again and again
+    assert got == [b"m%d" % i for i in range(40)]
