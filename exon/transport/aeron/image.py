@@ -20,6 +20,7 @@ __all__ = ["FragmentHeader", "Image"]
 
 _INITIAL_COPY_CAPACITY = 64 * 1024
 _DEFAULT_BATCH = 256
+_MAX_POSITION = (1 << 63) - 1  #: end of stream not set (the log's initial value)
 # exon_fragment_t seen as int32s: record stride, index of `offset` (`length` follows it)
 _STRIDE = ffi.sizeof("exon_fragment_t") // 4
 _OFFSET = ffi.offsetof("exon_fragment_t", "offset") // 4
@@ -93,6 +94,7 @@ class Image(LogUser):
         self._busy = threading.RLock()
         self._closing = False  #: close() began: no new native call starts
         self._waiting_on: Any = None  #: the doorbell a wait() sleeps on (close rings it)
+        self._final_end_of_stream = _MAX_POSITION  #: end_of_stream_position once closed
         self.correlation_id = correlation_id
         self._position_cell = subscriber_position
         self._counters = counters_values if counters_values is not None else ffi.NULL
@@ -224,12 +226,16 @@ class Image(LogUser):
     def end_of_stream_position(self) -> int:
         """The position where the publication ended, once it has (else the maximum position)."""
         with self._busy:
+            if self._closed:  # the log is unmapped: the value it had at close
+                return self._final_end_of_stream
             return int(lib.exon_image_end_of_stream_position(self._img))
 
     @property
     def is_end_of_stream(self) -> bool:
         """Whether the subscriber has consumed up to the publication's end of stream."""
         with self._busy:
+            if self._closed:
+                return self.position >= self._final_end_of_stream
             return bool(lib.exon_image_is_end_of_stream(self._img))
 
     @property
@@ -271,6 +277,8 @@ class Image(LogUser):
 
     def _close_native(self) -> None:
         """Stop reading (close() is idempotent); frees the assembly buffer."""
+        if not self.log.closed:  # (its owner may have closed a shared log first)
+            self._final_end_of_stream = int(lib.exon_image_end_of_stream_position(self._img))
         lib.exon_image_close(self._img)
 
     def __repr__(self) -> str:

@@ -266,7 +266,11 @@ class LogUser:
         if self._on_close is not None:
             self._on_close(self)
         if self._owns_log:
-            self.log.close()
+            self._close_log()
+
+    def _close_log(self) -> None:
+        """Unmap the owned log (a publication defers it while calls or claims use it)."""
+        self.log.close()
 
     def __enter__(self) -> Self:
         return self

@@ -9,10 +9,16 @@ leaves the log untouched.
 Each ``offer`` is one C call (the GIL is released inside it). :class:`Publication` is safe
 to offer to from many threads (and processes, through the same log); an
 :class:`ExclusivePublication` must have one writer at a time.
+
+``close()`` may come from any thread: later offers return :data:`CLOSED`, ``position`` is
+where the stream stopped, and the log stays mapped until the calls in progress and the open
+:class:`Claim` objects are done (a claim committed after the close is written, but nobody
+may read it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -71,6 +77,8 @@ class Claim:
     __slots__ = ("_claim", "_done", "_pub", "buffer", "position")
 
     def __init__(self, pub: _PublicationBase, claim: Any, position: int) -> None:
+        # holds one use of ``pub`` (taken by try_claim) until commit, abort or collection:
+        # a publication closed meanwhile keeps its log mapped for the claim's writes
         self._pub = pub
         self._claim = claim
         self._done = False
@@ -98,7 +106,15 @@ class Claim:
             raise errors.StateError("claim already committed or aborted")
         self._done = True
         self.buffer.release()
-        check(fn(self._claim))
+        try:
+            check(fn(self._claim))
+        finally:
+            self._pub._leave()
+
+    def __del__(self) -> None:
+        if not self._done:  # dropped unfinished: give its publication's use back
+            self._done = True
+            self._pub._leave()
 
     def __enter__(self) -> memoryview:
         return self.buffer
@@ -132,6 +148,14 @@ class _PublicationBase(LogUser):
         """``position_limit`` is an ``int64_t *`` (the pub-lmt counter, or a test's own
         ``ffi.new("int64_t[...]")``); ``counters_values`` the counters base (doorbells)."""
         self._init_log_user(log, on_close, owns_log)
+        #: native calls that read the log (offer2, try_claim, position) and open claims in
+        #: progress: close() leaves the owned log mapped until the last one has left, as
+        #: unmapping it under them crashed the process (offers through the fast door hold
+        #: the GIL, so no close runs during one)
+        self._users = 0
+        self._users_lock = threading.Lock()
+        self._unmap_pending = False
+        self._final_position = 0  #: position() once closed: where the stream stopped
         self.registration_id = registration_id
         self._limit = position_limit
         self._counters = counters_values if counters_values is not None else ffi.NULL
@@ -198,7 +222,13 @@ class _PublicationBase(LogUser):
         """Append ``head + body`` as one message without joining them first."""
         a = head if type(head) is bytes else ffi.from_buffer(head)
         b = body if type(body) is bytes else ffi.from_buffer(body)
-        rc: int = lib.exon_publication_offer2(self._pub, a, len(a), b, len(b), reserved_value)
+        if not self._enter():
+            return CLOSED
+        try:
+            rc: int = lib.exon_publication_offer2(self._pub, a, len(a), b, len(b),
+                                                  reserved_value)
+        finally:
+            self._leave()
         if rc < MAX_POSITION_EXCEEDED:
             raise error_for(rc, "offer")
         return rc
@@ -212,8 +242,15 @@ class _PublicationBase(LogUser):
         :class:`~exon.errors.ClosedError` when closed.
         """
         claim = ffi.new("exon_claim_t *")
-        rc = lib.exon_publication_try_claim(self._pub, length, claim)
+        if not self._enter():
+            raise errors.ClosedError("publication is closed")
+        try:
+            rc = lib.exon_publication_try_claim(self._pub, length, claim)
+        except BaseException:
+            self._leave()
+            raise
         if rc < 0:
+            self._leave()
             if rc == CLOSED:
                 raise errors.ClosedError("publication is closed")
             if rc < MAX_POSITION_EXCEEDED:
@@ -228,9 +265,40 @@ class _PublicationBase(LogUser):
         """The ``exon_publication_t *``."""
         return self._pub
 
+    def _enter(self) -> bool:
+        """Take a use of the log for a native call; False once closed."""
+        with self._users_lock:
+            if self._closed:
+                return False
+            self._users += 1
+            return True
+
+    def _leave(self) -> None:
+        """Give a use back; the last one out of a closed publication unmaps its log."""
+        with self._users_lock:
+            self._users -= 1
+            unmap = self._unmap_pending and self._users == 0
+            if unmap:
+                self._unmap_pending = False
+        if unmap:
+            self.log.close()
+
+    def _close_log(self) -> None:
+        with self._users_lock:
+            if self._users:
+                self._unmap_pending = True  # the last call or claim out unmaps it
+                return
+        self.log.close()
+
     @property
     def position(self) -> int:
-        return int(lib.exon_publication_position(self._pub))
+        """The position after the last message appended; once closed, where it stopped."""
+        if not self._enter():
+            return self._final_position
+        try:
+            return int(lib.exon_publication_position(self._pub))
+        finally:
+            self._leave()
 
     @property
     def position_limit(self) -> int:
@@ -258,16 +326,23 @@ class _PublicationBase(LogUser):
 
     @property
     def is_connected(self) -> bool:
-        return not self._closed and bool(lib.exon_publication_is_connected(self._pub))
+        if not self._enter():
+            return False
+        try:
+            return bool(lib.exon_publication_is_connected(self._pub))
+        finally:
+            self._leave()
 
     def _close_native(self) -> None:
         """Later offers return CLOSED (close() is idempotent)."""
+        if not self.log.closed:  # (a standalone's log may have been closed by its owner)
+            self._final_position = int(lib.exon_publication_position(self._pub))
         lib.exon_publication_close(self._pub)
 
     def __repr__(self) -> str:
         kind = type(self).__name__
         return (f"<{kind} session={self.session_id} stream={self.stream_id} "
-                f"position={self.position if not self.log.closed else '?'}>")
+                f"position={self.position if not self.log.closed or self._closed else '?'}>")
 
 
 class Publication(_PublicationBase):

@@ -344,3 +344,50 @@ def test_offer_at_the_end_of_the_position_space_is_max_position_exceeded(log, cl
     assert pub.position == position
     assert pub.offer(b"m" * 100) == MAX_POSITION_EXCEEDED
     assert pub.position == position  # nothing was written
+
+
+AFTER_CLOSE = textwrap.dedent(
+    """
+    import sys
+    from exon.transport.aeron.image import Image
+    from exon.transport.aeron.logbuffer import LogBuffer
+    from exon.transport.aeron.publication import CLOSED, Publication
+    log = LogBuffer.create(sys.argv[1], term_length=64 * 1024, is_connected=True)
+    pub = Publication.standalone(log, owns_log=True)
+    reader = Image.standalone(LogBuffer.open(sys.argv[1]), owns_log=True)
+    assert pub.offer(b"before") > 0
+    at_close = pub.position
+    claim = pub.try_claim(5)
+    pub.close()  # owns the log: unmaps it, but only once the open claim is done
+    assert not pub.log.closed
+    claim.buffer[:] = b"after"  # the claim's frame is still mapped memory
+    claim.commit()
+    assert pub.log.closed  # the last use out unmapped it
+    assert pub.position == at_close + 64  # where it stopped, read before the unmap
+    assert pub.offer2(b"a", b"b") == CLOSED
+    assert not pub.is_connected
+    print(repr(pub), flush=True)
+    assert [bytes(m) for m in reader.poll_messages(10)] == [b"before", b"after"]
+    reader.close()
+    assert reader.end_of_stream_position == (1 << 63) - 1  # as at close (not set)
+    assert not reader.is_end_of_stream
+    dropped = Publication.standalone(LogBuffer.open(sys.argv[1]), owns_log=True)
+    unfinished = dropped.try_claim(8)
+    dropped.close()
+    assert not dropped.log.closed
+    del unfinished  # collected unfinished: gives its use back
+    assert dropped.log.closed
+    print("ok", flush=True)
+    """
+)
+
+
+def test_a_closed_publication_and_image_answer_without_their_log(tmp_path) -> None:
+    # reading a position or committing a claim after close read the unmapped log
+    # (a segmentation fault): a child process, as it may crash
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    proc = subprocess.run([sys.executable, "-c", AFTER_CLOSE, str(tmp_path / "c.logbuffer")],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.splitlines()[-1] == "ok"
+    assert "position=128" in proc.stdout  # the repr of a closed publication works too
