@@ -4,9 +4,9 @@ the pure-Python reference of :mod:`exon.archive.format` (a parity test runs both
 ``decode(buf, offset, end, base, limit, verify, path, producers) -> (records, offset)``
 has the contract of :func:`exon.archive.format.decode_records`, ``scan`` that of
 :func:`exon.archive.format.scan_records` (without keys); ``encode_span`` and
-``encode_runs`` (a PULL's held batch: payloads and their senders run by run) and
-``encode_buffer`` (the same with the payloads as one buffer cut by u64 offsets, as a held
-batch comes) frame as many records of a batch as fit in ``room`` bytes (the rest of a
+``encode_buffer`` (a PULL's held batch: its payloads as one buffer cut by u64 offsets,
+their senders run by run; ``encode_runs_py``, its reference, takes the payloads as a list)
+frame as many records of a batch as fit in ``room`` bytes (the rest of a
 segment); ``walk`` that
 of :func:`exon.archive.format.walk_headers` (record boundaries for partitioned replay:
 ``advance``, ``boundaries`` and each replay chunk walk every record of their range).
@@ -114,23 +114,16 @@ def encode_runs_py(out: bytearray, offset: int, position: int, payloads: list[by
                    runs: list[tuple[Any, int]], producer_of: Any, timestamp: int, first: int,
                    room: int) -> tuple[int, int]:
     if not 0 <= first <= len(payloads):
-        raise ValueError("encode_runs: first is outside the payloads")
+        raise ValueError("encode_buffer: first is outside the payloads")
     producers: list[bytes] = []
     for peer, count in runs:
         if count < 0 or len(producers) + count > len(payloads):
-            raise ValueError("encode_runs: the run counts exceed the payloads")
+            raise ValueError("encode_buffer: the run counts exceed the payloads")
         producers += [producer_of(peer)] * count
     if len(producers) != len(payloads):
-        raise ValueError("encode_runs: the run counts fall short of the payloads")
+        raise ValueError("encode_buffer: the run counts fall short of the payloads")
     return encode_span_py(out, offset, position, payloads, producers, timestamp, None, first,
                           room)
-
-
-def encode_runs_native(out: bytearray, offset: int, position: int, payloads: list[bytes],
-                       runs: list[tuple[Any, int]], producer_of: Any, timestamp: int,
-                       first: int, room: int) -> tuple[int, int]:
-    return _native.encode_runs(out, offset, position, payloads, runs, producer_of,  # type: ignore[no-any-return]
-                               timestamp, first, room, crc32c)
 
 
 def encode_buffer_py(out: bytearray, offset: int, position: int, buffer: Any, offsets: Any,
@@ -177,7 +170,6 @@ scan = scan_native if NATIVE else scan_py
 # Python rather than failing at the first replay
 walk = walk_native if NATIVE and hasattr(_native, "walk") else walk_headers
 encode_span = encode_span_native if NATIVE else encode_span_py
-encode_runs = encode_runs_native if NATIVE else encode_runs_py
 # a build of the extension from before encode_buffer() frames held batches in Python
 encode_buffer = (encode_buffer_native if NATIVE and hasattr(_native, "encode_buffer")
                  else encode_buffer_py)

@@ -116,27 +116,15 @@ class RecordingWriter:
             self.dedup[k] = v
         return position
 
-    def append_runs(self, payloads: list[bytes], runs: list[tuple[Any, int]],
-                    producer_of: Callable[[Any], bytes], timestamp: int) -> int:
-        """:meth:`append` for a PULL's held batch as it hands it out
-        (:attr:`exon.HeldBatch.payloads` and :attr:`~exon.HeldBatch.runs`, no object per
-        message): ``runs`` ``[(peer, count), ...]`` says who sent the payloads, run by run;
-        ``producer_of(peer)`` gives the producer bytes recorded (asked once per run, or
-        less)."""
-        self._check_running()
-
-        def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:
-            return codec.encode_runs(out, 0, position, payloads, runs, producer_of, timestamp,
-                                     done, room)
-
-        return self._append(len(payloads), encode)
-
     def append_buffer(self, buffer: Any, offsets: Any, runs: list[tuple[Any, int]],
                       producer_of: Callable[[Any], bytes], timestamp: int) -> int:
-        """:meth:`append_runs` for a held batch as one buffer (:attr:`exon.HeldBatch.buffer`
-        and :attr:`~exon.HeldBatch.offsets`: ``len(batch) + 1`` u64, payload ``i`` is
-        ``buffer[offsets[i]:offsets[i + 1]]``): the records are framed straight from the
-        buffer, no Python object per message."""
+        """:meth:`append` for a PULL's held batch as it hands it out: its payloads as one
+        buffer (:attr:`exon.HeldBatch.buffer` and :attr:`~exon.HeldBatch.offsets`:
+        ``len(batch) + 1`` u64, payload ``i`` is ``buffer[offsets[i]:offsets[i + 1]]``) and
+        its senders run by run (:attr:`~exon.HeldBatch.runs`, ``[(peer, count), ...]``;
+        ``producer_of(peer)`` gives the producer bytes recorded, asked once per run or
+        less). The records are framed straight from the buffer, no Python object per
+        message."""
         self._check_running()
 
         def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:

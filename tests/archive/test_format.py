@@ -237,29 +237,6 @@ def test_native_encoders_match_the_reference() -> None:
         want = codec.encode_span_py(ref, 0, 640, payloads, producers, 3, k, 5, 40000)
         assert got == want
         assert native[:got[1]] == ref[:want[1]]
-    # a held batch: payloads and their senders run by run (more peers than the native
-    # side remembers, a peer coming back, an empty run)
-    peers = [0, 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 11, 1]
-    runs = [(p, 8) for p in peers] + [(12, 0)]
-    assert sum(c for _, c in runs) == len(payloads)
-    asked: list[int] = []
-
-    def producer_of(peer: int) -> bytes:
-        asked.append(peer)
-        return b"p%d" % peer
-
-    for first, room in ((0, 1 << 17), (13, 1 << 17), (0, 9000), (37, 4000), (120, 64)):
-        native, ref = bytearray(1 << 17), bytearray(1 << 17)
-        got = codec.encode_runs_native(native, 0, 32, payloads, runs, producer_of, 9, first,
-                                       room)
-        want = codec.encode_runs_py(ref, 0, 32, payloads, runs, producer_of, 9, first, room)
-        assert got == want
-        assert native[:got[1]] == ref[:want[1]]
-        if first == 0 and room == 1 << 17:
-            assert got[0] == len(payloads)
-            records, _ = decode_records(native, 0, got[1], 32)
-            assert [r.producer for r in records[:9]] == ["p0"] * 8 + ["p1"]
-            assert [r.payload for r in records] == payloads
 
 
 def test_encode_buffer_matches_encode_runs() -> None:
@@ -285,6 +262,11 @@ def test_encode_buffer_matches_encode_runs() -> None:
                          room)
             assert got == want
             assert out[:got[1]] == ref[:want[1]]
+            if first == 0 and room == 1 << 17:
+                assert got[0] == len(payloads)
+                records, _ = decode_records(out, 0, got[1], 32)
+                assert [r.producer for r in records[:9]] == ["p0"] * 8 + ["p1"]
+                assert [r.payload for r in records] == payloads
 
 
 @pytest.mark.parametrize("ends", [[0, 3, 2, 4], [0, 2, 9], []])
@@ -300,25 +282,26 @@ def test_encode_buffer_refuses_offsets_out_of_order_or_past_the_buffer(ends: lis
 @pytest.mark.parametrize("runs", [[(0, 5)], [(0, 3), (1, 5)], [(0, -1), (1, 6)]])
 def test_run_counts_that_disagree_with_the_payloads_are_refused(
         runs: list[tuple[int, int]]) -> None:
-    payloads = [b"x"] * 4
-    for encode in (codec.encode_runs_py, codec.encode_runs_native if codec.NATIVE else None):
-        if encode is None:
-            continue
+    offsets = memoryview(array("Q", [0, 1, 2, 3, 4]))
+    encoders = [codec.encode_buffer_py] + ([codec.encode_buffer_native] if codec.NATIVE else [])
+    for encode in encoders:
         with pytest.raises(ValueError, match="run counts"):
-            encode(bytearray(4096), 0, 0, payloads, runs, lambda p: b"p", 1, 0, 4096)
+            encode(bytearray(4096), 0, 0, b"xxxx", offsets, runs, lambda p: b"p", 1, 0, 4096)
 
 
 @pytest.mark.skipif(not codec.NATIVE, reason="the native codec is not built")
-def test_native_encode_runs_refuses_malformed_runs() -> None:
+def test_native_encode_buffer_refuses_malformed_runs() -> None:
     out = bytearray(4096)
+    one = memoryview(array("Q", [0, 1]))
     with pytest.raises(TypeError):
-        codec.encode_runs_native(out, 0, 0, [b"x"], [0], lambda p: b"p", 1, 0, 4096)
-    with pytest.raises(TypeError):
-        codec.encode_runs_native(out, 0, 0, ["not bytes"], [(0, 1)], lambda p: b"p", 1, 0, 4096)
+        codec.encode_buffer_native(out, 0, 0, b"x", one, [0], lambda p: b"p", 1, 0, 4096)
+    with pytest.raises(TypeError):  # producer_of must give bytes
+        codec.encode_buffer_native(out, 0, 0, b"x", one, [(0, 1)], lambda p: "p", 1, 0, 4096)
     with pytest.raises(ValueError, match="first"):
-        codec.encode_runs_native(out, 0, 0, [b"x"], [(0, 1)], lambda p: b"p", 1, 2, 4096)
+        codec.encode_buffer_native(out, 0, 0, b"x", one, [(0, 1)], lambda p: b"p", 1, 2, 4096)
     with pytest.raises(ZeroDivisionError):  # producer_of's own error comes through
-        codec.encode_runs_native(out, 0, 0, [b"x"], [(0, 1)], lambda p: 1 // 0, 1, 0, 4096)
+        codec.encode_buffer_native(out, 0, 0, b"x", one, [(0, 1)], lambda p: 1 // 0, 1, 0,
+                                   4096)
 
 
 def test_native_scan_matches_the_reference() -> None:

@@ -10,10 +10,10 @@
  *       -> (records list, next offset, problem str or None)
  *   encode(out, offset, position, payloads, producers, timestamp, keys or None, first,
  *          room, checksum) -> (records encoded, next offset)
- *   encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room,
- *          checksum) -> the same, for a PULL's held batch: payloads and [(peer, count), ...]
  *   encode_buffer(out, offset, position, buffer, offsets, runs, producer_of, timestamp,
- *          first, room, checksum) -> the same, the payloads as one buffer and u64 offsets
+ *          first, room, checksum) -> the same, for a PULL's held batch: the payloads as one
+ *          buffer and u64 offsets, their senders as runs [(peer, count), ...]; the producer
+ *          bytes of a peer come from producer_of(peer), asked once per run or less
  *   scan(buf, offset, end, base, checksum or None) -> (end of the valid records, records)
  */
 #define PY_SSIZE_T_CLEAN
@@ -354,117 +354,11 @@ static int encode_one(Py_buffer *out, Py_ssize_t *offset, Py_ssize_t *used, Py_s
                           checksum);
 }
 
-/* encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room,
- * checksum) -> (n, offset): as encode, for the payloads of a PULL's held batch and its runs
- * [(peer, count), ...] (consecutive payloads from one peer; the counts add up to
- * len(payloads)), from payloads[first]. The producer bytes of a peer come from
- * producer_of(peer), asked once per run, or less: the last RUN_CACHE peers seen by this
- * call are remembered (by identity: the runs of a batch interleave a few peers). */
+/* The last RUN_CACHE peers of a call to encode_buffer are remembered with their producer
+ * bytes (by identity: the runs of a batch interleave a few peers). */
 #define RUN_CACHE 8
-static PyObject *archive_encode_runs(PyObject *module, PyObject *args)
-{
-    Py_buffer out;
-    Py_ssize_t offset, first, room;
-    long long position, timestamp;
-    PyObject *payloads, *runs, *producer_of, *checksum;
-    if (!PyArg_ParseTuple(args, "w*nLO!O!OLnnO:encode_runs", &out, &offset, &position,
-                          &PyList_Type, &payloads, &PyList_Type, &runs, &producer_of, &timestamp,
-                          &first, &room, &checksum))
-    {
-        return NULL;
-    }
-    PyObject *cache_peer[RUN_CACHE] = {NULL};     /* borrowed from `runs` */
-    PyObject *cache_producer[RUN_CACHE] = {NULL}; /* new references */
-    int cache_next = 0;
-    PyObject *result = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(payloads);
-    Py_ssize_t nruns = PyList_GET_SIZE(runs);
-    Py_ssize_t used = 0;
-    Py_ssize_t i = 0;  /* index of the first payload of run r */
-    Py_ssize_t done = first;
-    if (first < 0 || first > n)
-    {
-        PyErr_SetString(PyExc_ValueError, "encode_runs: first is outside the payloads");
-        goto done;
-    }
-    for (Py_ssize_t r = 0; r < nruns && done < n; r++)
-    {
-        PyObject *run = PyList_GET_ITEM(runs, r);
-        if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 2)
-        {
-            PyErr_SetString(PyExc_TypeError, "runs are (peer, count) tuples");
-            goto done;
-        }
-        Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(run, 1));
-        if (count == -1 && PyErr_Occurred())
-        {
-            goto done;
-        }
-        if (count < 0 || count > n - i)
-        {
-            PyErr_SetString(PyExc_ValueError, "encode_runs: the run counts exceed the payloads");
-            goto done;
-        }
-        Py_ssize_t run_end = i + count;
-        if (run_end <= done)
-        {
-            i = run_end; /* wholly before `first` */
-            continue;
-        }
-        PyObject *peer = PyTuple_GET_ITEM(run, 0);
-        PyObject *producer = NULL;
-        for (int c = 0; c < RUN_CACHE; c++)
-        {
-            if (cache_peer[c] == peer)
-            {
-                producer = cache_producer[c];
-                break;
-            }
-        }
-        if (producer == NULL)
-        {
-            producer = PyObject_CallOneArg(producer_of, peer);
-            if (producer == NULL)
-            {
-                goto done;
-            }
-            Py_XDECREF(cache_producer[cache_next]);
-            cache_producer[cache_next] = producer;
-            cache_peer[cache_next] = peer;
-            cache_next = (cache_next + 1) % RUN_CACHE;
-        }
-        for (; done < run_end; done++)
-        {
-            int rc = encode_one(&out, &offset, &used, room, position, timestamp,
-                                PyList_GET_ITEM(payloads, done), producer, NULL, checksum);
-            if (rc < 0)
-            {
-                goto done;
-            }
-            if (rc == 0)
-            {
-                result = Py_BuildValue("(nn)", done - first, offset);
-                goto done;
-            }
-        }
-        i = run_end;
-    }
-    if (done < n)
-    {
-        PyErr_SetString(PyExc_ValueError, "encode_runs: the run counts fall short of the payloads");
-        goto done;
-    }
-    result = Py_BuildValue("(nn)", done - first, offset);
-done:
-    for (int c = 0; c < RUN_CACHE; c++)
-    {
-        Py_XDECREF(cache_producer[c]);
-    }
-    PyBuffer_Release(&out);
-    return result;
-}
 
-/* The producer bytes of `peer` for encode_runs/encode_buffer: from the call's cache of the
+/* The producer bytes of `peer` for encode_buffer: from the call's cache of the
  * last RUN_CACHE peers (by identity), else producer_of(peer) (a new reference kept in the
  * cache). Borrowed; NULL with an exception. */
 static PyObject *run_producer(PyObject *peer, PyObject *producer_of, PyObject **cache_peer,
@@ -496,7 +390,7 @@ static PyObject *run_producer(PyObject *peer, PyObject *producer_of, PyObject **
 }
 
 /* encode_buffer(out, offset, position, buffer, offsets, runs, producer_of, timestamp, first,
- * room, checksum) -> (n, offset): encode_runs for payloads given as one buffer (a PULL's
+ * room, checksum) -> (n, offset): as encode, for payloads given as one buffer (a PULL's
  * held batch as hold_buffer hands it out): `offsets` a buffer of len(batch) + 1 unsigned
  * 64-bit ints, payload i = buffer[offsets[i]:offsets[i + 1]]. */
 static PyObject *archive_encode_buffer(PyObject *module, PyObject *args)
@@ -794,8 +688,6 @@ static PyMethodDef archive_methods[] = {
      "scan(buf, offset, end, base, checksum|None) -> (offset, records)"},
     {"walk", archive_walk, METH_VARARGS,
      "walk(buf, offset, end, limit) -> (offset, records)"},
-    {"encode_runs", archive_encode_runs, METH_VARARGS,
-     "encode_runs(out, offset, position, payloads, runs, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
     {"encode_buffer", archive_encode_buffer, METH_VARARGS,
      "encode_buffer(out, offset, position, buffer, offsets, runs, producer_of, timestamp, first, room, checksum) -> (n, offset)"},
     {NULL, NULL, 0, NULL},
