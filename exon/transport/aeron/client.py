@@ -567,6 +567,9 @@ class Subscription:
             for image in self._images:
                 image.close()
             self._images.clear()
+            # the event count lives in the native client, freed when it closes: a poll or
+            # has_image_events after that reads this cell of its own instead
+            self._event_count = ffi.new("int64_t[1]", [self._events_seen])
         finally:
             busy.release()
         self._client._on_subscription_close(self)

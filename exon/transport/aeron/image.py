@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from exon.errors import LogBufferError
+from exon.errors import ClosedError, LogBufferError
 from exon.native import check, error_for, ffi, lib
 from exon.transport.aeron.logbuffer import LogBuffer, LogUser
 
@@ -95,6 +95,7 @@ class Image(LogUser):
         self._closing = False  #: close() began: no new native call starts
         self._waiting_on: Any = None  #: the doorbell a wait() sleeps on (close rings it)
         self._final_end_of_stream = _MAX_POSITION  #: end_of_stream_position once closed
+        self._final_position = 0  #: position once closed
         self.correlation_id = correlation_id
         self._position_cell = subscriber_position
         self._counters = counters_values if counters_values is not None else ffi.NULL
@@ -205,11 +206,17 @@ class Image(LogUser):
 
     @property
     def position(self) -> int:
-        """The subscriber's position in this image (bytes consumed)."""
+        """The subscriber's position in this image (bytes consumed); once closed, where it
+        stopped (the sub-pos counter lives in the client's mapping, gone when the client
+        closes)."""
+        if self._closed:  # (no lock: a wait() holds it while it sleeps)
+            return self._final_position
         return int(lib.exon_image_position(self._img))
 
     @position.setter
     def position(self, value: int) -> None:
+        if self._closed:
+            raise ClosedError("image is closed")
         check(lib.exon_image_set_position(self._img, value))
 
     @property
@@ -279,6 +286,7 @@ class Image(LogUser):
         """Stop reading (close() is idempotent); frees the assembly buffer."""
         if not self.log.closed:  # (its owner may have closed a shared log first)
             self._final_end_of_stream = int(lib.exon_image_end_of_stream_position(self._img))
+        self._final_position = int(lib.exon_image_position(self._img))
         lib.exon_image_close(self._img)
 
     def __repr__(self) -> str:

@@ -155,7 +155,8 @@ class _PublicationBase(LogUser):
         self._users = 0
         self._users_lock = threading.Lock()
         self._unmap_pending = False
-        self._final_position = 0  #: position() once closed: where the stream stopped
+        self._final_position = 0  #: position once closed: where the stream stopped
+        self._final_limit = 0  #: position_limit once closed
         self.registration_id = registration_id
         self._limit = position_limit
         self._counters = counters_values if counters_values is not None else ffi.NULL
@@ -302,10 +303,19 @@ class _PublicationBase(LogUser):
 
     @property
     def position_limit(self) -> int:
-        return int(lib.exon_publication_position_limit(self._pub))
+        """The flow-control limit (the driver's pub-lmt counter); once closed, its value at
+        close (the counter lives in the client's mapping, gone when the client closes)."""
+        if not self._enter():
+            return self._final_limit
+        try:
+            return int(lib.exon_publication_position_limit(self._pub))
+        finally:
+            self._leave()
 
     @position_limit.setter
     def position_limit(self, value: int) -> None:
+        if self._closed:
+            raise errors.ClosedError("publication is closed")
         self._limit[0] = value
 
     @property
@@ -337,6 +347,7 @@ class _PublicationBase(LogUser):
         """Later offers return CLOSED (close() is idempotent)."""
         if not self.log.closed:  # (a standalone's log may have been closed by its owner)
             self._final_position = int(lib.exon_publication_position(self._pub))
+        self._final_limit = int(lib.exon_publication_position_limit(self._pub))
         lib.exon_publication_close(self._pub)
 
     def __repr__(self) -> str:

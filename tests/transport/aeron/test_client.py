@@ -214,3 +214,46 @@ def test_close_frees_the_client_only_after_calls_in_progress(driver: MediaDriver
     closer.join(10)
     caller.join(10)
     assert not closer.is_alive()
+
+
+AFTER_CLIENT_CLOSE = """
+import sys, time
+from exon import errors
+from exon.transport.aeron import Aeron
+client = Aeron.connect(sys.argv[1], timeout=5.0)
+pub = client.add_publication("aeron:ipc", 61)
+sub = client.add_subscription("aeron:ipc", 61)
+deadline = time.monotonic() + 10
+while not sub.images and time.monotonic() < deadline:
+    time.sleep(0.005)
+image = sub.images[0]
+assert pub.offer(b"hello") > 0
+got = []
+while not got and time.monotonic() < deadline:
+    sub.poll(lambda data, header: got.append(bytes(data)))
+assert got == [b"hello"], got
+limit = pub.position_limit
+client.close()  # unmaps the CnC (the counters) and frees the native client
+assert image.position == 64  # where the reader stopped
+assert pub.position == 64 and pub.position_limit == limit
+assert sub.poll(lambda data, header: None) == 0 and sub.has_image_events
+try:
+    image.position = 0
+except errors.ClosedError:
+    pass
+else:
+    raise AssertionError("set a closed image's position")
+print(repr(image), repr(pub), repr(sub), flush=True)
+print("ok", flush=True)
+"""
+
+
+def test_positions_read_after_the_client_closed_answer_from_close_time(driver) -> None:
+    # an image's position and a publication's position_limit read their counters in the
+    # client's mapping, and a subscription's poll its event count in the native client:
+    # after the client closed, a segmentation fault (a child process, as it may crash)
+    proc = python_process(AFTER_CLIENT_CLOSE, driver.dir)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    assert out.splitlines()[-1] == "ok"
+    assert "position=64" in out
