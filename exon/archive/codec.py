@@ -74,6 +74,8 @@ DIRECT_CRC = _bind_crc_routine()
 
 def decode_py(buf: Any, offset: int, end: int, base: int, limit: int, verify: bool,
               path: str, producers: dict[bytes, str]) -> tuple[list[Record], int]:
+    if offset < 0:
+        raise ValueError("decode: offset is negative")
     return decode_records(buf, offset, end, base, limit=limit, verify=verify, path=path,
                           producers=producers)
 
@@ -90,6 +92,8 @@ def decode_native(buf: Any, offset: int, end: int, base: int, limit: int, verify
 def encode_span_py(out: bytearray, offset: int, position: int, payloads: Sequence[bytes],
                    producers: Sequence[bytes], timestamp: int, keys: Sequence[bytes] | None,
                    first: int, room: int) -> tuple[int, int]:
+    if offset < 0 or first < 0:
+        raise ValueError("encode: offset or first is negative")
     used = 0
     i = first
     for i in range(first, len(payloads)):
@@ -115,6 +119,8 @@ def encode_runs_py(out: bytearray, offset: int, position: int, payloads: list[by
                    room: int) -> tuple[int, int]:
     if not 0 <= first <= len(payloads):
         raise ValueError("encode_buffer: first is outside the payloads")
+    if offset < 0:
+        raise ValueError("encode_buffer: offset is negative")
     producers: list[bytes] = []
     for peer, count in runs:
         if count < 0 or len(producers) + count > len(payloads):
@@ -150,6 +156,8 @@ def encode_buffer_native(out: bytearray, offset: int, position: int, buffer: Any
 
 def scan_py(buf: Any, offset: int, end: int, base: int, *,
             checksum: bool = True) -> tuple[int, int]:
+    if offset < 0:
+        raise ValueError("scan: offset is negative")
     if not checksum:
         return walk_headers(buf, offset, end, 1 << 62)
     return scan_records(buf, offset, end, base)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 from array import array
 
 import pytest
@@ -322,3 +325,47 @@ def test_the_native_checksum_is_the_crc32c_packages(data: bytes) -> None:
         pytest.skip("the native codec is not built")
     # direct routine (DIRECT_CRC) or one Python call: either way crc32c's own result
     assert codec._native.checksum(crc32c, data) == crc32c(data)
+
+
+NEGATIVE_OFFSETS = """
+from exon.archive import codec
+buf = bytearray(4096)
+one = (0).to_bytes(8, "little") + (1).to_bytes(8, "little")
+calls = {
+    "decode": lambda f: f(bytes(buf), -64, 4096, 0, 10, False, "p", {}),
+    "scan": lambda f: f(bytes(buf), -64, 4096, 0),
+    "encode": lambda f: f(buf, -64, 0, [b"x"], [b"p"], 0, None, 0, 1 << 20),
+    "encode first": lambda f: f(buf, 0, 0, [b"x"], [b"p"], 0, None, -1, 1 << 20),
+    "encode_buffer": lambda f: f(buf, -64, 0, b"x", one, [(1, 1)], lambda p: b"p", 0, 0, 1 << 20),
+}
+twins = {"decode": (codec.decode_native, codec.decode_py),
+         "scan": (codec.scan_native, codec.scan_py),
+         "encode": (codec.encode_span_native, codec.encode_span_py),
+         "encode first": (codec.encode_span_native, codec.encode_span_py),
+         "encode_buffer": (codec.encode_buffer_native, codec.encode_buffer_py)}
+for name, call in calls.items():
+    for f in twins[name]:
+        try:
+            call(f)
+        except ValueError as e:
+            print(name, f.__name__, "ValueError", e, flush=True)
+        else:
+            print(name, f.__name__, "accepted", flush=True)
+assert buf == bytearray(4096)
+print("ok", flush=True)
+"""
+
+
+@needs_native
+def test_negative_offsets_are_refused_not_read_or_written_out_of_bounds() -> None:
+    # the native codec read (decode, scan) and wrote (encode, encode_buffer) before its
+    # buffer at a negative offset (ASan: heap-buffer-overflow); the Python twins returned
+    # nonsense or wrote from the end. A child process, as it may crash.
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    proc = subprocess.run([sys.executable, "-c", NEGATIVE_OFFSETS], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "ok"
+    assert len(lines) == 11, lines
+    assert all("ValueError" in line for line in lines[:-1]), lines

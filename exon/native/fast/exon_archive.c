@@ -112,6 +112,12 @@ static PyObject *archive_decode(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "decode: the record type is a tuple subclass with __slots__ = ()");
         return NULL;
     }
+    if (offset < 0)
+    {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "decode: offset is negative");
+        return NULL;
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL)
     {
@@ -425,6 +431,11 @@ static PyObject *archive_encode_buffer(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "encode_buffer: first is outside the payloads");
         goto done;
     }
+    if (offset < 0)
+    {
+        PyErr_SetString(PyExc_ValueError, "encode_buffer: offset is negative");
+        goto done;
+    }
     for (Py_ssize_t r = 0; r < nruns && done < n; r++)
     {
         PyObject *run = PyList_GET_ITEM(runs, r);
@@ -523,6 +534,12 @@ static PyObject *archive_encode(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "payloads, producers and keys differ in length");
         return NULL;
     }
+    if (offset < 0 || first < 0)
+    {
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "encode: offset or first is negative");
+        return NULL;
+    }
     Py_ssize_t i = first;
     Py_ssize_t used = 0;
     for (; i < n; i++)
@@ -556,6 +573,12 @@ static PyObject *archive_scan(PyObject *module, PyObject *args)
     PyObject *checksum;
     if (!PyArg_ParseTuple(args, "y*nnLO:scan", &view, &offset, &end, &base, &checksum))
     {
+        return NULL;
+    }
+    if (offset < 0)
+    {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: offset is negative");
         return NULL;
     }
     if (end > view.len)
