@@ -8,7 +8,9 @@ to Python (:meth:`InboxMixin._on_fast`). Each peer has a lane there (:meth:`_lan
 each peer's order holds whichever way its messages came, and the queue pops round-robin
 over the lanes. That pop is the one place where fair queuing happens and where delivery
 is counted: on the link table for the DATA of an attached link (:meth:`_on_due` when the
-core must see it), through the core for the rest (:meth:`_on_core`). Cookies wait in their
+core must see it), through the core for the rest (:meth:`_on_core`). A peer's lane closes
+once its link closed and the lane is empty: at LinkClosed, or when the last of its messages
+is taken later. Cookies wait in their
 own line (``_cookies``); while one waits, the receive doors leave the queue to Python
 (``direct``), which applies the cookie ratio.
 
@@ -23,7 +25,7 @@ from collections import deque
 from typing import Any
 
 from exon import errors
-from exon.core import MessageReceived, PeerId, SocketCore
+from exon.core import LinkState, MessageReceived, PeerId, SocketCore
 from exon.middleware.socket_host import SocketHost
 from exon.sockets.messages import Cookie, CookieLost, Message
 
@@ -99,8 +101,19 @@ class InboxMixin:
         """``count`` messages of link incarnation ``incarnation`` with ``peer`` were handed
         out: the core counts them (ignored when that incarnation closed). Called by the
         inbox as it pops; lock held."""
-        self._core.deliver_many(self.tag, peer, incarnation, count, now=_monotonic())
+        core = self._core
+        core.deliver_many(self.tag, peer, incarnation, count, now=_monotonic())
         self._host.flush()
+        # the last of a closed link's messages was taken: its lane goes now (at LinkClosed
+        # it still held them, _close_lane_if_idle left it). Safe from inside the inbox's
+        # pop: an idle lane is in no ready ring and the pop has done with it.
+        lane = self._lanes.get(peer)
+        nq = self._nq
+        if (lane is not None and nq is not None and nq.idle(lane)
+                and (not core.has_socket(self.tag)
+                     or core.link_state(self.tag, peer) is LinkState.IDLE)):
+            nq.close_lane(lane)
+            del self._lanes[peer]
 
     def _sync_direct(self) -> None:
         """Tell the inbox whether the receive door may pop it: only while no cookie waits

@@ -146,3 +146,45 @@ def test_a_peers_lane_goes_once_its_link_closed_and_its_messages_were_taken(
     while pull._lanes and time.monotonic() < deadline:
         time.sleep(0.01)
     assert pull._lanes == {}
+
+
+@pytest.mark.parametrize("take", ["receive", "receive_many", "receive_held"])
+def test_a_lane_that_still_held_messages_when_its_link_closed_goes_with_the_last_of_them(
+        make_node: Any, take: str) -> None:
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=1)
+    steady = a.socket("push")
+    steady.link(f"{b.address}/1", timeout=5)
+    pull.wait_for_links(1, timeout=5)
+    with b._lock:
+        before = (len(pull._lanes), pull._nq.open_lanes)
+    push = a.socket("push")
+    push.link(f"{b.address}/1", timeout=5)
+    for i in range(3):
+        push.send(b"%d" % i, timeout=5)
+    _wait_queued(pull, 3)
+    push.close(timeout=0)  # the link closes with its three messages still in the inbox
+    deadline = time.monotonic() + 5
+
+    def links() -> int:
+        with b._lock:
+            return len(b._core.links(pull.tag))
+
+    while links() > 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert links() == 1  # gone at the PULL's end too (LinkClosed handled)
+    with b._lock:
+        assert (len(pull._lanes), pull._nq.open_lanes) == (before[0] + 1, before[1] + 1)
+    if take == "receive":
+        got = [pull.receive(timeout=5).payload for _ in range(3)]
+    elif take == "receive_many":
+        got = [m.payload for m in pull.receive_many(10, timeout=5)]
+    else:
+        held = pull.receive_held(10, timeout=5)
+        got = list(held.payloads)
+        with b._lock:  # taken, not yet counted: the lane stays until confirm
+            assert len(pull._lanes) == before[0] + 1
+        pull.confirm(held)
+    assert got == [b"0", b"1", b"2"]
+    with b._lock:
+        assert (len(pull._lanes), pull._nq.open_lanes) == before

@@ -81,6 +81,7 @@ typedef struct
     int32_t lane_top;     /* lanes [0, lane_top) have been handed out once */
     int32_t *free_lanes;  /* closed lanes below lane_top, a stack */
     int32_t free_count;
+    int open_lanes;       /* lanes open (handed out by open_lane, not closed since) */
     int32_t *link_lane;   /* per link index: the lane its DATA lands in, or -1 */
     int32_t link_cap;
     int32_t *ready;       /* ring of lane indexes (lane_cap slots), each at most once */
@@ -982,6 +983,7 @@ static PyObject *rq_open_lane(PyObject *self, PyObject *args)
     l->peer = Py_NewRef(peer);
     l->key = Py_NewRef(key);
     l->public_peer = public_peer == Py_None ? NULL : Py_NewRef(public_peer);
+    q->open_lanes++;
     return PyLong_FromLong(lane);
 }
 
@@ -1028,6 +1030,7 @@ static PyObject *rq_close_lane(PyObject *self, PyObject *arg)
     }
     rq_release_lane(l);
     q->free_lanes[q->free_count++] = lane;
+    q->open_lanes--;
     Py_RETURN_NONE;
 }
 
@@ -1211,6 +1214,8 @@ static PyMemberDef rq_members[] = {
     {"raw", T_INT, offsetof(RecvQueueObject, raw), 0,
      "1: the fast path's payloads are queued as raw bytes, no object each (a PULL taking hold_buffer batches)"},
     {"raw_count", T_PYSSIZET, offsetof(RecvQueueObject, raw_count), READONLY, "items queued raw"},
+    {"open_lanes", T_INT, offsetof(RecvQueueObject, open_lanes), READONLY,
+     "lanes open: opened by open_lane and not closed since"},
     {NULL, 0, 0, 0, NULL},
 };
 
