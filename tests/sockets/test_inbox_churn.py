@@ -1,7 +1,8 @@
 """A PULL's one inbox (exon.sockets.inbox, exon_fast_inbox.c) under link churn: PUSH
 sockets on other nodes link, send, unlink, relink and close over and over while the PULL
 takes its messages with receive(), receive_many() and receive_held() + confirm, and steady
-PUSHes stream beside them. Nothing of a link that stayed up is lost, duplicated or
+PUSHes stream beside them; one sender node's links reach the PULL through the core, the
+others' on the fast path. Nothing of a link that stayed up is lost, duplicated or
 reordered; nothing at all is duplicated; every cookie comes back exactly once (a Cookie,
 or CookieLost for a link that closed first); and once the churn is over the inbox holds
 no lane beyond the steady peers' (Python's map and the native queue's count agree)."""
@@ -18,6 +19,7 @@ import pytest
 
 import exon
 from exon.sockets.messages import Cookie, CookieLost
+from tests.sockets.test_inbox import _core_path_for
 
 SENDERS = 3  # sender nodes, each with one steady PUSH and one churning thread
 STEADY = 400  # messages of each steady PUSH
@@ -137,19 +139,23 @@ def _take(pull: Any, rng: random.Random, held: list[Any]) -> list[bytes]:
     return list(batch.payloads)
 
 
-def test_the_inbox_under_link_churn_loses_duplicates_and_leaks_nothing(make_node: Any) -> None:
+def test_the_inbox_under_link_churn_loses_duplicates_and_leaks_nothing(
+        make_node: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     b = make_node()
     pull = b.socket("pull", tag=1, credits=CREDITS)
     target = f"{b.address}/1"
     senders = [make_node() for _ in range(SENDERS)]
+    _core_path_for(b, monkeypatch, senders[0].address)  # the others' links: the fast path
     steadies = [node.socket("push") for node in senders]
     for push in steadies:
         push.link(target, timeout=5)
     pull.wait_for_links(SENDERS, timeout=5)
     with b._lock:
-        lanes_before = len(pull._lanes)
-        native_before = pull._nq.open_lanes
-    assert lanes_before == native_before == SENDERS
+        # a lane per fast link (opened as it attached); the core-path peer's opens with
+        # its first message, and stays, as the other steady ones' do
+        assert (len(pull._lanes), pull._nq.open_lanes) == (SENDERS - 1, SENDERS - 1)
+    on_fast = {peer.address for (tag, peer) in b._fast.by_link if tag == pull.tag}
+    assert on_fast == {node.address for node in senders[1:]}
 
     churners = [_Churner(node, target, f"c{k}", seed=k) for k, node in enumerate(senders)]
     errors: list[BaseException] = []
@@ -214,11 +220,11 @@ def test_the_inbox_under_link_churn_loses_duplicates_and_leaks_nothing(make_node
     end = time.monotonic() + 5
     while time.monotonic() < end:
         with b._lock:
-            if len(pull._lanes) == lanes_before and pull._nq.open_lanes == native_before:
+            if (len(pull._lanes), pull._nq.open_lanes) == (SENDERS, SENDERS):
                 break
         time.sleep(0.01)
     with b._lock:
-        assert (len(pull._lanes), pull._nq.open_lanes) == (lanes_before, native_before), \
+        assert (len(pull._lanes), pull._nq.open_lanes) == (SENDERS, SENDERS), \
             sorted(map(str, pull._lanes))
         assert len(pull._nq) == 0
         assert pull._nq.queued_bytes() == 0
