@@ -192,16 +192,23 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
+@click.option("--ipc-term-length", type=int, default=None,
+              help="--patterns: the IPC term length of the bench's driver (default 16 MiB; "
+                   "the guide's tuning page shows its effect)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
-                  use_asyncio: bool, runs: int, patterns: bool) -> None:
+                  use_asyncio: bool, runs: int, patterns: bool,
+                  ipc_term_length: int | None) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     if patterns:
         from exon.bench.patterns import run_patterns_bench
 
         run_patterns_bench(messages=messages, round_trips=max(round_trips, 10 * 64),
-                           size=(sizes or (64,))[0], with_zmq=not no_zmq)
+                           size=(sizes or (64,))[0], with_zmq=not no_zmq,
+                           ipc_term_length=ipc_term_length)
         return
+    if ipc_term_length is not None:
+        raise click.UsageError("--ipc-term-length applies to --patterns only")
     if use_asyncio:
         from exon.bench.aio import run_aio_bench
 

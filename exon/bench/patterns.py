@@ -104,14 +104,18 @@ def _dealer_router(kind: str, target: str, round_trips: int, size: int) -> float
 
 
 def run_patterns_bench(*, messages: int = 200_000, round_trips: int = 100_000,
-                       size: int = 64, with_zmq: bool = True) -> list[dict[str, object]]:
+                       size: int = 64, with_zmq: bool = True,
+                       ipc_term_length: int | None = None) -> list[dict[str, object]]:
     from exon.transport.aeron import MediaDriver
 
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
     directory = fresh_driver_dir("exon-bench-patterns")
+    driver = dict(_DRIVER)
+    if ipc_term_length is not None:
+        driver["ipc_term_buffer_length"] = ipc_term_length
     lines = []
     try:
-        with MediaDriver.launch(dir=directory, **_DRIVER), \
+        with MediaDriver.launch(dir=directory, **driver), \
                 tempfile.TemporaryDirectory(prefix="exon-bench-zmq-") as tmp:
             ex_rate, ex_lost = _fanout("exon", directory, messages, size)
             zq = _fanout("zmq", f"ipc://{tmp}/pubsub", messages, size) if reason is None else None
@@ -119,7 +123,8 @@ def run_patterns_bench(*, messages: int = 200_000, round_trips: int = 100_000,
                 f"pub_sub_fanout{_SUBSCRIBERS}_{size}B", exon=ex_rate,
                 peer=None if zq is None else zq[0], peer_name="pyzmq", unit="msgs/s",
                 higher_is_better=True, messages=messages, subscribers=_SUBSCRIBERS,
-                exon_dropped=ex_lost, peer_dropped=None if zq is None else zq[1]))
+                exon_dropped=ex_lost, peer_dropped=None if zq is None else zq[1],
+                ipc_term_length=driver["ipc_term_buffer_length"]))
             ex = _dealer_router("exon", directory, round_trips, size)
             zr = (_dealer_router("zmq", f"ipc://{tmp}/dealer", round_trips, size)
                   if reason is None else None)
