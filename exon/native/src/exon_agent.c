@@ -159,6 +159,40 @@ void exon_idle_strategy_idle(exon_idle_strategy_t *idle, int work_count)
     }
 }
 
+bool exon_idle_strategy_would_park(const exon_idle_strategy_t *idle)
+{
+    switch (idle->type)
+    {
+        case EXON_IDLE_SLEEP:
+            return true;
+        case EXON_IDLE_BACKOFF:
+            return idle->spins >= idle->max_spins && idle->yields >= idle->max_yields;
+        default:
+            return false;
+    }
+}
+
+int exon_idle_strategy_cycle(exon_idle_strategy_t *idle, exon_agent_do_work_fn duty, void *state,
+    int64_t now_ns)
+{
+    int work = duty(state, now_ns);
+    if (work <= 0 && NULL != idle->sleeping_flag && exon_idle_strategy_would_park(idle))
+    {
+        /* Dekker with the ringers (exon_agent_doorbell_ring: commit, fence, load the flag):
+         * a commit made after the first look whose writer still saw the flag down did not
+         * ring, so look once more with the flag up; one made after this look rings */
+        EXON_STORE_REL(idle->sleeping_flag, 1);
+        EXON_FENCE_SEQ();
+        work = duty(state, now_ns);
+        if (work > 0)
+        {
+            EXON_STORE_REL(idle->sleeping_flag, 0);
+        }
+    }
+    exon_idle_strategy_idle(idle, work);
+    return work;
+}
+
 int exon_agent_doorbell_name(char *buf, size_t length, int64_t instance_id, int thread_index)
 {
     int n = snprintf(buf, length, "exon-%016llx-%d", (unsigned long long)instance_id, thread_index);
@@ -304,6 +338,11 @@ int exon_agent_runner_do_work(exon_agent_runner_t *runner, int64_t now_ns)
     return work_count;
 }
 
+static int exon_agent_runner_duty(void *state, int64_t now_ns)
+{
+    return exon_agent_runner_do_work((exon_agent_runner_t *)state, now_ns);
+}
+
 static void *exon_agent_runner_main(void *arg)
 {
     exon_agent_runner_t *runner = (exon_agent_runner_t *)arg;
@@ -313,8 +352,7 @@ static void *exon_agent_runner_main(void *arg)
 
     while (EXON_LOAD_ACQ(&runner->running))
     {
-        int work_count = exon_agent_runner_do_work(runner, exon_nano_clock());
-        exon_idle_strategy_idle(&runner->idle, work_count);
+        exon_idle_strategy_cycle(&runner->idle, exon_agent_runner_duty, runner, exon_nano_clock());
     }
     for (int i = 0; i < runner->agent_count; i++)
     {

@@ -85,6 +85,17 @@ void exon_idle_strategy_reset(exon_idle_strategy_t *idle);
 /* Idle after a duty cycle that did `work_count` units of work. */
 void exon_idle_strategy_idle(exon_idle_strategy_t *idle, int work_count);
 
+/* Whether the next idle step after a cycle without work parks (SLEEP; BACKOFF once its
+ * spins and yields are spent). */
+bool exon_idle_strategy_would_park(const exon_idle_strategy_t *idle);
+
+/* One duty cycle then its idle step. Before a park (with a sleeping flag) the flag goes up
+ * and `duty` runs once more: a commit that landed after the first look, whose writer saw the
+ * flag still down and so did not ring, is found then (a parked runner would otherwise wait
+ * out its park, up to max_park_ns); a commit after it rings. Returns the work done. */
+int exon_idle_strategy_cycle(exon_idle_strategy_t *idle, exon_agent_do_work_fn duty, void *state,
+    int64_t now_ns);
+
 typedef struct exon_agent_runner_stct
 {
     char name[EXON_AGENT_NAME_LENGTH];

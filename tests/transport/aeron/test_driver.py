@@ -112,6 +112,67 @@ def test_backoff_idle_strategy_phases() -> None:
     assert lib.exon_idle_strategy_type(b"bogus") == lib.EXON_E_ARGUMENT
 
 
+def _parked_runner_idle(flag: object) -> object:
+    """A backoff strategy past its spins and yields (its next idle step parks, 1 us)."""
+    idle = ffi.new("exon_idle_strategy_t *")
+    lib.exon_idle_strategy_init(idle, lib.EXON_IDLE_BACKOFF, 0, 0, 1000, 1000)
+    idle.sleeping_flag = flag
+    assert lib.exon_idle_strategy_would_park(idle)
+    return idle
+
+
+def test_a_runner_looks_again_with_its_flag_up_before_it_parks() -> None:
+    # a commit lands after the first look, and its writer saw the flag still down (no
+    # ring): the second look, made with the flag up, finds it and the runner does not park
+    flag = ffi.new("int32_t *")
+    idle = _parked_runner_idle(flag)
+    looks: list[int] = []
+
+    @ffi.callback("int(void *, int64_t)")
+    def duty(state: object, now_ns: int) -> int:
+        looks.append(flag[0])  # the flag as each look saw it
+        return 0 if len(looks) == 1 else 1
+
+    assert lib.exon_idle_strategy_cycle(idle, duty, ffi.NULL, 0) == 1
+    assert looks == [0, 1]  # the second look ran with the flag up
+    assert flag[0] == 0  # and took it down again: nothing to ring
+    assert idle.parks == 0
+
+
+def test_a_runner_with_nothing_to_do_parks_after_its_second_look() -> None:
+    flag = ffi.new("int32_t *")
+    idle = _parked_runner_idle(flag)
+    looks: list[int] = []
+
+    @ffi.callback("int(void *, int64_t)")
+    def duty(state: object, now_ns: int) -> int:
+        looks.append(flag[0])
+        return 0
+
+    assert lib.exon_idle_strategy_cycle(idle, duty, ffi.NULL, 0) == 0
+    assert looks == [0, 1]
+    assert idle.parks == 1
+    assert flag[0] == 0  # down again once the park ended
+
+
+def test_a_runner_looks_once_while_it_would_not_park() -> None:
+    flag = ffi.new("int32_t *")
+    idle = ffi.new("exon_idle_strategy_t *")
+    lib.exon_idle_strategy_init(idle, lib.EXON_IDLE_BACKOFF, 5, 0, 1000, 1000)
+    idle.sleeping_flag = flag
+    calls = []
+
+    @ffi.callback("int(void *, int64_t)")
+    def duty(state: object, now_ns: int) -> int:
+        calls.append(now_ns)
+        return 0
+
+    assert not lib.exon_idle_strategy_would_park(idle)
+    lib.exon_idle_strategy_cycle(idle, duty, ffi.NULL, 7)
+    assert calls == [7]  # still spinning: one look, no flag
+    assert idle.parks == 0
+
+
 def test_bad_channels_are_uri_errors_naming_the_bad_part(aeron: Aeron) -> None:
     with pytest.raises(errors.ChannelUriError, match="99999"):
         aeron.add_publication("aeron:udp?endpoint=127.0.0.1:99999", 1)
