@@ -76,6 +76,7 @@ int64_t exon_feedback_delay_next(exon_feedback_delay_t *generator);
 
 /* exon_spin_policy.h */
 #define EXON_SPIN_BACKOFF_MAX ...
-typedef struct exon_spin_policy_stct { int32_t skip; int32_t backoff; } exon_spin_policy_t;
+#define EXON_SPIN_PATIENCE_WAITS ...
+typedef struct exon_spin_policy_stct { int32_t skip; int32_t backoff; int32_t misses; int32_t patience; } exon_spin_policy_t;
 int64_t exon_spin_policy_budget(exon_spin_policy_t *policy, int64_t spin_ns);
 void exon_spin_policy_outcome(exon_spin_policy_t *policy, bool answered);

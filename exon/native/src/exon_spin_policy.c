@@ -19,7 +19,12 @@ void exon_spin_policy_outcome(exon_spin_policy_t *policy, bool answered)
 {
     if (answered)
     {
+        policy->misses = 0;
         policy->backoff /= 2;
+        return;
+    }
+    if (++policy->misses < policy->patience)
+    {
         return;
     }
     int32_t next = policy->backoff > 0 ? policy->backoff * 2 : 1;
@@ -27,7 +32,7 @@ void exon_spin_policy_outcome(exon_spin_policy_t *policy, bool answered)
     policy->skip = policy->backoff;
 }
 
-static __thread exon_spin_policy_t exon_thread_spin_policy;
+static __thread exon_spin_policy_t exon_thread_spin_policy = { .patience = EXON_SPIN_PATIENCE_WAITS };
 
 exon_spin_policy_t *exon_spin_policy_of_thread(void)
 {

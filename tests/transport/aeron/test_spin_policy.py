@@ -64,3 +64,25 @@ def test_skips_are_bounded_and_a_spin_always_comes_again(outcomes: list[bool]) -
             since_spin += 1
         assert 0 <= p.skip <= lib.EXON_SPIN_BACKOFF_MAX
         assert since_spin <= lib.EXON_SPIN_BACKOFF_MAX
+
+
+def test_patience_lets_spins_run_out_in_a_row_before_waits_skip() -> None:
+    p = _policy()
+    p.patience = lib.EXON_SPIN_PATIENCE_WAITS
+    assert p.patience == 3
+    for _ in range(2):  # two run out: the waits keep spinning
+        assert lib.exon_spin_policy_budget(p, SPIN) == SPIN
+        lib.exon_spin_policy_outcome(p, False)
+    assert lib.exon_spin_policy_budget(p, SPIN) == SPIN
+    lib.exon_spin_policy_outcome(p, True)  # an answer ends the run
+    for _ in range(2):
+        assert lib.exon_spin_policy_budget(p, SPIN) == SPIN
+        lib.exon_spin_policy_outcome(p, False)
+    assert p.skip == 0
+    assert lib.exon_spin_policy_budget(p, SPIN) == SPIN
+    lib.exon_spin_policy_outcome(p, False)  # the third in a row: back off
+    assert p.skip == 1
+    assert lib.exon_spin_policy_budget(p, SPIN) == 0
+    assert lib.exon_spin_policy_budget(p, SPIN) == SPIN
+    lib.exon_spin_policy_outcome(p, False)  # still in the run: the back-off doubles
+    assert p.skip == 2
