@@ -121,7 +121,11 @@ class InboxMixin:
         cookie clears it; receive() sets it again."""
         nq = self._nq
         if nq is not None:
-            nq.direct = 0 if (self._cookies or self._closed) else 1
+            nq.direct = 0 if self._door_held_back() else 1
+
+    def _door_held_back(self) -> bool:
+        """Lock held: whether the receive door must leave the inbox to receive() now."""
+        return bool(self._cookies) or self._closed
 
     def _queued(self) -> int:
         """Messages received and not yet taken (lock held)."""

@@ -231,11 +231,9 @@ class PullSocket(Socket):
             raise errors.StateError(_MIXING.format(op="receive", n=len(self._held)))
         return super()._take_locked()
 
-    def _sync_direct(self) -> None:
+    def _door_held_back(self) -> bool:
         # the receive door pops (and counts): keep it off while a batch is held
-        nq = self._nq
-        if nq is not None:
-            nq.direct = 0 if (self._cookies or self._closed or self._held) else 1
+        return super()._door_held_back() or bool(self._held)
 
     # ==== closing ===========================================================================
 
