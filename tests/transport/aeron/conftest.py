@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from .driver_fixtures import aeron, driver, driver_dir  # noqa: F401
+from .driver_fixtures import aeron, driver, driver_dir, stack  # noqa: F401

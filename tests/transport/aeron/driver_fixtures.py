@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -48,6 +49,23 @@ def driver(driver_dir: str) -> Iterator[MediaDriver]:
 def aeron(driver: MediaDriver) -> Iterator[Aeron]:
     with Aeron.connect(driver.dir, timeout=5.0) as a:
         yield a
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    """An ExitStack closed after the test (drivers, clients)."""
+    with ExitStack() as s:
+        yield s
+
+
+def launch_udp(stack: ExitStack, tag: str, **settings: Any) -> tuple[MediaDriver, Aeron]:
+    """A small driver (64 KiB UDP terms unless ``settings`` say otherwise) and a client of
+    it, both closed with ``stack``."""
+    opts = {**SMALL, "term_buffer_length": 64 * 1024, "dir_delete_on_shutdown": True,
+            **settings}
+    driver = stack.enter_context(MediaDriver.launch(dir=unique_dir(tag), **opts))
+    client = stack.enter_context(Aeron.connect(driver.dir, timeout=5.0))
+    return driver, client
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, step: float = 0.005) -> bool:

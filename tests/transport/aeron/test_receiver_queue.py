@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
 import pytest
 
+from exon.middleware.node_transport import free_port
 from exon.native import ffi, lib
 from exon.transport.aeron import Aeron, MediaDriver
 from exon.transport.aeron import commands as cmd
 from exon.transport.aeron.counters import SystemCounter
-from tests.transport.aeron.driver_fixtures import SMALL, python_process, unique_dir, wait_until
+from tests.transport.aeron.driver_fixtures import (
+    launch_udp,
+    python_process,
+    wait_until,
+)
 from tests.transport.aeron.test_commands import RawClient
 
 pytestmark = pytest.mark.net
@@ -33,22 +36,7 @@ RECEIVER_LABELS = ("sub-pos:", "rcv-pos:", "rcv-hwm:", "rcv-rtt:")
 
 
 def launch(stack: ExitStack, **settings: Any) -> tuple[MediaDriver, Aeron]:
-    opts = {**SMALL, "term_buffer_length": TERM, "dir_delete_on_shutdown": True, **settings}
-    driver = stack.enter_context(MediaDriver.launch(dir=unique_dir("rcvq"), **opts))
-    client = stack.enter_context(Aeron.connect(driver.dir, timeout=5.0))
-    return driver, client
-
-
-@pytest.fixture
-def stack() -> Iterator[ExitStack]:
-    with ExitStack() as s:
-        yield s
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return launch_udp(stack, "rcvq", **{"term_buffer_length": TERM, **settings})
 
 
 def receiver_counters(client: Aeron) -> list[str]:
@@ -86,7 +74,7 @@ def test_a_port_closed_and_reopened_in_one_batch_of_commands_binds(stack: ExitSt
     _, tx = launch(stack, threading_mode=mode)
     raw = RawClient(driver.dir)
     stack.callback(raw.close)
-    port = free_udp_port()
+    port = free_port("127.0.0.1")
     channel = f"aeron:udp?endpoint=127.0.0.1:{port}"
     current = raw.next_id()
     raw.send(lib.EXON_CMD_ADD_SUBSCRIPTION, add_subscription_command(raw, current, channel, STREAM))

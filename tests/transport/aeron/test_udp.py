@@ -8,7 +8,6 @@ import random
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -18,7 +17,7 @@ from exon import errors
 from exon.native import lib
 from exon.transport.aeron import Aeron, MediaDriver
 from exon.transport.aeron.counters import SystemCounter
-from tests.transport.aeron.driver_fixtures import SMALL, unique_dir, wait_until
+from tests.transport.aeron.driver_fixtures import launch_udp, wait_until
 
 pytestmark = pytest.mark.net
 
@@ -27,16 +26,7 @@ TERM = 64 * 1024
 
 
 def launch(stack: ExitStack, **settings: Any) -> tuple[MediaDriver, Aeron]:
-    opts = {**SMALL, "term_buffer_length": TERM, "dir_delete_on_shutdown": True, **settings}
-    driver = stack.enter_context(MediaDriver.launch(dir=unique_dir("udp"), **opts))
-    client = stack.enter_context(Aeron.connect(driver.dir, timeout=5.0))
-    return driver, client
-
-
-@pytest.fixture
-def stack() -> Iterator[ExitStack]:
-    with ExitStack() as s:
-        yield s
+    return launch_udp(stack, "udp", **{"term_buffer_length": TERM, **settings})
 
 
 def payload(i: int) -> bytes:
