@@ -162,3 +162,30 @@ def linked_push_pull(make_node: Callable[..., exon.Node], credits: int = 8
     push.link(f"{b.address}/1", timeout=5)
     pull.wait_for_links(1, timeout=5)
     return a, b, push, pull
+
+
+def send_nowait_while_received(sender: Any, receiver: Any, count: int,
+                               seconds: float = 10.0) -> tuple[int, list[bytes]]:
+    """``sender.send_nowait`` messages ``m0``.. ``m<count-1>``, sleeping 0.5 ms whenever it
+    is back-pressured, for at most ``seconds``, while a thread takes them from
+    ``receiver``: (how many were sent, the payloads received)."""
+    import threading
+
+    got: list[bytes] = []
+
+    def consume() -> None:
+        while len(got) < count:
+            got.append(receiver.receive(timeout=seconds).payload)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    sent = 0
+    deadline = time.monotonic() + seconds
+    while sent < count and time.monotonic() < deadline:
+        try:
+            sender.send_nowait(b"m%d" % sent)
+            sent += 1
+        except exon.BackPressured:
+            time.sleep(0.0005)
+    consumer.join(seconds + 5)
+    return sent, got

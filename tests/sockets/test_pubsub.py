@@ -11,7 +11,7 @@ import pytest
 
 import exon
 from exon.core import PeerId
-from tests.sockets.helpers import assert_refused_as_incompatible
+from tests.sockets.helpers import assert_refused_as_incompatible, send_nowait_while_received
 
 
 def _pub_sub(make_node, *prefixes: bytes, overflow: str = "block", credits: int | None = None):
@@ -187,23 +187,7 @@ def test_block_send_nowait_in_a_loop_gets_credit_back(make_node) -> None:
     # as for PUSH: a publisher that only calls send_nowait must see the credit its
     # subscriber gives back (the FLOWs wait on its node's transport)
     _a, _b, pub, sub = _pub_sub(make_node, b"", credits=4)
-    got: list[bytes] = []
-
-    def consume() -> None:
-        while len(got) < 40:
-            got.append(sub.receive(timeout=10).payload)
-
-    consumer = threading.Thread(target=consume)
-    consumer.start()
-    sent = 0
-    deadline = time.monotonic() + 10
-    while sent < 40 and time.monotonic() < deadline:
-        try:
-            pub.send_nowait(b"m%d" % sent)
-            sent += 1
-        except exon.BackPressured:
-            time.sleep(0.0005)
-    consumer.join(15)
+    sent, got = send_nowait_while_received(pub, sub, 40)
     assert sent == 40
     assert got == [b"m%d" % i for i in range(40)]
 

@@ -8,6 +8,7 @@ import time
 import pytest
 
 import exon
+from tests.sockets.helpers import send_nowait_while_received
 
 
 def test_push_round_robin_over_n_pulls(make_node) -> None:
@@ -236,29 +237,10 @@ def test_send_nowait_in_a_loop_gets_credit_back(make_node) -> None:
     # a sender that only ever calls send_nowait (and sleeps when back-pressured) must see
     # the credit the receiver gives back: the FLOWs wait on its node's transport, which
     # nothing else may be polling while the sender keeps the node busy
-    import threading
-    import time
-
     a, b = make_node(), make_node()
     pull = b.socket("pull", tag=1, credits=4)
     push = a.socket("push")
     push.link(f"{b.address}/1", timeout=5)
-    got: list[bytes] = []
-
-    def consume() -> None:
-        while len(got) < 40:
-            got.append(pull.receive(timeout=10).payload)
-
-    consumer = threading.Thread(target=consume)
-    consumer.start()
-    sent = 0
-    deadline = time.monotonic() + 10
-    while sent < 40 and time.monotonic() < deadline:
-        try:
-            push.send_nowait(b"m%d" % sent)
-            sent += 1
-        except exon.BackPressured:
-            time.sleep(0.0005)
-    consumer.join(15)
+    sent, got = send_nowait_while_received(push, pull, 40)
     assert sent == 40  # ten times the PULL's window: credit came back again and again
     assert got == [b"m%d" % i for i in range(40)]
