@@ -330,6 +330,8 @@ static PyTypeObject LinkDeliverType = {
 
 #include "exon_fast_inbox.c" /* RecvQueue: a socket's one receive queue */
 
+#define LT_HANDLED EXON_LT_FLOW_DONE /* a descriptor dispatch queued: nothing left to do */
+
 /* Queue the fast DATA of descs[0, count) into the RecvQueues of `queues` (a list indexed
  * by socket slot): every fast DATA descriptor whose slot has a RecvQueue with the link
  * attached is queued there (payload bytes made here) and marked handled; FLOWs applied by

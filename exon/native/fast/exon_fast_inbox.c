@@ -22,8 +22,7 @@
  * under the Node's lock (the Python side serialises them).
  */
 
-#define LT_HANDLED EXON_LT_FLOW_DONE /* a descriptor dispatch queued: nothing left to do */
-#define RQ_FAST (-1)                 /* an item counted on its lane's link */
+#define RQ_FAST (-1) /* an item counted on its lane's link */
 #define RQ_FIRST_LANES 16
 
 typedef struct
