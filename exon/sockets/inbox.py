@@ -73,20 +73,25 @@ class InboxMixin:
             self._lanes[peer] = lane
         return lane
 
-    def _close_lane_if_idle(self, peer: PeerId) -> None:
-        """The link with ``peer`` closed: give its lane back unless messages still wait."""
+    def _idle_lane(self, peer: PeerId) -> int | None:
+        """The lane of ``peer`` when it has one and nothing waits in it, else None."""
         lane = self._lanes.get(peer)
         nq = self._nq
-        if lane is not None and nq is not None and nq.idle(lane):
-            nq.close_lane(lane)
-            del self._lanes[peer]
+        return lane if lane is not None and nq is not None and nq.idle(lane) else None
+
+    def _drop_lane(self, peer: PeerId, lane: int) -> None:
+        self._nq.close_lane(lane)
+        del self._lanes[peer]
+
+    def _close_lane_if_idle(self, peer: PeerId) -> None:
+        """The link with ``peer`` closed: give its lane back unless messages still wait."""
+        lane = self._idle_lane(peer)
+        if lane is not None:
+            self._drop_lane(peer, lane)
 
     def _close_idle_lanes(self) -> None:
-        nq = self._nq
-        for peer, lane in list(self._lanes.items()):
-            if nq.idle(lane):
-                nq.close_lane(lane)
-                del self._lanes[peer]
+        for peer in list(self._lanes):
+            self._close_lane_if_idle(peer)
         self._lane_sweep = max(_LANE_SWEEP, 2 * len(self._lanes))
 
     def _on_due(self, link: int) -> None:
@@ -107,13 +112,10 @@ class InboxMixin:
         # the last of a closed link's messages was taken: its lane goes now (at LinkClosed
         # it still held them, _close_lane_if_idle left it). Safe from inside the inbox's
         # pop: an idle lane is in no ready ring and the pop has done with it.
-        lane = self._lanes.get(peer)
-        nq = self._nq
-        if (lane is not None and nq is not None and nq.idle(lane)
-                and (not core.has_socket(self.tag)
-                     or core.link_state(self.tag, peer) is LinkState.IDLE)):
-            nq.close_lane(lane)
-            del self._lanes[peer]
+        lane = self._idle_lane(peer)
+        if lane is not None and (not core.has_socket(self.tag)
+                                 or core.link_state(self.tag, peer) is LinkState.IDLE):
+            self._drop_lane(peer, lane)
 
     def _sync_direct(self) -> None:
         """Tell the inbox whether the receive door may pop it: only while no cookie waits
