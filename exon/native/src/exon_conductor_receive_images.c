@@ -335,10 +335,6 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
 static void exon_dc_free_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
 {
     exon_dc_array_remove(&c->endpoints, ep);
-    if (ep->closing)
-    {
-        c->endpoints_closing--;
-    }
     exon_receive_endpoint_close(ep); /* already closed unless the receiver never ran */
     free(ep);
 }
@@ -357,7 +353,6 @@ static void exon_dc_close_endpoint(exon_driver_conductor_t *c, exon_receive_endp
         }
     }
     ep->closing = true;
-    c->endpoints_closing++;
     exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
     /* out of memory: it stays closing (and counted as an error); the socket stays open */
     (void)exon_dc_receiver_command(c, EXON_RCV_CMD_REMOVE_ENDPOINT, 0, ep);
@@ -382,11 +377,13 @@ int exon_dc_setup_udp_subscription(
     char key[EXON_UDP_ADDR_TEXT_MAX];
     exon_udp_addr_format(&addr, key, sizeof(key));
     exon_receive_endpoint_t *ep = NULL;
+    bool any_closing = false;
     if (uri->endpoint.port != 0)
     {
         for (int32_t i = 0; i < c->endpoints.length; i++)
         {
             exon_receive_endpoint_t *candidate = c->endpoints.items[i];
+            any_closing = any_closing || candidate->closing;
             if (!candidate->closing && 0 == strcmp(candidate->bind_text, key))
             {
                 ep = candidate;
@@ -394,7 +391,7 @@ int exon_dc_setup_udp_subscription(
             }
         }
     }
-    if (NULL == ep && uri->endpoint.port != 0 && c->endpoints_closing > 0)
+    if (NULL == ep && any_closing)
     {
         /* a closing endpoint may still hold this port: its socket closes now */
         exon_receiver_catch_up(c);

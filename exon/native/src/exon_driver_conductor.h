@@ -108,7 +108,6 @@ typedef struct exon_driver_conductor_stct
                                        * closing ones until the receiver released them) */
     exon_dc_array_t images;           /* exon_dc_image_t* (conductor only; with the removed
                                        * ones until the receiver released them) */
-    int32_t endpoints_closing;        /* endpoints sent REMOVE_ENDPOINT, not yet released */
     int sender_epoll_fd;
     int receiver_epoll_fd;
     exon_loss_generator_t send_loss;
