@@ -139,7 +139,8 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
     source = HERE / "fast" / "exon_fast.c"
     included = [HERE / "fast" / "exon_fast_inbox.c",  # #included by exon_fast.c
                 HERE / "fast" / "exon_fast_pubsub.c",
-                HERE / "fast" / "exon_fast_peers.c"]
+                HERE / "fast" / "exon_fast_peers.c",
+                HERE / "fast" / "exon_fast_mutex.h"]
     return Extension(
         "exon.native._fast",
         sources=[str(source) if absolute_paths else _relative(source)],

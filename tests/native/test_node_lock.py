@@ -120,3 +120,92 @@ def test_activity_and_close_doors() -> None:
     assert lock.doors_open == 0
     with pytest.raises(AttributeError):
         lock.activity = 5  # read-only: only the doors count
+
+
+def test_waiters_block_in_the_kernel_and_every_one_gets_its_turn() -> None:
+    """Each holder gives up the GIL inside the lock, so the others wait on the futex
+    (state 2): every increment still happens once, and no waiter is left asleep."""
+    lock = node_lock()
+    state = {"n": 0}
+
+    def work() -> None:
+        for _ in range(300):
+            with lock:
+                v = state["n"]
+                time.sleep(0)
+                state["n"] = v + 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert state["n"] == 1200
+    assert not lock.locked()
+    assert lock.acquire(False) is True  # free, not stuck in the contended state
+    lock.release()
+
+
+def test_a_timed_acquire_gives_up_while_held_then_takes_it_once_free() -> None:
+    lock = node_lock()
+    lock.acquire()
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(lock.acquire(timeout=0.05)))
+    thread.start()
+    thread.join(5)
+    assert result == [False]
+    released = threading.Event()
+
+    def late_release() -> None:
+        time.sleep(0.05)
+        lock.release()  # by another thread than the one that took it: threading.Lock's rule
+        released.set()
+
+    other = threading.Thread(target=late_release)
+    other.start()
+    assert lock.acquire(timeout=5) is True
+    assert released.wait(5)
+    other.join(5)
+    lock.release()
+
+
+def test_a_signal_handler_runs_during_a_blocked_acquire() -> None:
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are delivered to the main thread only")
+    lock = node_lock()
+    holder_ready = threading.Event()
+    stop = threading.Event()
+
+    def holder() -> None:
+        with lock:
+            holder_ready.set()
+            stop.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert holder_ready.wait(5)
+    seen: list[int] = []
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum: int, frame: object) -> None:
+        seen.append(signum)
+        if len(seen) == 2:
+            raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
+        with pytest.raises(Interrupted):
+            lock.acquire(timeout=10)  # the first handler returns: the wait goes on
+        assert seen == [signal.SIGALRM, signal.SIGALRM]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        stop.set()
+        thread.join(5)
+    assert not lock.locked()

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "exon_fast_mutex.h"
+
 #include "../src/exon_link_table.h" /* layouts and constants only: no exon code is linked */
 
 typedef int64_t (*exon_offer_fn)(void *pub, const char *buf, int32_t length, int64_t reserved);
@@ -504,8 +506,8 @@ static PyObject *fast_bind_poll(PyObject *module, PyObject *args)
 typedef struct
 {
     PyObject_HEAD
-    PyThread_type_lock mutex;
-    int locked;
+    int state;  /* exon_fast_mutex.h */
+    int locked; /* for locked(): set by the holder */
     int doors_open;
     unsigned long long activity; /* calls the doors completed (the dispatcher watches it) */
 }
@@ -524,7 +526,7 @@ static int64_t monotonic_us(void)
  * signal handler raised while waiting). The GIL is released only while blocked. */
 static int node_lock_take(NodeLockObject *l, int64_t timeout_us)
 {
-    if (PyThread_acquire_lock(l->mutex, NOWAIT_LOCK))
+    if (exon_mutex_try(&l->state))
     {
         l->locked = 1;
         return 1;
@@ -545,30 +547,27 @@ static int node_lock_take(NodeLockObject *l, int64_t timeout_us)
                 return 0;
             }
         }
-        PyLockStatus r;
+        int r;
         Py_BEGIN_ALLOW_THREADS
-        r = PyThread_acquire_lock_timed(l->mutex, (PY_TIMEOUT_T)wait, 1);
+        r = exon_mutex_wait(&l->state, wait);
         Py_END_ALLOW_THREADS
-        if (r == PY_LOCK_ACQUIRED)
+        if (r == 1)
         {
             l->locked = 1;
             return 1;
         }
-        if (r == PY_LOCK_FAILURE)
-        {
-            return 0;
-        }
-        if (Py_MakePendingCalls() < 0) /* PY_LOCK_INTR: run the signal handlers */
+        if (r == -EINTR && Py_MakePendingCalls() < 0) /* run the signal handlers */
         {
             return -1;
         }
+        /* timed out, woken or the value moved: look at the clock and the lock again */
     }
 }
 
 static inline void node_lock_give(NodeLockObject *l)
 {
     l->locked = 0;
-    PyThread_release_lock(l->mutex);
+    exon_mutex_give(&l->state);
 }
 
 static PyObject *node_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -582,26 +581,12 @@ static PyObject *node_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     {
         return NULL;
     }
-    l->mutex = PyThread_allocate_lock();
-    if (l->mutex == NULL)
-    {
-        Py_DECREF(l);
-        return PyErr_NoMemory();
-    }
     l->doors_open = 1;
     return (PyObject *)l;
 }
 
 static void node_lock_dealloc(NodeLockObject *l)
 {
-    if (l->mutex != NULL)
-    {
-        if (l->locked)
-        {
-            PyThread_release_lock(l->mutex);
-        }
-        PyThread_free_lock(l->mutex);
-    }
     Py_TYPE(l)->tp_free((PyObject *)l);
 }
 
