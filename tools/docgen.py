@@ -303,6 +303,10 @@ NODE_COUNTERS: dict[str, tuple[bool, str]] = {
     "CONNECTS_FAILED": (True, "Peer nodes that did not answer within the connect timeout."),
     "LINKS_RESENT": (False, "LINKs repeated because they went unanswered, and LINKACKs "
                      "repeated for a repeated LINK (a peer that restarted, or loss)."),
+    "FRAGMENTS_DROPPED": (True, "FRAGMENTs (pieces of a message longer than the transport's "
+                          "largest) thrown away: malformed, out of order, above the node's "
+                          "largest `max_message_size`, or of a message left unfinished by "
+                          "a peer node that went away."),
 }
 
 
@@ -335,8 +339,8 @@ def counters_block() -> str:
     rows += ["", "exon's node counters (one per statistic and node, group `exon`; the label is "
              "`exon WHAT: node NODE_ID ADDRESS`, the key the node id's 16 bytes, "
              "`nodes[].counters.NAME` in `--json`; NAME is also the field of "
-             "`node.statistics()`, or for `frames_dropped` and `connects_failed` the Node's "
-             "attribute):", "",
+             "`node.statistics()`, or for `frames_dropped`, `connects_failed` and "
+             "`fragments_dropped` the Node's attribute):", "",
              "| Type id | WHAT (label) | NAME | Trouble? | Meaning |",
              "| --- | --- | --- | --- | --- |"]
     for m in NodeCounter:

@@ -52,9 +52,12 @@ HEADER_LENGTH: Final = HEADER.size  # 20
 FIXED_HEADER_LENGTH: Final = 8
 TAG_MAX: Final = 0xFFFF_FFFF
 U64_MAX: Final = 0xFFFF_FFFF_FFFF_FFFF
-#: Largest frame the decoder accepts (the payload of one Aeron message is capped by the
-#: transport anyway; this bounds what a malicious length field can make us allocate).
-MAX_FRAME_LENGTH: Final = 64 * 1024 * 1024
+#: Largest frame the decoder accepts: the largest ``max_message_size`` a socket may have
+#: (``LinkSettings``, 1 GiB) plus the header. A frame longer than the transport's largest
+#: message arrives in node-level FRAGMENTs (docs/protocol.md 2.14), joined again by the
+#: Node within its sockets' largest ``max_message_size``; the decoder allocates nothing
+#: from a length field.
+MAX_FRAME_LENGTH: Final = HEADER_LENGTH + (1 << 30)
 
 _U64 = struct.Struct("<Q")
 _FLOW = struct.Struct("<QQ")

@@ -49,7 +49,9 @@ from exon.core import (
     SocketCore,
 )
 from exon.core.address import Peer, split_address
+from exon.core.frames import HEADER_LENGTH
 from exon.middleware.fastpath import FastLinks
+from exon.middleware.frame_assembly import FrameAssembler
 from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket, make_socket
 from exon.middleware.node_connections import CONNECT_TIMEOUT
@@ -176,6 +178,11 @@ class Node(NodePolling):
         self._loop_pollers = 0  #: 1 while an asyncio task polls from its loop (spinning)
         self._loop_cond = threading.Condition(self._lock)  # it waits there for the role
         self._init_connections()
+        #: FRAGMENTs back into frames; a frame may be as long as the largest
+        #: max_message_size of a socket the node opened (never lowered: a closing socket
+        #: may still receive) plus the exon header
+        self._assembler = FrameAssembler(
+            max_total=HEADER_LENGTH + self._core.settings.max_message_size)
         self._touched: set[HostedSocket] = set()
         self._peer_cache: dict[PeerId, Any] = {}
         #: the statistics as counters in the driver's CnC (``exon stat``)
@@ -209,6 +216,13 @@ class Node(NodePolling):
         """True once :meth:`close` ran."""
         return self._closed
 
+    @property
+    def fragments_dropped(self) -> int:
+        """FRAGMENTs (pieces of frames longer than the transport's largest message) this
+        node threw away: malformed, out of order, above its largest ``max_message_size``,
+        or of a frame left unfinished by a peer node that went (docs/protocol.md 2.14)."""
+        return self._assembler.dropped
+
     def statistics(self) -> Any:
         """An immutable snapshot of the node's core counters (frames, links, cookies, refusals,
         drops) and the payload bytes its sockets hold (``queued_bytes``, which the memory
@@ -230,7 +244,8 @@ class Node(NodePolling):
             return
         stats = self._core.statistics() if core_statistics is None else core_statistics
         counters.publish(statistics_of(stats, frames_dropped=self.frames_dropped,
-                                       connects_failed=self.connects_failed))
+                                       connects_failed=self.connects_failed,
+                                       fragments_dropped=self.fragments_dropped))
 
     def close(self, timeout: float = 5.0) -> None:
         """Close every socket gracefully (bounded by ``timeout``), then the transport and
@@ -330,6 +345,9 @@ class Node(NodePolling):
             elif tag in self._sockets:
                 raise errors.ConfigurationError(f"a socket with tag {tag} is already open")
             self._core.open_socket(tag, socket_type, **core_options)
+            size = core_options.get("max_message_size")
+            if size is not None:
+                self._assembler.max_total = max(self._assembler.max_total, HEADER_LENGTH + size)
             self._sockets[tag] = sock
             return tag, self._fast.open_socket(tag)
 

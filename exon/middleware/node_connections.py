@@ -9,6 +9,19 @@ answer within :data:`CONNECT_TIMEOUT` is unreachable: its frames are dropped (co
 (the core retries them), and the address is not tried again before a back-off (from
 0.25 s, doubling, up to 5 s) -- frames for it meanwhile are dropped the same way.
 
+A frame longer than the publication's largest message (an eighth of its term) leaves as
+node-protocol FRAGMENTs, in order (docs/protocol.md 2.14). Back pressure in the middle
+puts the chunks left into the address's backlog; a frame that waits in the backlog is cut
+when its turn comes (the limit is known once the publication is). The chunks of one frame
+stay contiguous among the DATA on the publication: every frame the Python path sends to
+an address with a backlog is appended behind it (:meth:`_send_frames`), and the native
+doors (PUSH/REQ/...: ``exon_fast.c``, ``exon_fast_peers.c``; PUB: ``exon_fast_pubsub.c``)
+send nothing while ANY backlog exists (they check ``PyDict_GET_SIZE(backlog) == 0``
+under the node's lock, which this code holds). Only FLOWs that the link table offers
+natively (``exon_lt_deliver``, ``flush_flows``) may land between two chunks; the
+receiver passes non-fragment frames through while an assembly is in progress, and FLOW
+is order-insensitive (absolute credit, applied with max).
+
 :class:`NodeConnections` is a part of :class:`~exon.middleware.node.Node` (a base class
 of it): the connection state, and the methods that send the core's frames through it.
 Every method runs with the node's lock held unless it says otherwise.
@@ -23,14 +36,18 @@ from collections import deque
 from typing import Any
 
 from exon import errors
-from exon.middleware.node_transport import ConnectBackoff, NodeTransport
+from exon.middleware.node_transport import ConnectBackoff, NodeTransport, encode_fragments
 from exon.transport.aeron import ADMIN_ACTION, BACK_PRESSURED
+from exon.transport.aeron.layout import TERM_MIN_LENGTH, max_message_length
 
 __all__ = ["CONNECT_TIMEOUT", "NodeConnections"]
 
 CONNECT_TIMEOUT = 1.0  #: seconds a new peer node's driver has to answer our publication
 _CONNECTS_PENDING = 64  #: connections in progress at once; more addresses: dropped, counted
 _CONNECT_BACKLOG = 4096  #: frames that may wait for one connection; more: the peer is lost
+#: the largest message of the shortest term (64 KiB / 8): a frame up to this long fits
+#: every publication, and only longer ones are measured against theirs
+_FITS_ANY = max_message_length(TERM_MIN_LENGTH)
 
 
 def _monotonic() -> float:
@@ -94,6 +111,9 @@ class NodeConnections:
                     continue
                 backlog[address].append(data)
                 continue
+            if len(data) > _FITS_ANY and len(data) > pub.max_message_length:
+                self._send_fragments(address, pub, data, offer)
+                continue
             rc = offer(pub, data)
             if rc < 0:
                 if rc in (BACK_PRESSURED, ADMIN_ACTION):
@@ -101,6 +121,20 @@ class NodeConnections:
                 else:  # NOT_CONNECTED, CLOSED, MAX_POSITION_EXCEEDED: the peer is gone
                     self.frames_dropped += 1
                     self._lost.add(address)
+
+    def _send_fragments(self, address: str, pub: Any, data: bytes, offer: Any) -> None:
+        """``data`` as FRAGMENTs on ``pub`` (no backlog for ``address``) through ``offer``,
+        in order; the chunks that back pressure refuses wait in the backlog, in order."""
+        chunks = encode_fragments(data, pub.max_message_length)
+        for i, chunk in enumerate(chunks):
+            rc = offer(pub, chunk)
+            if rc < 0:
+                if rc in (BACK_PRESSURED, ADMIN_ACTION):
+                    self._backlog.setdefault(address, deque()).extend(chunks[i:])
+                else:
+                    self.frames_dropped += 1
+                    self._lost.add(address)
+                return
 
     def _retry_backlog(self) -> None:
         transport = self._transport
@@ -112,7 +146,13 @@ class NodeConnections:
                 continue
             queue = self._backlog[address]
             while queue:
-                rc = pub.offer(queue[0])
+                head = queue[0]
+                if len(head) > _FITS_ANY and len(head) > pub.max_message_length:
+                    # a frame that waited for its publication: its chunks take its place
+                    queue.popleft()
+                    queue.extendleft(reversed(encode_fragments(head, pub.max_message_length)))
+                    continue
+                rc = pub.offer(head)
                 if rc < 0:
                     if rc not in (BACK_PRESSURED, ADMIN_ACTION):
                         self._lost.add(address)

@@ -37,9 +37,11 @@ from typing import Any
 from exon import errors
 from exon.core import SocketCore
 from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
+from exon.middleware.frame_assembly import FrameAssembler
 from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket
 from exon.middleware.node_connections import NodeConnections
+from exon.middleware.node_transport import is_fragment
 from exon.transport.aeron import Aeron
 
 __all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "NodePolling"]
@@ -75,6 +77,7 @@ class NodePolling(NodeConnections):
     _aeron: Aeron | None
     _core: SocketCore
     _fast: FastLinks
+    _assembler: FrameAssembler  #: FRAGMENTs back into frames, per image (its channel)
     _poller: Any
     _sockets: dict[int, HostedSocket]
     _touched: set[HostedSocket]
@@ -105,7 +108,15 @@ class NodePolling(NodeConnections):
 
     def _process_native(self, n: int, left: int, slots: list[int], gone: list[str]) -> int:
         """Hand out a polled batch (its fast DATA is in the sockets' native queues already):
-        wake the sockets touched, every other frame to the core, in order. Lock held."""
+        wake the sockets touched, every other frame to the core, in order. Lock held.
+
+        A FRAGMENT (node protocol) goes to the image's assembly instead, and the frame it
+        completes to the core, where an unfragmented one would go. FRAGMENT is not a
+        sockets-protocol frame, so the native classifier hands it and every later frame of
+        its image in the batch here, in order; a DATA it completes for a link attached to
+        the link table is counted by the core in that table's counters and queued in the
+        peer's lane of the socket's inbox behind what came before (as any DATA after a
+        slow frame), so order and credit stay one per link."""
         core = self._core
         now = _monotonic()
         if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
@@ -159,6 +170,11 @@ class NodePolling(NodeConnections):
                     channel = channels.get(image)
                     if channel is None:
                         channel = channels[image] = transport.image_channel(image)
+                    if is_fragment(frame):
+                        whole = self._assembler.feed(channel, frame)
+                        if whole is None:
+                            continue
+                        frame = whole
                     receive(address, frame, now=now, channel=channel)
         for address in gone:
             self._drop_peer(address)
@@ -244,6 +260,10 @@ class NodePolling(NodeConnections):
             return 0
         transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
         gone = transport.refresh(self._poller, self._fast.key_of)
+        if transport.images_ended:
+            for channel in transport.images_ended:
+                self._assembler.forget(channel)  # its unfinished frame, if any, is lost
+            transport.images_ended.clear()
         if transport.gone_channels and not gone:
             self._channels_gone(_monotonic())
             self._pump_locked()

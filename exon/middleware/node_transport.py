@@ -15,6 +15,12 @@ receiver maps the image to that address and hands every later frame of the image
 core with it. When the image goes away (the peer node closed or died), the address is
 reported by :meth:`NodeTransport.poll` as gone.
 
+An exon frame longer than the publication's largest message (an eighth of its term, at
+most 16 MiB) travels as node-protocol FRAGMENTs (type 0x02), each within that limit, in
+order: :func:`encode_fragments` cuts them, :func:`decode_fragment` reads one, and
+:class:`~exon.middleware.frame_assembly.FrameAssembler` joins them again
+(docs/protocol.md 2.14).
+
 Threading: :meth:`poll` and :meth:`wait` are for one thread at a time (the Node's poll
 role); :meth:`offer` for one thread at a time (the Node's lock); :meth:`start_connect` may
 run beside both (it only creates a publication: one driver round trip, no wait for the
@@ -44,13 +50,19 @@ from exon.transport.aeron import (
     Subscription,
 )
 
-__all__ = ["HELLO", "UDP_STREAM_ID", "ConnectBackoff", "NodeTransport", "encode_hello",
+__all__ = ["FRAGMENT", "FRAGMENT_HEADER_LENGTH", "HELLO", "UDP_STREAM_ID", "ConnectBackoff",
+           "NodeTransport", "decode_fragment", "encode_fragments", "encode_hello", "is_fragment",
            "registry_path"]
 
 UDP_STREAM_ID = 0x4558_4F4E  # "EXON"
 NODE_PROTOCOL = 0x02
 HELLO = 0x01
+FRAGMENT = 0x02
 _HELLO_HEADER = struct.Struct("<HBBI")  # version, protocol, type, remaining length
+#: version, protocol, type, remaining length, total length of the exon frame, this chunk's
+#: offset in it; the chunk follows (docs/protocol.md 2.14)
+_FRAGMENT_HEADER = struct.Struct("<HBBIII")
+FRAGMENT_HEADER_LENGTH = _FRAGMENT_HEADER.size  # 16
 _VERSION = 1
 _OFFER_SPINS = 200
 
@@ -70,6 +82,54 @@ def decode_hello(data: bytes) -> str | None:
         return bytes(data[_HELLO_HEADER.size :]).decode()
     except UnicodeDecodeError:
         return None
+
+
+def encode_fragments(frame: bytes, limit: int) -> list[bytes]:
+    """``frame`` cut into FRAGMENTs of at most ``limit`` bytes each (header included), in
+    the order they must be sent (offset 0 first). ``limit`` is the publication's largest
+    message; it must leave room for a byte of the frame after the header."""
+    total = len(frame)
+    step = limit - FRAGMENT_HEADER_LENGTH
+    if step < 1:
+        raise errors.ConfigurationError(f"a FRAGMENT limit of {limit} bytes holds no data")
+    if total > 0xFFFF_FFFF:
+        raise errors.MessageTooLarge(f"a frame of {total} bytes exceeds a FRAGMENT's u32 total")
+    view = memoryview(frame)
+    pack = _FRAGMENT_HEADER.pack
+    return [b"".join((pack(_VERSION, NODE_PROTOCOL, FRAGMENT,
+                           8 + min(step, total - offset), total, offset),
+                      view[offset : offset + step]))
+            for offset in range(0, total, step)]
+
+
+def decode_fragment(data: bytes | memoryview) -> tuple[int, int, memoryview]:
+    """(total length, offset, chunk) of a FRAGMENT; :class:`~exon.errors.FrameDecodeError`
+    if ``data`` is not a well-formed one (short, another version, protocol or type, a
+    ``remaining_length`` that disagrees with its length, an empty chunk, or a chunk that
+    runs past ``total``)."""
+    if len(data) < FRAGMENT_HEADER_LENGTH:
+        raise errors.FrameDecodeError(
+            f"FRAGMENT of {len(data)} bytes is shorter than its {FRAGMENT_HEADER_LENGTH}-byte "
+            "header")
+    version, protocol, kind, remaining, total, offset = _FRAGMENT_HEADER.unpack_from(data)
+    if version != _VERSION or protocol != NODE_PROTOCOL or kind != FRAGMENT:
+        raise errors.FrameDecodeError(
+            f"not a FRAGMENT (version {version}, protocol 0x{protocol:02x}, type 0x{kind:02x})")
+    length = len(data) - FRAGMENT_HEADER_LENGTH
+    if remaining != len(data) - 8:
+        raise errors.FrameDecodeError(
+            f"FRAGMENT remaining length {remaining} does not match the {len(data) - 8} bytes "
+            "present")
+    if length == 0 or offset + length > total:
+        raise errors.FrameDecodeError(
+            f"FRAGMENT chunk of {length} bytes at {offset} does not fit a frame of {total}")
+    return total, offset, memoryview(data)[FRAGMENT_HEADER_LENGTH:]
+
+
+def is_fragment(data: bytes | memoryview) -> bool:
+    """Whether ``data`` claims to be a FRAGMENT (protocol and type bytes only; the
+    assembler checks the rest)."""
+    return len(data) >= 4 and data[2] == NODE_PROTOCOL and data[3] == FRAGMENT
 
 
 def registry_dir(driver_dir: str) -> str:
@@ -224,6 +284,9 @@ class NodeTransport:
         self._image_address: dict[int, str] = {}  # id(image) -> reply address
         self.publications: dict[str, ExclusivePublication] = {}
         self.hello_dropped = 0
+        #: channels (correlation ids) of the images gone since the Node last looked: it
+        #: forgets their FRAGMENT assemblies and clears the list
+        self.images_ended: list[int] = []
         #: (address, channel) of images gone while another image still has that address
         #: (the peer node restarted): the Node breaks the links of that channel only
         self.gone_channels: list[tuple[str, int]] = []
@@ -332,6 +395,7 @@ class NodeTransport:
         live = {id(img) for img in images}
         for img in self._images:
             if id(img) not in live:
+                self.images_ended.append(int(img.correlation_id))
                 address = self._image_address.pop(id(img), None)
                 if address is None:
                     continue
@@ -380,6 +444,7 @@ class NodeTransport:
         """One batch: ([(reply address, [frame, ...]), ...], [addresses gone])."""
         gone: list[str] = []
         self._refresh_images(gone)
+        self.images_ended.clear()  # this way of polling has no FRAGMENT assemblies
         out: list[tuple[str, list[bytes]]] = []
         addresses = self._image_address
         for img in self._images:

@@ -53,7 +53,8 @@ def cnc(driver: MediaDriver) -> Iterator[CncFile]:
 
 def test_every_statistic_has_a_counter_with_a_fixed_type_id() -> None:
     names = {f.name.upper() for f in dataclasses.fields(CoreStatistics)}
-    assert names | {"LINKS", "FRAMES_DROPPED", "CONNECTS_FAILED"} == set(NodeCounter.__members__)
+    assert names | {"LINKS", "FRAMES_DROPPED", "CONNECTS_FAILED", "FRAGMENTS_DROPPED"} == set(
+        NodeCounter.__members__)
     assert all(NODE_COUNTER_TYPE_FIRST <= k <= NODE_COUNTER_TYPE_LAST for k in NodeCounter)
     assert NodeCounter.LINKS == 2000
     assert NodeCounter.MALFORMED_DROPPED == 2003

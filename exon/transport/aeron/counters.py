@@ -130,9 +130,9 @@ class NodeCounter(enum.IntEnum):
     """exon's node counters: one counter per statistic of a :class:`~exon.Node`, allocated
     by the node through its driver (ADD_COUNTER) and labelled ``exon <what>: node <node id>
     <address>``; the key is the node id's 16 bytes. The member names are the statistics'
-    names (``Node.statistics()`` fields, plus the node's own ``frames_dropped`` and
-    ``connects_failed``); ``LINKS`` is the links established now. Type ids are fixed:
-    new statistics are appended, never renumbered."""
+    names (``Node.statistics()`` fields, plus the node's own ``frames_dropped``,
+    ``connects_failed`` and ``fragments_dropped``); ``LINKS`` is the links established
+    now. Type ids are fixed: new statistics are appended, never renumbered."""
 
     LINKS = 2000
     FRAMES_RECEIVED = 2001
@@ -155,6 +155,7 @@ class NodeCounter(enum.IntEnum):
     FRAMES_DROPPED = 2018
     CONNECTS_FAILED = 2019
     LINKS_RESENT = 2020
+    FRAGMENTS_DROPPED = 2021
 
     @property
     def what(self) -> str:
@@ -193,6 +194,7 @@ _NODE_WHAT: Final = {
     NodeCounter.FRAMES_DROPPED: "drops unreachable peer",
     NodeCounter.CONNECTS_FAILED: "connects failed",
     NodeCounter.LINKS_RESENT: "links resent",
+    NodeCounter.FRAGMENTS_DROPPED: "drops fragment",
 }
 
 

@@ -1,0 +1,99 @@
+"""Joining the node-protocol FRAGMENTs of one exon frame again (docs/protocol.md 2.14).
+
+A sending node cuts an exon frame longer than its publication's largest message into
+FRAGMENTs (:func:`~exon.middleware.node_transport.encode_fragments`) and offers them in
+order, offset 0 first. Aeron keeps the order of one publication, so the receiver needs
+one assembly per image (per sending node): :class:`FrameAssembler` keeps it, sans-IO.
+
+Rules, per key (the image):
+
+* offset 0 starts an assembly; an unfinished one of that key is given up;
+* a chunk continues the assembly when its offset is where the assembly ends and its total
+  is the assembly's; anything else gives the assembly up (and the chunk: it cannot start
+  one);
+* a total above :attr:`FrameAssembler.max_total` is refused (and with it the chunk's
+  assembly, if it was one);
+* when the assembly holds ``total`` bytes, :meth:`FrameAssembler.feed` returns the whole
+  frame: the receiver hands it to where an unfragmented frame would go.
+
+Memory grows with the bytes actually received, never with an announced total: at most
+``max_total`` per key. Every FRAGMENT that is thrown away (malformed, out of place,
+oversize, or part of an assembly given up, also by :meth:`FrameAssembler.forget` when the
+image goes) counts once in :attr:`FrameAssembler.dropped`; nothing raises.
+"""
+
+from __future__ import annotations
+
+from exon import errors
+from exon.middleware.node_transport import decode_fragment
+
+__all__ = ["FrameAssembler"]
+
+
+class _Assembly:
+    __slots__ = ("buffer", "chunks", "total")
+
+    def __init__(self, total: int, chunk: memoryview) -> None:
+        self.total = total
+        self.buffer = bytearray(chunk)
+        self.chunks = 1
+
+
+class FrameAssembler:
+    """FRAGMENTs in, whole exon frames out, one assembly per key (see the module)."""
+
+    def __init__(self, *, max_total: int) -> None:
+        #: the largest frame (total) accepted; the Node keeps it at its sockets' largest
+        #: ``max_message_size`` plus the 20-byte exon header
+        self.max_total = max_total
+        #: FRAGMENT frames thrown away (see the module docstring)
+        self.dropped = 0
+        self._assemblies: dict[int, _Assembly] = {}
+
+    def feed(self, key: int, data: bytes | memoryview) -> bytes | None:
+        """One FRAGMENT frame of ``key``: the whole frame once its last chunk came, else
+        None (waiting for more, or dropped and counted)."""
+        try:
+            total, offset, chunk = decode_fragment(data)
+        except errors.FrameDecodeError:
+            self._give_up(key)
+            self.dropped += 1
+            return None
+        if offset == 0:
+            self._give_up(key)
+            if total > self.max_total:
+                self.dropped += 1
+                return None
+            if len(chunk) == total:
+                return bytes(chunk)
+            self._assemblies[key] = _Assembly(total, chunk)
+            return None
+        assembly = self._assemblies.get(key)
+        if assembly is None or assembly.total != total or len(assembly.buffer) != offset:
+            self._give_up(key)
+            self.dropped += 1
+            return None
+        assembly.buffer += chunk
+        assembly.chunks += 1
+        if len(assembly.buffer) < total:
+            return None
+        del self._assemblies[key]
+        return bytes(assembly.buffer)
+
+    def forget(self, key: int) -> None:
+        """The image of ``key`` is gone: its unfinished assembly goes (counted)."""
+        self._give_up(key)
+
+    def _give_up(self, key: int) -> None:
+        assembly = self._assemblies.pop(key, None)
+        if assembly is not None:
+            self.dropped += assembly.chunks
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held by unfinished assemblies."""
+        return sum(len(a.buffer) for a in self._assemblies.values())
+
+    def __len__(self) -> int:
+        """Unfinished assemblies."""
+        return len(self._assemblies)
