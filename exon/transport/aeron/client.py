@@ -344,13 +344,18 @@ class ClientCounter:
     cheap enough for a poll loop. Readers (``exon stat``, other processes) see the value
     at once. Not thread-safe for writers: one thread (or one lock) sets a counter."""
 
-    __slots__ = ("_addr", "_client", "counter_id", "registration_id")
+    __slots__ = ("_addr", "_client", "_lock", "counter_id", "registration_id")
 
     def __init__(self, client: Aeron, registration_id: int, counter_id: int) -> None:
         self._client: Aeron | None = client
         self.registration_id = registration_id
         self.counter_id = counter_id
         self._addr: Any = client.counter_addr(counter_id)
+        #: held around every access through ``_addr`` and by the detach that the client's
+        #: close does before it unmaps the CnC: a store or load in another thread ends
+        #: first, or finds the counter detached (as the client's ``_using`` rule, at the
+        #: cost of one uncontended lock)
+        self._lock = threading.Lock()
 
     @property
     def is_closed(self) -> bool:
@@ -360,20 +365,23 @@ class ClientCounter:
     @property
     def value(self) -> int:
         """The current value (ClosedError once closed)."""
-        addr = self._addr
-        if addr is None:
-            raise errors.ClosedError(f"counter {self.counter_id} is closed")
-        return int(addr[0])
+        with self._lock:
+            addr = self._addr
+            if addr is not None:
+                return int(addr[0])
+        raise errors.ClosedError(f"counter {self.counter_id} is closed")
 
     def set(self, value: int) -> None:
         """Store ``value`` (an int64); nothing once closed."""
-        addr = self._addr
-        if addr is not None:
-            addr[0] = value
+        with self._lock:
+            addr = self._addr
+            if addr is not None:
+                addr[0] = value
 
     def _detach(self) -> None:
-        self._addr = None
-        self._client = None
+        with self._lock:
+            self._addr = None
+            self._client = None
 
     def close(self) -> None:
         """Have the driver free the counter (REMOVE_COUNTER). Idempotent."""
@@ -402,6 +410,10 @@ class Subscription:
         #: UDP: the "host:port" the driver bound (a port 0 endpoint resolved); "" for IPC
         self.bound_endpoint: str = ffi.string(info.bound_endpoint).decode()
         self._event_count = info.event_count
+        #: held around every read of ``_event_count`` and by close() while it swaps the
+        #: cell (it lives in the native client, freed once the client closes, after its
+        #: subscriptions): a read in another thread ends first or reads the new cell
+        self._count_lock = threading.Lock()
         self._events_seen = 0
         self._images: list[Image] = []
         self._next = 0
@@ -418,9 +430,14 @@ class Subscription:
 
     # ---- images ----------------------------------------------------------------------
 
+    def _events_count(self) -> int:
+        """How many image events the native client queued for this subscription so far."""
+        with self._count_lock:
+            return int(self._event_count[0])
+
     def _refresh(self) -> bool:
         """Apply queued image events; True if the image set changed."""
-        count = self._event_count[0]
+        count = self._events_count()
         if count == self._events_seen or self._closed:
             return False
         self._events_seen = count
@@ -501,7 +518,7 @@ class Subscription:
     def has_image_events(self) -> bool:
         """True when image events wait to be applied (the next :attr:`images` differs, or
         the subscription closed): cheap enough to ask on every poll."""
-        return self._closed or self._event_count[0] != self._events_seen
+        return self._closed or self._events_count() != self._events_seen
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -509,7 +526,7 @@ class Subscription:
              fragment_limit: int = 10) -> int:
         """Deliver up to ``fragment_limit`` fragments' worth of whole messages from the
         images, starting at a rotating image; returns the number of messages."""
-        if self._event_count[0] != self._events_seen:
+        if self._events_count() != self._events_seen:
             self._refresh()
         images = self._images
         n = len(images)
@@ -537,12 +554,12 @@ class Subscription:
             # a bounded slice so driver death / image events are noticed
             slice_s = 0.1 if remaining is None else min(remaining, 0.1)
             self._client.check()
-            seen = lib.exon_doorbell_read(self._doorbell)
-            if self._event_count[0] != self._events_seen:
-                continue
-            with self._busy:
+            with self._busy:  # the doorbell lives in the client's mapping of the CnC
                 if self._closed:
                     break
+                seen = lib.exon_doorbell_read(self._doorbell)
+                if self._events_count() != self._events_seen:
+                    continue
                 if self._images:
                     arr = ffi.new("exon_image_t *[]", [img.cdata for img in self._images])
                     rc = lib.exon_image_wait(arr, len(self._images), self._doorbell,
@@ -569,7 +586,9 @@ class Subscription:
             self._images.clear()
             # the event count lives in the native client, freed when it closes: a poll or
             # has_image_events after that reads this cell of its own instead
-            self._event_count = ffi.new("int64_t[1]", [self._events_seen])
+            cell = ffi.new("int64_t[1]", [self._events_seen])
+            with self._count_lock:
+                self._event_count = cell
         finally:
             busy.release()
         self._client._on_subscription_close(self)

@@ -92,6 +92,10 @@ class Image(LogUser):
         #: closes the image (or its client) while another polls waits for that poll to
         #: end instead of unmapping the log under it (polls never block)
         self._busy = threading.RLock()
+        #: held by the short native calls that a wait() must not block (position), and by
+        #: close() while it closes the native image: such a call in another thread ends
+        #: before the log and the sub-pos counter go away, or finds the image closed
+        self._short = threading.Lock()
         self._closing = False  #: close() began: no new native call starts
         self._waiting_on: Any = None  #: the doorbell a wait() sleeps on (close rings it)
         self._final_end_of_stream = _MAX_POSITION  #: end_of_stream_position once closed
@@ -209,15 +213,17 @@ class Image(LogUser):
         """The subscriber's position in this image (bytes consumed); once closed, where it
         stopped (the sub-pos counter lives in the client's mapping, gone when the client
         closes)."""
-        if self._closed:  # (no lock: a wait() holds it while it sleeps)
-            return self._final_position
-        return int(lib.exon_image_position(self._img))
+        with self._short:  # (not _busy: a wait() holds it while it sleeps)
+            if self._closed:
+                return self._final_position
+            return int(lib.exon_image_position(self._img))
 
     @position.setter
     def position(self, value: int) -> None:
-        if self._closed:
-            raise ClosedError("image is closed")
-        check(lib.exon_image_set_position(self._img, value))
+        with self._short:
+            if self._closed:
+                raise ClosedError("image is closed")
+            check(lib.exon_image_set_position(self._img, value))
 
     @property
     def session_id(self) -> int:
@@ -278,7 +284,8 @@ class Image(LogUser):
             if doorbell is not None:
                 lib.exon_doorbell_ring(doorbell)
         try:
-            super().close()
+            with self._short:
+                super().close()
         finally:
             busy.release()
 

@@ -257,3 +257,87 @@ def test_positions_read_after_the_client_closed_answer_from_close_time(driver) -
     assert proc.returncode == 0, (proc.returncode, err[-2000:])
     assert out.splitlines()[-1] == "ok"
     assert "position=64" in out
+
+
+CLOSE_IN_THE_WINDOW = """
+import sys, threading, time
+import exon.transport.aeron.image as image_module
+from exon.transport.aeron import Aeron
+scenario = sys.argv[2]
+client = Aeron.connect(sys.argv[1], timeout=5.0)
+closer = threading.Thread(target=client.close)
+waited = []
+
+
+def close_meanwhile():
+    # another thread closes the client while this one is inside the call (a stand-in,
+    # put where the call touches the client's memory, widens the window that a thread
+    # switch or a free-threaded build opens); the close must wait for the call
+    if not closer.is_alive() and not waited:
+        closer.start()
+        closer.join(0.3)
+        waited.append(closer.is_alive())
+
+
+if scenario == "counter.set":
+    counter = client.add_counter(1001, "race")
+    addr = counter._addr
+
+    class Addr:
+        def __setitem__(self, i, value):
+            close_meanwhile()
+            addr[i] = value  # into the unmapped CnC, before
+
+    counter._addr = Addr()
+    counter.set(7)
+else:
+    pub = client.add_publication("aeron:ipc", 62)
+    sub = client.add_subscription("aeron:ipc", 62)
+    deadline = time.monotonic() + 10
+    while not sub.images and time.monotonic() < deadline:
+        time.sleep(0.005)
+    image = sub.images[0]
+    if scenario == "image.position":
+        real = image_module.lib
+
+        class Lib:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def exon_image_position(self, img):
+                close_meanwhile()
+                return real.exon_image_position(img)  # the unmapped sub-pos, before
+
+        image_module.lib = Lib()
+        assert image.position == 0
+    else:  # subscription.poll: its event count lives in the native client
+        cell = sub._event_count
+
+        class Cell:
+            def __getitem__(self, i):
+                close_meanwhile()
+                return cell[i]  # freed with the native client, before
+
+        sub._event_count = Cell()
+        assert sub.poll(lambda data, header: None) == 0
+closer.join(10)
+assert not closer.is_alive() and client.is_closed
+if scenario == "counter.set":
+    assert counter.is_closed and (counter.set(8) is None)  # a closed counter: nothing
+elif scenario == "image.position":
+    assert image.is_closed and image.position == 0  # where it stopped
+print("waited", waited, flush=True)
+print("ok" if waited == [True] else "closed under the call", flush=True)
+"""
+
+
+@pytest.mark.parametrize("scenario", ["counter.set", "image.position", "subscription.poll"])
+def test_a_call_in_progress_holds_off_a_close_in_another_thread(driver, scenario) -> None:
+    # ClientCounter.set / Image.position / Subscription.poll read or write memory that the
+    # client's close frees or unmaps (the CnC's counters, the native client): a close in
+    # another thread in the middle of one crashed it or let it read freed memory (a
+    # child process, as it may crash)
+    proc = python_process(CLOSE_IN_THE_WINDOW, driver.dir, scenario)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, (proc.returncode, out, err[-2000:])
+    assert out.splitlines()[-1] == "ok", out
