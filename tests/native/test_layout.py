@@ -120,3 +120,10 @@ def test_log_length_places_metadata_after_three_terms() -> None:
 def test_check_term_length_rejects(bad: int) -> None:
     with pytest.raises(ValueError, match="term length"):
         L.check_term_length(bad)
+
+
+def test_driver_dir_limit_agrees() -> None:
+    assert lib.EXON_DRIVER_DIR_MAX_LENGTH == L.DRIVER_DIR_MAX_LENGTH
+    # room under the C path buffers for "/publications/<int64>.logbuffer" and the NUL
+    assert L.DRIVER_DIR_MAX_LENGTH + len("/publications/-9223372036854775808.logbuffer") < (
+        lib.EXON_LOG_PATH_MAX)

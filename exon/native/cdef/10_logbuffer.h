@@ -1,5 +1,6 @@
 /* cdef: log buffer files (exon_logbuffer.h). */
 #define EXON_LOG_PATH_MAX ...
+#define EXON_DRIVER_DIR_MAX_LENGTH ...
 /* exon_doorbell.h (declared here because publications use it before 13_doorbell.h) */
 typedef void (*exon_agent_ring_fn_t)(void *ctx, int32_t doorbell_id);
 typedef struct exon_log_stct {
@@ -38,6 +39,7 @@ int exon_log_create(exon_log_t *log, const char *path, const exon_log_params_t *
 int exon_log_open(exon_log_t *log, const char *path);
 int exon_log_close(exon_log_t *log);
 int exon_log_unlink(const char *path);
+int exon_log_path_format(char *path, size_t length, const char *dir, const char *folder, int64_t id);
 int64_t exon_log_clean_to(exon_log_t *log, int64_t *clean_position, int64_t position);
 int64_t exon_log_producer_position(const exon_log_t *log);
 void exon_log_set_end_of_stream(exon_log_t *log, int64_t position);

@@ -346,8 +346,8 @@ static int exon_agent_runner_duty(void *state, int64_t now_ns)
 static void *exon_agent_runner_main(void *arg)
 {
     exon_agent_runner_t *runner = (exon_agent_runner_t *)arg;
-    char thread_name[16];
-    snprintf(thread_name, sizeof(thread_name), "exon-%s", runner->name);
+    char thread_name[16]; /* a Linux thread name is at most 15 bytes: the runner's name is cut to 10 */
+    snprintf(thread_name, sizeof(thread_name), "exon-%.10s", runner->name);
     pthread_setname_np(pthread_self(), thread_name);
 
     while (EXON_LOAD_ACQ(&runner->running))

@@ -181,7 +181,12 @@ exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_
     pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
 
     char path[EXON_LOG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s/publications/%lld.logbuffer", c->config.dir, (long long)registration_id);
+    if (exon_log_path_format(path, sizeof(path), c->config.dir, "publications", registration_id) < 0)
+    {
+        snprintf(why, why_length, "%s", exon_last_error());
+        free(pub);
+        return NULL;
+    }
     exon_log_params_t params;
     memset(&params, 0, sizeof(params));
     params.term_length = term_length;

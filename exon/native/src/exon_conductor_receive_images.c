@@ -238,7 +238,12 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     image->correlation_id = (int64_t)(exon_dc_random(c) & 0x3FFFFFFFFFFFFFFFULL);
     exon_udp_addr_format(&setup->source, image->source, sizeof(image->source));
     char path[EXON_LOG_PATH_MAX];
-    snprintf(path, sizeof(path), "%s/images/%lld.logbuffer", c->config.dir, (long long)image->correlation_id);
+    if (exon_log_path_format(path, sizeof(path), c->config.dir, "images", image->correlation_id) < 0)
+    {
+        exon_driver_conductor_error(c, "cannot create image log: %s", exon_last_error());
+        free(image);
+        return false;
+    }
     exon_log_params_t params;
     memset(&params, 0, sizeof(params));
     params.term_length = setup->term_length;

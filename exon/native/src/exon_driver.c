@@ -158,6 +158,13 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     {
         return exon_set_error(EXON_E_ARGUMENT, "driver dir is empty");
     }
+    size_t dir_length = strnlen(ctx->dir, sizeof(ctx->dir));
+    if (dir_length >= EXON_DRIVER_DIR_MAX_LENGTH)
+    {
+        return exon_set_error(EXON_E_ARGUMENT,
+            "driver dir %.64s... is %zu bytes long: it must be shorter than %d (room for the file names under it)",
+            ctx->dir, dir_length, EXON_DRIVER_DIR_MAX_LENGTH);
+    }
     exon_driver_t *d = calloc(1, sizeof(*d));
     if (NULL == d)
     {

@@ -1041,7 +1041,12 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         pub->window = (window > 0 && window < term_length / 2) ? window : term_length / 2;
 
         char path[EXON_LOG_PATH_MAX];
-        snprintf(path, sizeof(path), "%s/publications/%lld.logbuffer", c->config.dir, (long long)correlation_id);
+        if (exon_log_path_format(path, sizeof(path), c->config.dir, "publications", correlation_id) < 0)
+        {
+            exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "%s", exon_last_error());
+            free(pub);
+            return;
+        }
         exon_log_params_t params;
         memset(&params, 0, sizeof(params));
         params.term_length = term_length;

@@ -292,6 +292,22 @@ int exon_log_close(exon_log_t *log)
     return 0;
 }
 
+int exon_log_path_format(char *path, size_t length, const char *dir, const char *folder, int64_t id)
+{
+    int n = snprintf(path, length, "%s/%s/%lld.logbuffer", dir, folder, (long long)id);
+    if (n < 0 || (size_t)n >= length)
+    {
+        if (length > 0)
+        {
+            path[0] = '\0';
+        }
+        return exon_set_error(EXON_E_ARGUMENT,
+            "log file path in driver dir %.64s... (%zu bytes) would be %d bytes, longer than the %zu a path may have",
+            dir, strlen(dir), n, length > 0 ? length - 1 : 0);
+    }
+    return n;
+}
+
 int exon_log_unlink(const char *path)
 {
     if (unlink(path) < 0)

@@ -21,6 +21,9 @@
 #include "exon_layout.h"
 
 #define EXON_LOG_PATH_MAX 4096
+/* A driver directory path is shorter than this (bytes): its longest file name,
+ * "/publications/<int64>.logbuffer", still fits in EXON_LOG_PATH_MAX with room to spare. */
+#define EXON_DRIVER_DIR_MAX_LENGTH 4000
 
 /* A mapped log buffer. Owned by whoever called create/open; close unmaps. */
 typedef struct exon_log_stct
@@ -82,6 +85,13 @@ int exon_log_close(exon_log_t *log);
 
 /* Remove a log file by path: 0, or -errno (ENOENT included). */
 int exon_log_unlink(const char *path);
+
+/*
+ * The path of a log file in a driver directory, "<dir>/<folder>/<id>.logbuffer", into
+ * path[length]: its length, or EXON_E_ARGUMENT (error text set) when it would not fit
+ * (never a path cut short).
+ */
+int exon_log_path_format(char *path, size_t length, const char *dir, const char *folder, int64_t id);
 
 /*
  * Zero the log from *clean_position (but never from further back than position -

@@ -125,6 +125,9 @@ TERM_MIN_LENGTH: Final = 64 * 1024
 TERM_MAX_LENGTH: Final = 1024 * 1024 * 1024
 PAGE_MIN_SIZE: Final = 4 * 1024
 PAGE_MAX_SIZE: Final = 1024 * 1024 * 1024
+#: a driver directory path is shorter than this (bytes of UTF-8), so that its longest file
+#: path, ``<dir>/publications/<int64>.logbuffer``, fits in the C side's 4096
+DRIVER_DIR_MAX_LENGTH: Final = 4000
 
 LOG_MAGIC: Final = 0x474C5845  # "EXLG"
 LOG_LAYOUT_VERSION: Final = 1

@@ -231,6 +231,18 @@ class DriverSettings(BaseModel):
 
     # ---- limits ---------------------------------------------------------------------
 
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, value: str) -> str:
+        if not value or "\0" in value:
+            raise ValueError("driver dir must be a non-empty path without NUL characters")
+        length = len(value.encode())
+        if length >= layout.DRIVER_DIR_MAX_LENGTH:
+            raise ValueError(
+                f"driver dir {value[:64]!r}... is {length} bytes long; it must be shorter "
+                f"than {layout.DRIVER_DIR_MAX_LENGTH} (room for the file names under it)")
+        return value
+
     @field_validator("term_buffer_length", "ipc_term_buffer_length", "max_image_term_length")
     @classmethod
     def _term_length(cls, value: int) -> int:

@@ -222,3 +222,18 @@ def test_an_agent_doorbell_is_rung_once_per_park() -> None:
     assert flag[0] == 0
     assert lib.exon_agent_doorbell_ring(0x5EED, 0, flag) == 0
 
+
+
+def test_launch_refuses_an_over_long_dir_in_c_too() -> None:
+    # the C launch checks what a caller other than MediaDriver (which validates the
+    # setting first) may pass: a dir whose log file paths would not fit
+    from exon.transport.aeron import layout
+
+    ctx = ffi.new("exon_driver_context_t *")
+    lib.exon_driver_context_defaults(ctx)
+    ctx.dir = b"/dev/shm/" + b"d" * (layout.DRIVER_DIR_MAX_LENGTH - 9)
+    out = ffi.new("exon_driver_t **")
+    assert lib.exon_driver_launch(out, ctx) == lib.EXON_E_ARGUMENT
+    assert out[0] == ffi.NULL
+    text = ffi.string(lib.exon_last_error()).decode()
+    assert f"is {layout.DRIVER_DIR_MAX_LENGTH} bytes long: it must be shorter than" in text

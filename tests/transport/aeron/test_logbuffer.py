@@ -184,3 +184,21 @@ def test_doorbell_table(path: str) -> None:
             log.add_doorbell(100 + i)
         with pytest.raises(errors.ResourceExhausted):
             log.add_doorbell(1000)
+
+
+def test_log_path_format_refuses_a_path_it_would_cut_short() -> None:
+    from exon.native import ffi
+
+    out = ffi.new("char[]", lib.EXON_LOG_PATH_MAX)
+    # the longest dir a driver takes, with the longest id, fits
+    longest = b"/" + b"d" * (L.DRIVER_DIR_MAX_LENGTH - 2)
+    n = lib.exon_log_path_format(out, lib.EXON_LOG_PATH_MAX, longest, b"publications", -(2**63))
+    expected = longest + b"/publications/-9223372036854775808.logbuffer"
+    assert (n, ffi.string(out)) == (len(expected), expected)
+    # a dir near 4 KiB: an error that says so, and no path cut short
+    near = b"/" + b"d" * 4079
+    rc = lib.exon_log_path_format(out, lib.EXON_LOG_PATH_MAX, near, b"images", 12345)
+    assert rc == lib.EXON_E_ARGUMENT
+    assert ffi.string(out) == b""
+    text = ffi.string(lib.exon_last_error()).decode()
+    assert "(4080 bytes) would be 4103 bytes, longer than the 4095 a path may have" in text

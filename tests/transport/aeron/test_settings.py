@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from exon.errors import ConfigurationError
@@ -84,3 +86,28 @@ def test_bad_environment_value_names_the_field() -> None:
 def test_mtu_must_fit_the_term() -> None:
     with pytest.raises(ConfigurationError, match="mtu_length"):
         DriverSettings.from_env({}, term_buffer_length=65536, mtu_length=16384)
+
+
+def test_an_over_long_driver_dir_is_a_configuration_error_naming_the_limit(tmp_path) -> None:
+    # every log file path is built under the dir in 4096 bytes (C): a dir near that would
+    # have had its log paths cut short; it is refused here, before anything is created
+    from exon.transport.aeron import MediaDriver, layout
+
+    limit = layout.DRIVER_DIR_MAX_LENGTH
+    longest = str(tmp_path / "d")
+    while len(longest) < limit - 1:  # components a file system takes (at most 200 bytes)
+        room = limit - 1 - len(longest)
+        longest += "/" + "x" * (min(room, 200) - 1) if room >= 2 else "x"
+    assert len(longest.encode()) == limit - 1
+    assert DriverSettings.from_env({}, dir=longest).dir == longest
+    too_long = longest + "é"  # two bytes of UTF-8: lengths are counted in bytes
+    with pytest.raises(ConfigurationError,
+                       match=rf"dir: .* is {limit + 1} bytes long; it must be shorter than "
+                             rf"{limit} \(room for the file names under it\)"):
+        DriverSettings.from_env({}, dir=too_long)
+    with pytest.raises(ConfigurationError, match=rf"is {limit + 1} bytes long"):
+        MediaDriver.launch(dir=too_long)
+    assert not os.path.exists(tmp_path / "d")
+    for bad in ("", "/dev/shm/a\0b"):
+        with pytest.raises(ConfigurationError, match=r"dir: .*non-empty path without NUL"):
+            DriverSettings.from_env({}, dir=bad)
