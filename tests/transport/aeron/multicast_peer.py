@@ -10,8 +10,10 @@ then answers one JSON line per command line (``{"id": n, "op": ...}``):
   ``timeout``, then answer with how many went and the counters); it stays up, serving
   NAKs, until ``exit`` or stdin closes.
 * ``sub``: a thread polls from the start and checks every message against the pattern, in
-  order; ``wait`` blocks until ``count`` arrived (or ``timeout``) and answers with the tally
-  and the driver's counters; ``pause`` stops polling (a consumer that stalls).
+  order; ``joined`` blocks until the subscription has its image (or ``timeout``) and
+  answers with the position it joined at; ``wait`` blocks until ``count`` arrived (or
+  ``timeout``) and answers with the tally, the join position and the driver's counters;
+  ``pause`` stops polling (a consumer that stalls).
 
 Every loop is bounded by the timeout the command carries.
 """
@@ -60,6 +62,9 @@ class Tally:
         self.received = 0
         self.bad = 0
         self.first_bad: int | None = None
+        #: the subscription's first image appeared at this position (the poll thread's)
+        self.join_position: int | None = None
+        self.joined = threading.Event()
         self.lock = threading.Lock()
 
     def on_message(self, data: Any, _header: Any) -> None:
@@ -99,6 +104,10 @@ def main() -> None:
 
             def poll() -> None:
                 while not stop.is_set():
+                    if not tally.joined.is_set() and sub.image_count:
+                        # read before the first poll: where the image began
+                        tally.join_position = sub.images[0].position
+                        tally.joined.set()
                     if paused.is_set():
                         time.sleep(0.01)
                     elif sub.poll(tally.on_message, 256) == 0:
@@ -128,13 +137,18 @@ def main() -> None:
             elif op == "pause":
                 paused.set()
                 _say({"id": ident, "paused": True})
+            elif op == "joined":
+                tally.joined.wait(max(0.0, deadline - time.monotonic()))
+                _say({"id": ident, "joined": tally.joined.is_set(),
+                      "join_position": tally.join_position})
             elif op == "wait":
                 count = int(cmd["count"])
                 while tally.received < count and time.monotonic() < deadline:
                     time.sleep(0.01)
                 with tally.lock:
                     _say({"id": ident, "received": tally.received, "bad": tally.bad,
-                          "first_bad": tally.first_bad, **counters()})
+                          "first_bad": tally.first_bad, "join_position": tally.join_position,
+                          **counters()})
             else:
                 _say({"id": ident, "error": f"unknown op {op!r}"})
         stop.set()

@@ -18,7 +18,7 @@ from exon.transport.aeron import Aeron, MediaDriver, channel
 from exon.transport.aeron.counters import SystemCounter
 from tests.chaos.netns import REPO
 from tests.transport.aeron.driver_fixtures import unique_dir
-from tests.transport.aeron.multicast_lab import MulticastLab, built_lab
+from tests.transport.aeron.multicast_lab import MulticastLab, Peer, built_lab
 
 GROUP = "224.0.1.1:40456"
 
@@ -170,6 +170,17 @@ def lab(tmp_path: Path) -> Iterator[MulticastLab]:
         yield built
 
 
+def _joined_from_the_start(subs: list[Peer]) -> None:
+    """Wait until every subscriber has its image, before anything is sent. The publisher
+    counts as connected at the first receiver's SM and from then on sends SETUP only when
+    asked: a receiver that lost the first SETUPs (the loss rules drop them too) or was
+    slow to make its image joins, as in Aeron, where the stream is by then, and never
+    sees what came before (it once started 286 messages late on a loaded machine)."""
+    for sub in subs:
+        joined = sub.ok("joined", wait=20)
+        assert (joined["joined"], joined["join_position"]) == (True, 0), joined
+
+
 @pytest.mark.netns
 @pytest.mark.net
 def test_one_publisher_three_namespaces_one_lossy(lab: MulticastLab) -> None:
@@ -182,6 +193,7 @@ def test_one_publisher_three_namespaces_one_lossy(lab: MulticastLab) -> None:
     assert all(sub.ready["bound"] == GROUP for sub in subs)
     pub = lab.peer(0, "pub", CHANNEL)
     assert pub.ok("connect", wait=10)["connected"]
+    _joined_from_the_start(subs)
     assert pub.ok("send", wait=60, count=N)["sent"] == N
     results = [sub.ok("wait", wait=60, count=N) for sub in subs]
     for host, result in zip((1, 2, 3), results, strict=True):
@@ -210,6 +222,7 @@ def test_fc_max_is_paced_by_the_fastest_receiver(lab: MulticastLab) -> None:
     subs = [lab.peer(host, "sub", channel) for host in (1, 2, 3)]
     pub = lab.peer(0, "pub", channel)
     assert pub.ok("connect", wait=10)["connected"]
+    _joined_from_the_start(subs)
     assert pub.ok("send", wait=60, count=N)["sent"] == N
     first = subs[0].ok("wait", wait=20, count=N)
     results = [first] + [sub.ok("wait", wait=1, count=N) for sub in subs[1:]]
@@ -227,6 +240,7 @@ def test_fc_min_waits_for_a_stalled_receiver_until_it_times_out(lab: MulticastLa
     steady, stalled = lab.peer(1, "sub", channel), lab.peer(2, "sub", channel)
     pub = lab.peer(0, "pub", channel)
     assert pub.ok("connect", wait=10)["connected"]
+    _joined_from_the_start([steady, stalled])
     stalled.ok("pause", wait=5)
     # the stalled receiver's window (at most half a 1 MiB term) stops the publisher well
     # before N messages (about 8.5 MiB)
@@ -250,6 +264,7 @@ def test_receivers_that_lose_the_same_datagrams_mostly_share_one_nak(lab: Multic
     subs = [lab.peer(host, "sub", CHANNEL) for host in (1, 2, 3)]
     pub = lab.peer(0, "pub", CHANNEL)
     assert pub.ok("connect", wait=10)["connected"]
+    _joined_from_the_start(subs)
     assert pub.ok("send", wait=60, count=N)["sent"] == N
     results = [sub.ok("wait", wait=60, count=N) for sub in subs]
     assert [(r["received"], r["bad"]) for r in results] == [(N, 0)] * 3, results
