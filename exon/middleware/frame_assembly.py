@@ -50,9 +50,10 @@ class FrameAssembler:
         self.dropped = 0
         self._assemblies: dict[int, _Assembly] = {}
 
-    def feed(self, key: int, data: bytes | memoryview) -> bytes | None:
-        """One FRAGMENT frame of ``key``: the whole frame once its last chunk came, else
-        None (waiting for more, or dropped and counted)."""
+    def feed(self, key: int, data: bytes | memoryview) -> memoryview | None:
+        """One FRAGMENT frame of ``key``: the whole frame once its last chunk came (a view
+        of the assembly's buffer, which is the caller's from then on: no copy), else None
+        (waiting for more, or dropped and counted)."""
         try:
             total, offset, chunk = decode_fragment(data)
         except errors.FrameDecodeError:
@@ -65,7 +66,7 @@ class FrameAssembler:
                 self.dropped += 1
                 return None
             if len(chunk) == total:
-                return bytes(chunk)
+                return chunk
             self._assemblies[key] = _Assembly(total, chunk)
             return None
         assembly = self._assemblies.get(key)
@@ -78,7 +79,7 @@ class FrameAssembler:
         if len(assembly.buffer) < total:
             return None
         del self._assemblies[key]
-        return bytes(assembly.buffer)
+        return memoryview(assembly.buffer)
 
     def forget(self, key: int) -> None:
         """The image of ``key`` is gone: its unfinished assembly goes (counted)."""
