@@ -10,8 +10,9 @@ then answers one JSON line per command line (``{"id": n, "op": ...}``):
   ``timeout``, then answer with how many went and the counters); it stays up, serving
   NAKs, until ``exit`` or stdin closes.
 * ``sub``: a thread polls from the start and checks every message against the pattern, in
-  order; ``joined`` blocks until the subscription has its image (or ``timeout``) and
-  answers with the position it joined at; ``wait`` blocks until ``count`` arrived (or
+  order; ``joined`` blocks until the subscription has its image and its driver has sent
+  the publisher a status message (or ``timeout``) and answers with the position it joined
+  at; ``wait`` blocks until ``count`` arrived (or
   ``timeout``) and answers with the tally, the join position and the driver's counters;
   ``pause`` stops polling (a consumer that stalls).
 
@@ -65,6 +66,8 @@ class Tally:
         #: the subscription's first image appeared at this position (the poll thread's)
         self.join_position: int | None = None
         self.joined = threading.Event()
+        #: the driver's STATUS_MESSAGES_SENT when the image was first seen
+        self.sms_at_join = 0
         self.lock = threading.Lock()
 
     def on_message(self, data: Any, _header: Any) -> None:
@@ -107,6 +110,8 @@ def main() -> None:
                     if not tally.joined.is_set() and sub.image_count:
                         # read before the first poll: where the image began
                         tally.join_position = sub.images[0].position
+                        tally.sms_at_join = client.counter_value(
+                            SystemCounter.STATUS_MESSAGES_SENT)
                         tally.joined.set()
                     if paused.is_set():
                         time.sleep(0.01)
@@ -139,8 +144,18 @@ def main() -> None:
                 _say({"id": ident, "paused": True})
             elif op == "joined":
                 tally.joined.wait(max(0.0, deadline - time.monotonic()))
+                # the image exists once the conductor made it; the receiver agent tells
+                # the publisher with its SMs, the first of which may come later on a loaded
+                # host: wait for one sent after the image was seen (one goes at least every
+                # status message timeout; an SM before it may have asked for a SETUP only)
+                while (tally.joined.is_set()
+                       and client.counter_value(SystemCounter.STATUS_MESSAGES_SENT)
+                       <= tally.sms_at_join and time.monotonic() < deadline):
+                    time.sleep(0.005)
+                sms = client.counter_value(SystemCounter.STATUS_MESSAGES_SENT)
                 _say({"id": ident, "joined": tally.joined.is_set(),
-                      "join_position": tally.join_position})
+                      "join_position": tally.join_position,
+                      "sm_sent_since": sms - tally.sms_at_join})
             elif op == "wait":
                 count = int(cmd["count"])
                 while tally.received < count and time.monotonic() < deadline:
