@@ -518,7 +518,10 @@ class Subscription:
     def has_image_events(self) -> bool:
         """True when image events wait to be applied (the next :attr:`images` differs, or
         the subscription closed): cheap enough to ask on every poll."""
-        return self._closed or self._events_count() != self._events_seen
+        if self._closed:
+            return True
+        with self._count_lock:  # (inline: a node asks this on every poll)
+            return bool(self._event_count[0] != self._events_seen)
 
     # ---- reading ---------------------------------------------------------------------
 
@@ -526,7 +529,9 @@ class Subscription:
              fragment_limit: int = 10) -> int:
         """Deliver up to ``fragment_limit`` fragments' worth of whole messages from the
         images, starting at a rotating image; returns the number of messages."""
-        if self._events_count() != self._events_seen:
+        with self._count_lock:  # (inline: the hot path)
+            pending = self._event_count[0] != self._events_seen
+        if pending:
             self._refresh()
         images = self._images
         n = len(images)
