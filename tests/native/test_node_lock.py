@@ -93,25 +93,6 @@ def test_condition_over_the_lock() -> None:
         assert lock.locked()
 
 
-def test_mutual_exclusion_under_contention() -> None:
-    lock = node_lock()
-    state = {"n": 0}
-
-    def work() -> None:
-        for _ in range(2000):
-            with lock:
-                v = state["n"]
-                time.sleep(0) if v % 500 == 0 else None
-                state["n"] = v + 1
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert state["n"] == 8000
-
-
 def test_activity_and_close_doors() -> None:
     lock = node_lock()
     assert lock.activity == 0
@@ -122,17 +103,20 @@ def test_activity_and_close_doors() -> None:
         lock.activity = 5  # read-only: only the doors count
 
 
-def test_waiters_block_in_the_kernel_and_every_one_gets_its_turn() -> None:
-    """Each holder gives up the GIL inside the lock, so the others wait on the futex
-    (state 2): every increment still happens once, and no waiter is left asleep."""
+@pytest.mark.parametrize(("rounds", "yield_every"), [(2000, 500), (300, 1)])
+def test_mutual_exclusion_under_contention(rounds: int, yield_every: int) -> None:
+    """Four threads increment under the lock, giving up the GIL inside it now and then
+    (2000, 500) or every time (300, 1): then the others wait on the futex (state 2).
+    Every increment happens once, and no waiter is left asleep."""
     lock = node_lock()
     state = {"n": 0}
 
     def work() -> None:
-        for _ in range(300):
+        for _ in range(rounds):
             with lock:
                 v = state["n"]
-                time.sleep(0)
+                if v % yield_every == 0:
+                    time.sleep(0)
                 state["n"] = v + 1
 
     threads = [threading.Thread(target=work) for _ in range(4)]
@@ -141,7 +125,7 @@ def test_waiters_block_in_the_kernel_and_every_one_gets_its_turn() -> None:
     for t in threads:
         t.join(30)
     assert not any(t.is_alive() for t in threads)
-    assert state["n"] == 1200
+    assert state["n"] == 4 * rounds
     assert not lock.locked()
     assert lock.acquire(False) is True  # free, not stuck in the contended state
     lock.release()
