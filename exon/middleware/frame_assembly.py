@@ -16,10 +16,12 @@ Rules, per key (the image):
 * when the assembly holds ``total`` bytes, :meth:`FrameAssembler.feed` returns the whole
   frame: the receiver hands it to where an unfragmented frame would go.
 
-Memory grows with the bytes actually received, never with an announced total: at most
-``max_total`` per key. Every FRAGMENT that is thrown away (malformed, out of place,
-oversize, or part of an assembly given up, also by :meth:`FrameAssembler.forget` when the
-image goes) counts once in :attr:`FrameAssembler.dropped`; nothing raises.
+An assembly takes one buffer of its announced ``total`` at its first chunk (refused above
+``max_total``) and copies each chunk into place at once: the frames fed in may be views of
+a buffer that the caller reuses (the Node's poll buffer), and none is kept. Memory is
+bounded by ``max_total`` per key (one unfinished assembly per key). Every FRAGMENT that
+is thrown away (malformed, out of place, oversize, or part of an assembly given up, also
+by :meth:`FrameAssembler.forget` when the image goes) counts once in :attr:`FrameAssembler.dropped`; nothing raises.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ __all__ = ["FrameAssembler"]
 
 
 class _Assembly:
-    __slots__ = ("buffer", "chunks", "total")
+    __slots__ = ("buffer", "chunks", "filled", "total")
 
     def __init__(self, total: int, chunk: memoryview) -> None:
         self.total = total
-        self.buffer = bytearray(chunk)
+        self.buffer = bytearray(total)  # one allocation, filled in place
+        self.filled = len(chunk)
+        self.buffer[: self.filled] = chunk
         self.chunks = 1
 
 
@@ -52,8 +56,10 @@ class FrameAssembler:
 
     def feed(self, key: int, data: bytes | memoryview) -> memoryview | None:
         """One FRAGMENT frame of ``key``: the whole frame once its last chunk came (a view
-        of the assembly's buffer, which is the caller's from then on: no copy), else None
-        (waiting for more, or dropped and counted)."""
+        of the assembly's buffer, which is the caller's from then on: no copy; or, for a
+        frame in one FRAGMENT, a view of ``data``), else None (waiting for more, or
+        dropped and counted). ``data`` is not kept: its chunk is copied before this
+        returns."""
         try:
             total, offset, chunk = decode_fragment(data)
         except errors.FrameDecodeError:
@@ -70,13 +76,15 @@ class FrameAssembler:
             self._assemblies[key] = _Assembly(total, chunk)
             return None
         assembly = self._assemblies.get(key)
-        if assembly is None or assembly.total != total or len(assembly.buffer) != offset:
+        if assembly is None or assembly.total != total or assembly.filled != offset:
             self._give_up(key)
             self.dropped += 1
             return None
-        assembly.buffer += chunk
+        end = offset + len(chunk)  # <= total (decode_fragment)
+        assembly.buffer[offset:end] = chunk
+        assembly.filled = end
         assembly.chunks += 1
-        if len(assembly.buffer) < total:
+        if end < total:
             return None
         del self._assemblies[key]
         return memoryview(assembly.buffer)
@@ -93,7 +101,7 @@ class FrameAssembler:
     @property
     def pending_bytes(self) -> int:
         """Bytes held by unfinished assemblies."""
-        return sum(len(a.buffer) for a in self._assemblies.values())
+        return sum(a.filled for a in self._assemblies.values())
 
     def __len__(self) -> int:
         """Unfinished assemblies."""

@@ -156,11 +156,32 @@ def test_a_total_above_the_cap_is_refused_before_anything_is_kept() -> None:
     assert assembler.feed(1, fragment(100, 0, b"a" * 100)) == b"a" * 100  # at the cap: fine
 
 
-def test_memory_follows_the_bytes_received_not_the_announced_total() -> None:
-    assembler = FrameAssembler(max_total=1 << 30)
-    assert assembler.feed(1, fragment(1 << 30, 0, b"a" * 10)) is None
-    assert assembler.pending_bytes == 10
-    assert assembler._assemblies[1].buffer.__sizeof__() < 4096
+def test_memory_is_the_announced_total_at_most_the_cap_per_key() -> None:
+    """An assembly takes its announced total at once (one buffer, filled in place): memory
+    is bounded by max_total per key, and an announced total above it takes nothing."""
+    assembler = FrameAssembler(max_total=1 << 20)
+    assert assembler.feed(1, fragment(1 << 20, 0, b"a" * 10)) is None
+    assert assembler.pending_bytes == 10  # the bytes received
+    assert len(assembler._assemblies[1].buffer) == 1 << 20
+    assert assembler.feed(2, fragment((1 << 20) + 1, 0, b"a" * 10)) is None
+    assert 2 not in assembler._assemblies
+    assert assembler.dropped == 1
+
+
+def test_the_chunks_fed_are_copied_at_once_not_kept() -> None:
+    """The Node feeds views of its poll buffer, which the next poll overwrites: what the
+    assembler hands out must not change when the fed buffers do afterwards."""
+    frame = bytes(range(256)) * 4
+    buf = bytearray(FRAGMENT_HEADER_LENGTH + 300)
+    assembler = FrameAssembler(max_total=len(frame))
+    out = None
+    for chunk in encode_fragments(frame, FRAGMENT_HEADER_LENGTH + 300):
+        buf[: len(chunk)] = chunk
+        out = assembler.feed(1, memoryview(buf)[: len(chunk)])
+        buf[:] = b"\xee" * len(buf)  # the poll buffer reused
+    assert out is not None
+    assert bytes(out) == frame
+    assert assembler.dropped == 0
 
 
 def test_forget_drops_the_image_assembly() -> None:
@@ -185,7 +206,7 @@ def test_any_bytes_are_a_frame_or_a_counted_drop_within_the_cap(frames: list[byt
         key = keys[i] if i < len(keys) else 0
         out = assembler.feed(key, data)
         assert out is None or len(out) <= 200
-        assert all(len(a.buffer) <= 200 for a in assembler._assemblies.values())
+        assert all(len(a.buffer) <= 200 for a in assembler._assemblies.values())  # the cap
         assert len(assembler) <= 4
 
 
