@@ -403,5 +403,8 @@ class Poller:
 
     def descriptors(self) -> tuple[Any, Any]:
         """After :meth:`batch`: (int32 view of the descriptors: link, image, offset,
-        length, slot per message; bytes of the copy buffer)."""
-        return self._ints, self._view[0 : self._used[0]]
+        length, slot per message; a memoryview of the copy buffer). The view is valid
+        until the next :meth:`batch` overwrites (or replaces) the buffer: copy what you
+        keep (no copy of the whole batch is made here; most of it went to the native
+        queues already)."""
+        return self._ints, memoryview(self._view)[0 : self._used[0]]

@@ -36,7 +36,12 @@ from collections import deque
 from typing import Any
 
 from exon import errors
-from exon.middleware.node_transport import ConnectBackoff, NodeTransport, encode_fragments
+from exon.middleware.node_transport import (
+    _OFFER_SPINS,
+    ConnectBackoff,
+    NodeTransport,
+    PendingFragments,
+)
 from exon.transport.aeron import ADMIN_ACTION, BACK_PRESSURED
 from exon.transport.aeron.layout import TERM_MIN_LENGTH, max_message_length
 
@@ -68,7 +73,9 @@ class NodeConnections:
     _transport: NodeTransport | None
 
     def _init_connections(self) -> None:
-        self._backlog: dict[str, deque[bytes]] = {}
+        #: frames refused by back pressure or waiting for a connection, in order, per
+        #: address; a long frame whose FRAGMENTs are under way is a PendingFragments
+        self._backlog: dict[str, deque[bytes | PendingFragments]] = {}
         self._to_connect: set[str] = set()  # addresses whose publication must be created
         self._pending: dict[str, tuple[Any, float]] = {}  # address -> (publication, deadline)
         self._to_close: list[Any] = []  # publications to close outside the lock
@@ -112,7 +119,7 @@ class NodeConnections:
                 backlog[address].append(data)
                 continue
             if len(data) > _FITS_ANY and len(data) > pub.max_message_length:
-                self._send_fragments(address, pub, data, offer)
+                self._send_fragments(address, pub, data)
                 continue
             rc = offer(pub, data)
             if rc < 0:
@@ -122,19 +129,18 @@ class NodeConnections:
                     self.frames_dropped += 1
                     self._lost.add(address)
 
-    def _send_fragments(self, address: str, pub: Any, data: bytes, offer: Any) -> None:
-        """``data`` as FRAGMENTs on ``pub`` (no backlog for ``address``) through ``offer``,
-        in order; the chunks that back pressure refuses wait in the backlog, in order."""
-        chunks = encode_fragments(data, pub.max_message_length)
-        for i, chunk in enumerate(chunks):
-            rc = offer(pub, chunk)
-            if rc < 0:
-                if rc in (BACK_PRESSURED, ADMIN_ACTION):
-                    self._backlog.setdefault(address, deque()).extend(chunks[i:])
-                else:
-                    self.frames_dropped += 1
-                    self._lost.add(address)
-                return
+    def _send_fragments(self, address: str, pub: Any, data: bytes) -> None:
+        """``data`` as FRAGMENTs on ``pub`` (no backlog for ``address``), in order, each a
+        header and a view of ``data`` (no chunk is built); when back pressure refuses one,
+        the rest wait in the backlog (one entry, cut as it goes out)."""
+        pending = PendingFragments(data)
+        rc = pending.offer(pub, pub.max_message_length, _OFFER_SPINS)
+        if rc < 0:
+            if rc in (BACK_PRESSURED, ADMIN_ACTION):
+                self._backlog.setdefault(address, deque()).append(pending)
+            else:
+                self.frames_dropped += 1
+                self._lost.add(address)
 
     def _retry_backlog(self) -> None:
         transport = self._transport
@@ -147,12 +153,14 @@ class NodeConnections:
             queue = self._backlog[address]
             while queue:
                 head = queue[0]
-                if len(head) > _FITS_ANY and len(head) > pub.max_message_length:
-                    # a frame that waited for its publication: its chunks take its place
-                    queue.popleft()
-                    queue.extendleft(reversed(encode_fragments(head, pub.max_message_length)))
+                if isinstance(head, PendingFragments):
+                    rc = head.offer(pub, pub.max_message_length)
+                elif len(head) > _FITS_ANY and len(head) > pub.max_message_length:
+                    # a frame that waited for its publication: its FRAGMENTs take its place
+                    queue[0] = PendingFragments(head)
                     continue
-                rc = pub.offer(head)
+                else:
+                    rc = pub.offer(head)
                 if rc < 0:
                     if rc not in (BACK_PRESSURED, ADMIN_ACTION):
                         self._lost.add(address)

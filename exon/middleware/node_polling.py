@@ -129,6 +129,9 @@ class NodePolling(NodeConnections):
                 for slot in slots:
                     self._touched.add(owners[slot])
             if left:  # something is left for Python to look at
+                # a view of the poll buffer, overwritten by the next poll: what is kept is
+                # copied (the sockets' payloads here; the core's decoder and the assembler
+                # copy what they keep; HELLO is decoded at once), never the whole batch
                 ints, data = self._poller.descriptors()
                 tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
                 sockets = self._sockets
@@ -150,7 +153,7 @@ class NodePolling(NodeConnections):
                         token = tokens[link]
                         sock = sockets.get(token.tag)
                         if sock is not None:
-                            sock._on_fast(token, data[off + head : off + ints[k + 3]])
+                            sock._on_fast(token, bytes(data[off + head : off + ints[k + 3]]))
                             touched.add(sock)
                             continue
                         if not self._fast_orphan(token):

@@ -51,8 +51,8 @@ from exon.transport.aeron import (
 )
 
 __all__ = ["FRAGMENT", "FRAGMENT_HEADER_LENGTH", "HELLO", "UDP_STREAM_ID", "ConnectBackoff",
-           "NodeTransport", "decode_fragment", "encode_fragments", "encode_hello", "is_fragment",
-           "registry_path"]
+           "NodeTransport", "PendingFragments", "decode_fragment", "encode_fragments",
+           "encode_hello", "fragment_header", "is_fragment", "registry_path"]
 
 UDP_STREAM_ID = 0x4558_4F4E  # "EXON"
 NODE_PROTOCOL = 0x02
@@ -72,7 +72,7 @@ def encode_hello(reply_address: str) -> bytes:
     return _HELLO_HEADER.pack(_VERSION, NODE_PROTOCOL, HELLO, len(body)) + body
 
 
-def decode_hello(data: bytes) -> str | None:
+def decode_hello(data: bytes | memoryview) -> str | None:
     if len(data) < _HELLO_HEADER.size:
         return None
     _version, protocol, kind, length = _HELLO_HEADER.unpack_from(data)
@@ -100,6 +100,61 @@ def encode_fragments(frame: bytes, limit: int) -> list[bytes]:
                            8 + min(step, total - offset), total, offset),
                       view[offset : offset + step]))
             for offset in range(0, total, step)]
+
+
+def fragment_header(total: int, offset: int, length: int) -> bytes:
+    """The 16-byte header of the FRAGMENT that carries ``length`` bytes of a ``total``-byte
+    frame from ``offset``: the piece in front of the chunk in a two-piece offer."""
+    return _FRAGMENT_HEADER.pack(_VERSION, NODE_PROTOCOL, FRAGMENT, 8 + length, total, offset)
+
+
+class PendingFragments:
+    """A frame on its way out as FRAGMENTs: the offset of the first chunk not yet offered
+    (a backlog entry that stands for the FRAGMENTs left, cut as they are offered)."""
+
+    __slots__ = ("frame", "offset")
+
+    def __init__(self, frame: bytes, offset: int = 0) -> None:
+        self.frame = frame
+        self.offset = offset
+
+    def __len__(self) -> int:
+        return len(self.frame) - self.offset
+
+    def offer(self, pub: Any, limit: int, spins: int = 0) -> int:
+        """Offer the FRAGMENTs left on ``pub`` (largest message ``limit``), each as a
+        header and a view of the frame (``pub.offer2``: no chunk is built), in order,
+        until one is refused: the last outcome (>= 0: all went; then :attr:`offset` is the
+        frame's length). Back pressure is retried ``spins`` times per chunk (see
+        :meth:`NodeTransport.offer`)."""
+        frame = self.frame
+        total = len(frame)
+        step = limit - FRAGMENT_HEADER_LENGTH
+        if step < 1:
+            raise errors.ConfigurationError(f"a FRAGMENT limit of {limit} bytes holds no data")
+        if total > 0xFFFF_FFFF:
+            raise errors.MessageTooLarge(
+                f"a frame of {total} bytes exceeds a FRAGMENT's u32 total")
+        view = memoryview(frame)
+        offer2 = pub.offer2
+        offset = self.offset
+        rc = 0
+        while offset < total:
+            length = min(step, total - offset)
+            head = fragment_header(total, offset, length)
+            body = view[offset : offset + length]
+            rc = offer2(head, body)
+            tries = 0
+            while rc in (BACK_PRESSURED, ADMIN_ACTION) and tries < spins:
+                tries += 1
+                if tries > 20:
+                    time.sleep(0)
+                rc = offer2(head, body)
+            if rc < 0:
+                break
+            offset += length
+        self.offset = offset
+        return rc
 
 
 def decode_fragment(data: bytes | memoryview) -> tuple[int, int, memoryview]:
@@ -431,7 +486,7 @@ class NodeTransport:
         core's ``channel`` of the frames that come on it."""
         return int(self._images[index].correlation_id)
 
-    def hello(self, index: int, frame: bytes) -> str | None:
+    def hello(self, index: int, frame: bytes | memoryview) -> str | None:
         """The first frame of image ``index``: its reply address, or None (dropped)."""
         address = decode_hello(frame)
         if address is None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from exon.core import PeerId, SocketCore
     from exon.middleware.fastpath import FastLinks
     from exon.middleware.hosted import HostedSocket
+    from exon.middleware.node_transport import PendingFragments
 
 __all__ = ["SocketHost"]
 
@@ -93,7 +94,7 @@ class SocketHost:
     lock: Any
     core: SocketCore
     fast: FastLinks
-    backlog: dict[str, deque[bytes]]
+    backlog: dict[str, deque[bytes | PendingFragments]]
     activity: int
     wait_until: _WaitUntil
     pump: Callable[[], None]
@@ -110,7 +111,7 @@ class SocketHost:
         lock: Any,
         core: SocketCore,
         fast: FastLinks,
-        backlog: dict[str, deque[bytes]],
+        backlog: dict[str, deque[bytes | PendingFragments]],
         wait_until: _WaitUntil,
         pump: Callable[[], None],
         flush: Callable[[], None],
