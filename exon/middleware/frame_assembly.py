@@ -16,10 +16,14 @@ Rules, per key (the image):
 * when the assembly holds ``total`` bytes, :meth:`FrameAssembler.feed` returns the whole
   frame: the receiver hands it to where an unfragmented frame would go.
 
-An assembly takes one buffer of its announced ``total`` at its first chunk (refused above
-``max_total``) and copies each chunk into place at once: the frames fed in may be views of
-a buffer that the caller reuses (the Node's poll buffer), and none is kept. Memory is
-bounded by ``max_total`` per key (one unfinished assembly per key). Every FRAGMENT that
+An assembly takes one buffer of at least its announced ``total`` at its first chunk
+(refused above ``max_total``) and copies each chunk into place at once: the frames fed in
+may be views of a buffer that the caller reuses (the Node's poll buffer), and none is
+kept. A finished frame is handed out as a view of that buffer, valid until the key's next
+FRAGMENT: the key's next assembly reuses the buffer when it is long enough (a large
+buffer freed and taken again for every frame cost page faults: glibc gives such buffers
+back to the kernel). Memory is bounded by ``max_total`` per key (one buffer per key,
+until :meth:`FrameAssembler.forget`). Every FRAGMENT that
 is thrown away (malformed, out of place, oversize, or part of an assembly given up, also
 by :meth:`FrameAssembler.forget` when the image goes) counts once in :attr:`FrameAssembler.dropped`; nothing raises.
 """
@@ -35,9 +39,10 @@ __all__ = ["FrameAssembler"]
 class _Assembly:
     __slots__ = ("buffer", "chunks", "filled", "total")
 
-    def __init__(self, total: int, chunk: memoryview) -> None:
+    def __init__(self, total: int, chunk: memoryview, spare: bytearray | None) -> None:
         self.total = total
-        self.buffer = bytearray(total)  # one allocation, filled in place
+        # one allocation, filled in place (or the key's last one, when long enough)
+        self.buffer = spare if spare is not None and len(spare) >= total else bytearray(total)
         self.filled = len(chunk)
         self.buffer[: self.filled] = chunk
         self.chunks = 1
@@ -53,11 +58,12 @@ class FrameAssembler:
         #: FRAGMENT frames thrown away (see the module docstring)
         self.dropped = 0
         self._assemblies: dict[int, _Assembly] = {}
+        self._spares: dict[int, bytearray] = {}  # per key: the buffer of its last frame
 
     def feed(self, key: int, data: bytes | memoryview) -> memoryview | None:
         """One FRAGMENT frame of ``key``: the whole frame once its last chunk came (a view
-        of the assembly's buffer, which is the caller's from then on: no copy; or, for a
-        frame in one FRAGMENT, a view of ``data``), else None (waiting for more, or
+        of the assembly's buffer, no copy, valid until the next ``feed`` of ``key``; or,
+        for a frame in one FRAGMENT, a view of ``data``), else None (waiting for more, or
         dropped and counted). ``data`` is not kept: its chunk is copied before this
         returns."""
         try:
@@ -73,7 +79,7 @@ class FrameAssembler:
                 return None
             if len(chunk) == total:
                 return chunk
-            self._assemblies[key] = _Assembly(total, chunk)
+            self._assemblies[key] = _Assembly(total, chunk, self._spares.pop(key, None))
             return None
         assembly = self._assemblies.get(key)
         if assembly is None or assembly.total != total or assembly.filled != offset:
@@ -87,11 +93,14 @@ class FrameAssembler:
         if end < total:
             return None
         del self._assemblies[key]
-        return memoryview(assembly.buffer)
+        buffer = self._spares[key] = assembly.buffer
+        return memoryview(buffer)[:total]
 
     def forget(self, key: int) -> None:
-        """The image of ``key`` is gone: its unfinished assembly goes (counted)."""
+        """The image of ``key`` is gone: its unfinished assembly goes (counted), and its
+        buffer."""
         self._give_up(key)
+        self._spares.pop(key, None)
 
     def _give_up(self, key: int) -> None:
         assembly = self._assemblies.pop(key, None)

@@ -223,3 +223,25 @@ def test_a_mangled_stream_never_yields_a_wrong_frame(frame: bytes, step: int,
     for c in mangled:
         out = assembler.feed(0, c)
         assert out is None or out == frame
+
+
+def test_a_key_reuses_its_buffer_for_the_next_frame_until_forgotten() -> None:
+    """A finished frame's buffer serves the key's next assembly when long enough (no fresh
+    large allocation per frame); a longer frame takes a new one; forget lets it go."""
+    assembler = FrameAssembler(max_total=1000)
+    big, small, bigger = b"a" * 300, b"b" * 100, b"c" * 400
+    out = [assembler.feed(3, c) for c in encode_fragments(big, 16 + 64)]
+    assert out[-1] == big
+    first = assembler._spares[3]
+    out = [assembler.feed(3, c) for c in encode_fragments(small, 16 + 64)]
+    assert out[-1] == small
+    assert len(out[-1]) == 100
+    assert assembler._spares[3] is first  # filled in place, handed out as a view of it
+    out = [assembler.feed(3, c) for c in encode_fragments(bigger, 16 + 64)]
+    assert out[-1] == bigger
+    assert assembler._spares[3] is not first
+    assert len(assembler._spares[3]) == 400
+    assembler.forget(3)
+    assert 3 not in assembler._spares
+    assert assembler.dropped == 0
+
