@@ -59,6 +59,11 @@ _WAIT_SLICE = 0.05  #: longest condition wait of a follower before it re-checks
 #: it parks in the futex: an answer within it costs neither side a futex wake. Streaming
 #: waits (PULL, credit) do not spin: parking lets the batch grow, which is cheaper per message
 CLIENT_SPIN = 0.00005
+#: seconds a leader spins before it parks while a FRAGMENT assembly is unfinished: the
+#: sender offers the next chunk as soon as the window lets it, i.e. as soon as this side
+#: has read the last one (an IPC window is half a term, one 1 MiB message with 2 MiB
+#: terms), so parking would add a futex wake to every chunk
+_ASSEMBLY_SPIN = 0.00005
 
 _DISPATCHER = -1
 _FLOW_CREDIT = FLOW_CREDIT  # exon_lt_desc_t.link of a FLOW that gave credit back to link i:
@@ -364,6 +369,8 @@ class NodePolling(NodeConnections):
             timeout = min(timeout, flow_in)
         if self._backlog or self._to_connect or self._pending or self._to_close:
             timeout = min(timeout, 0.001)
+        if len(self._assembler) and spin < _ASSEMBLY_SPIN:
+            spin = _ASSEMBLY_SPIN  # the rest of a frame is on its way (see the constant)
         self._lock.release()
         try:
             transport.wait(timeout, spin)
