@@ -23,9 +23,10 @@ kept. A finished frame is handed out as a view of that buffer, valid until the k
 FRAGMENT: the key's next assembly reuses the buffer when it is long enough (a large
 buffer freed and taken again for every frame cost page faults: glibc gives such buffers
 back to the kernel). Memory is bounded by ``max_total`` per key (one buffer per key,
-until :meth:`FrameAssembler.forget`). Every FRAGMENT that
-is thrown away (malformed, out of place, oversize, or part of an assembly given up, also
-by :meth:`FrameAssembler.forget` when the image goes) counts once in :attr:`FrameAssembler.dropped`; nothing raises.
+until :meth:`FrameAssembler.forget`). Every FRAGMENT that is thrown away (malformed, out
+of place, oversize, or part of an assembly given up, also by
+:meth:`FrameAssembler.forget` when the image goes) counts once in
+:attr:`FrameAssembler.dropped`; nothing raises.
 """
 
 from __future__ import annotations
