@@ -10,9 +10,11 @@ answer within :data:`CONNECT_TIMEOUT` is unreachable: its frames are dropped (co
 0.25 s, doubling, up to 5 s) -- frames for it meanwhile are dropped the same way.
 
 A frame longer than the publication's largest message (an eighth of its term) leaves as
-node-protocol FRAGMENTs, in order (docs/protocol.md 2.14). Back pressure in the middle
-puts the chunks left into the address's backlog; a frame that waits in the backlog is cut
-when its turn comes (the limit is known once the publication is). The chunks of one frame
+node-protocol FRAGMENTs, in order (docs/protocol.md 2.14), each offered as two pieces (its
+16-byte header and a view of the frame: no chunk is built). Back pressure in the middle
+puts the frame, with the offset reached, into the address's backlog (a PendingFragments:
+the chunks left are cut as they go out); a frame that waits in the backlog is cut when its
+turn comes (the limit is known once the publication is). The chunks of one frame
 stay contiguous among the DATA on the publication: every frame the Python path sends to
 an address with a backlog is appended behind it (:meth:`_send_frames`), and the native
 doors (PUSH/REQ/...: ``exon_fast.c``, ``exon_fast_peers.c``; PUB: ``exon_fast_pubsub.c``)

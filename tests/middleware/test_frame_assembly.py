@@ -15,11 +15,14 @@ from exon.middleware.frame_assembly import FrameAssembler
 from exon.middleware.node_transport import (
     FRAGMENT,
     FRAGMENT_HEADER_LENGTH,
+    PendingFragments,
     decode_fragment,
     encode_fragments,
     encode_hello,
+    fragment_header,
     is_fragment,
 )
+from exon.transport.aeron import ADMIN_ACTION, BACK_PRESSURED, NOT_CONNECTED
 
 _HEADER = struct.Struct("<HBBIII")
 
@@ -245,3 +248,57 @@ def test_a_key_reuses_its_buffer_for_the_next_frame_until_forgotten() -> None:
     assert 3 not in assembler._spares
     assert assembler.dropped == 0
 
+
+
+class _TwoPiecePublication:
+    """A publication's offer2, recording each message; refuses the offers listed."""
+
+    def __init__(self, refuse: dict[int, int]) -> None:
+        self.refuse = refuse  # offer call number -> outcome
+        self.calls = 0
+        self.messages: list[bytes] = []
+
+    def offer2(self, head: bytes | memoryview, body: bytes | memoryview) -> int:
+        self.calls += 1
+        rc = self.refuse.get(self.calls)
+        if rc is not None:
+            return rc
+        assert isinstance(body, memoryview)  # a view of the frame: no chunk was built
+        self.messages.append(bytes(head) + bytes(body))
+        return 1000 + len(self.messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(frame=st.binary(min_size=1, max_size=2000), step=st.integers(1, 300),
+       refusals=st.lists(st.integers(1, 40), max_size=6))
+def test_pending_fragments_offer_what_encode_fragments_cuts_resuming_after_refusals(
+        frame: bytes, step: int, refusals: list[int]) -> None:
+    """Header + view of the frame per chunk (two-piece offer): the same messages as
+    encode_fragments, in order, each once, however often back pressure interrupts."""
+    pub = _TwoPiecePublication({n: BACK_PRESSURED if n % 2 else ADMIN_ACTION
+                                for n in refusals})
+    pending = PendingFragments(frame)
+    limit = FRAGMENT_HEADER_LENGTH + step
+    for _ in range(50):
+        if pending.offer(pub, limit) >= 0:
+            break
+        assert len(pending) > 0
+    assert pub.messages == encode_fragments(frame, limit)
+    assert len(pending) == 0
+    assert pending.offset == len(frame)
+
+
+def test_pending_fragments_spin_on_back_pressure_and_stop_at_a_final_outcome() -> None:
+    frame = bytes(range(100))
+    pub = _TwoPiecePublication({2: BACK_PRESSURED, 3: BACK_PRESSURED})
+    pending = PendingFragments(frame)
+    assert pending.offer(pub, 16 + 40, spins=2) >= 0  # two refusals, two retries: all went
+    assert pub.messages == encode_fragments(frame, 16 + 40)
+    pub = _TwoPiecePublication({2: NOT_CONNECTED})
+    pending = PendingFragments(frame)
+    assert pending.offer(pub, 16 + 40, spins=5) == NOT_CONNECTED  # no retry of that
+    assert pending.offset == 40
+    assert pub.calls == 2
+    assert fragment_header(100, 40, 40) == encode_fragments(frame, 16 + 40)[1][:16]
+    with pytest.raises(errors.ConfigurationError):
+        PendingFragments(frame).offer(pub, FRAGMENT_HEADER_LENGTH)
