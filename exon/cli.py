@@ -193,7 +193,8 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
 @click.option("--ipc-term-length", type=int, default=None,
-              help="--patterns: the IPC term length of the bench's driver (default 16 MiB; "
+              help="--patterns: the IPC term length of the bench's driver (default: the "
+                   "driver's, 2 MiB; "
                    "the guide's tuning page shows its effect)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],

@@ -354,6 +354,12 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):,.1f} MiB ({n:,} B)"
 
 
+def _terms(host: int, embedded: int) -> str:
+    if host == embedded:
+        return f"{host >> 20} MiB"
+    return f"{host >> 20} MiB / {embedded >> 20} MiB"
+
+
 def shm_block() -> str:
     from exon.middleware.node import EMBEDDED_DRIVER_DEFAULTS
     from exon.transport.aeron import MediaDriver
@@ -380,22 +386,27 @@ def shm_block() -> str:
         f"| `cnc.dat` (rings, counters, error log; measured) | fixed | {_mib(cnc)} | "
         f"{_mib(cnc)} |",
         row("IPC log: per ordered pair of nodes on the same driver "
-            "(`ipc_term_buffer_length` "
-            f"{host.ipc_term_buffer_length >> 20} MiB / {embedded.ipc_term_buffer_length >> 20}"
-            " MiB)", ipc_h, ipc_e),
+            f"(`ipc_term_buffer_length` {_terms(host.ipc_term_buffer_length, embedded.ipc_term_buffer_length)})",
+            ipc_h, ipc_e),
         row("UDP publication log: per peer node on another driver this node sends to "
-            f"(`term_buffer_length` {host.term_buffer_length >> 20} MiB)", udp_h, udp_e),
+            f"(`term_buffer_length` {_terms(host.term_buffer_length, embedded.term_buffer_length)})",
+            udp_h, udp_e),
         row("UDP image log: per node on another driver sending to this one (the sender's "
             "term length)", udp_h, udp_e),
     ]
     n, r = 4, 2
-    total = cnc + n * (n - 1) * ipc_h + n * r * 2 * udp_h
+
+    def example(ipc: int, udp: int) -> int:
+        return cnc + n * (n - 1) * ipc + n * r * 2 * udp
+
+    aeron_ipc = log_length(64 << 20, host.file_page_size)
+    aeron_udp = log_length(16 << 20, host.file_page_size)
     lines += ["", f"Worked example, `exon driver` with its defaults: {n} nodes on the host, "
               f"all linked with each other, and each linked with {r} nodes on other hosts: "
               f"`cnc.dat` + {n}x{n - 1} IPC logs + {n}x{r} UDP publication logs + {n}x{r} "
-              f"image logs = **{_mib(total)}**. With `EXON_IPC_TERM_BUFFER_LENGTH=8m` "
-              f"(the embedded driver's value) it is "
-              f"**{_mib(cnc + n * (n - 1) * ipc_e + n * r * 2 * udp_h)}**."]
+              f"image logs = **{_mib(example(ipc_h, udp_h))}**. With Aeron's terms "
+              f"(`EXON_IPC_TERM_BUFFER_LENGTH=64m EXON_TERM_BUFFER_LENGTH=16m`) it would be "
+              f"**{_mib(example(aeron_ipc, aeron_udp))}**."]
     return "\n".join(lines)
 
 

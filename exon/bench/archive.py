@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 __all__ = ["run_archive_bench"]
 
 _DRIVER: dict[str, Any] = {
-    "ipc_term_buffer_length": 16 * 1024 * 1024,
     "threading_mode": "SHARED",
     "publication_linger_timeout_ns": 0,
 }

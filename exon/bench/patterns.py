@@ -34,7 +34,6 @@ __all__ = ["run_patterns_bench"]
 
 #: DriverSettings overrides for MediaDriver.launch(**_DRIVER)
 _DRIVER: dict[str, Any] = {
-    "ipc_term_buffer_length": 16 * 1024 * 1024,
     "threading_mode": "SHARED",
     "publication_linger_timeout_ns": 0,
 }
@@ -107,6 +106,7 @@ def run_patterns_bench(*, messages: int = 200_000, round_trips: int = 100_000,
                        size: int = 64, with_zmq: bool = True,
                        ipc_term_length: int | None = None) -> list[dict[str, object]]:
     from exon.transport.aeron import MediaDriver
+    from exon.transport.aeron.settings import DriverSettings
 
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
     directory = fresh_driver_dir("exon-bench-patterns")
@@ -124,7 +124,9 @@ def run_patterns_bench(*, messages: int = 200_000, round_trips: int = 100_000,
                 peer=None if zq is None else zq[0], peer_name="pyzmq", unit="msgs/s",
                 higher_is_better=True, messages=messages, subscribers=_SUBSCRIBERS,
                 exon_dropped=ex_lost, peer_dropped=None if zq is None else zq[1],
-                ipc_term_length=driver["ipc_term_buffer_length"]))
+                ipc_term_length=driver.get("ipc_term_buffer_length",
+                                           DriverSettings.model_fields[
+                                               "ipc_term_buffer_length"].default)))
             ex = _dealer_router("exon", directory, round_trips, size)
             zr = (_dealer_router("zmq", f"ipc://{tmp}/dealer", round_trips, size)
                   if reason is None else None)

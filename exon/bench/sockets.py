@@ -37,7 +37,6 @@ __all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench", "udp_floor"]
 
 #: DriverSettings overrides for MediaDriver.launch(**_DRIVER)
 _DRIVER: dict[str, Any] = {
-    "ipc_term_buffer_length": 16 * 1024 * 1024,
     "threading_mode": "SHARED",
     "publication_linger_timeout_ns": 0,
 }

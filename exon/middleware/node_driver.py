@@ -32,7 +32,6 @@ DRIVER_CHOICES = ("auto", "embedded", "shared")
 
 #: settings of an embedded driver unless the caller overrides them
 EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
-    "ipc_term_buffer_length": 8 * 1024 * 1024,
     "threading_mode": "INVOKER",
     "publication_linger_timeout_ns": 0,
     "client_liveness_timeout_ns": 2_000_000_000,

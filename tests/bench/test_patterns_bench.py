@@ -26,7 +26,7 @@ def test_bench_patterns_prints_fanout_and_dealer_router_beside_pyzmq() -> None:
     assert fanout["peer"] > 0
     assert fanout["exon_dropped"] == 0  # "block": every subscriber got every message
     assert fanout["subscribers"] == 4
-    assert fanout["ipc_term_length"] == 16 * 1024 * 1024  # the bench driver's default
+    assert fanout["ipc_term_length"] == 2 * 1024 * 1024  # the driver's default
     assert dealer["exon"] > 0
     assert dealer["peer"] > 0
     assert dealer["in_flight"] == 64

@@ -183,15 +183,15 @@ def test_above_the_receiving_socket_max_is_still_message_too_large(small_driver)
 
 
 def test_a_default_size_message_on_an_embedded_node_ipc_pair() -> None:
-    """The case that failed before FRAGMENTs: an embedded driver's IPC terms are 8 MiB, so
-    its largest message is 1 MiB, and a 1 MiB message (the default max_message_size)
-    plus the 20-byte exon header did not fit."""
+    """The case that failed before FRAGMENTs: an embedded driver's IPC terms were 8 MiB,
+    so its largest message was 1 MiB, and a 1 MiB message (the default max_message_size)
+    plus the 20-byte exon header did not fit. With 2 MiB terms it is cut in five."""
     with exon.Node(driver="embedded") as a, exon.Node(driver_dir=a.driver_dir) as b:
         pull = b.socket("pull", tag=1)
         push = a.socket("push")
         push.link(f"{b.address}/1", timeout=10)
         assert a._transport.channel_for(b.address)[0] == "aeron:ipc"
-        assert a._transport.publications[b.address].max_message_length == 1 << 20
+        assert a._transport.publications[b.address].max_message_length == 256 * 1024
         payload = bytes(range(256)) * 4096  # 1 MiB
         push.send(payload, cookie="big", timeout=10)
         assert pull.receive(timeout=10).payload == payload

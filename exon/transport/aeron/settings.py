@@ -99,8 +99,14 @@ class DriverSettings(BaseModel):
     idle_min_park_ns: int = Field(1_000, ge=1, le=SECOND)
     idle_max_park_ns: int = Field(1 * MS, ge=1, le=10 * SECOND)
 
-    term_buffer_length: int = Field(16 * MIB, description="UDP publications")
-    ipc_term_buffer_length: int = Field(64 * MIB, description="IPC publications")
+    # exon's third departure from Aeron (16 MiB UDP, 64 MiB IPC): 2 MiB terms. Three of them
+    # per log keep a node's logs within the CPU's last-level cache, where every log write
+    # and read of a longer term is a miss (and its first pass a page fault): UDP push/pull
+    # of 1 KiB ran 1.4-1.8x faster and pub/sub fan-out 1.45x (docs/guide/tuning.md). The
+    # term no longer caps the message size (a longer frame travels in FRAGMENTs,
+    # docs/protocol.md 2.14); messages above an eighth of a term pay for the cut.
+    term_buffer_length: int = Field(2 * MIB, description="UDP publications")
+    ipc_term_buffer_length: int = Field(2 * MIB, description="IPC publications")
     max_image_term_length: int = Field(
         64 * MIB, description="UDP: SETUPs announcing longer terms are refused (counted invalid)"
     )
@@ -109,7 +115,7 @@ class DriverSettings(BaseModel):
     ipc_mtu_length: int = 1408
     publication_term_window_length: int = Field(0, ge=0, description="0 = term length / 2")
     ipc_publication_term_window_length: int = Field(0, ge=0, description="0 = term length / 2")
-    # exon's two departures from Aeron's defaults (128 KiB each): a receiver window of 128
+    # exon's other two departures from Aeron's defaults (128 KiB each): a receiver window of 128
     # KiB is 128 one-KiB messages in flight per status message round trip, which held UDP
     # push/pull of 1 KiB to 0.6-0.75x pyzmq over TCP; 512 KiB with a 2 MiB buffer measured
     # 1.0-1.2x (docs/guide/tuning.md). The image's window is also capped at half the buffer

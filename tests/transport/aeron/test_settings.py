@@ -10,11 +10,12 @@ from exon.errors import ConfigurationError
 from exon.transport.aeron.settings import DriverSettings
 
 
-def test_defaults_are_aerons() -> None:
+def test_defaults_are_aerons_but_for_terms_and_the_receive_window() -> None:
     s = DriverSettings()
     assert s.mtu_length == 1408
-    assert s.term_buffer_length == 16 * 1024 * 1024
-    assert s.ipc_term_buffer_length == 64 * 1024 * 1024
+    # exon's terms are 2 MiB (Aeron: 16 MiB UDP, 64 MiB IPC; settings.py says why)
+    assert s.term_buffer_length == 2 * 1024 * 1024
+    assert s.ipc_term_buffer_length == 2 * 1024 * 1024
     # exon's receive window and socket buffer are above Aeron's 128 KiB each (settings.py)
     assert s.initial_window_length == 512 * 1024
     assert s.socket_rcvbuf_length == 2 * 1024 * 1024
