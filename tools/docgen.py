@@ -380,17 +380,17 @@ def shm_block() -> str:
     ipc_e = log_length(embedded.ipc_term_buffer_length, embedded.file_page_size)
     udp_h = log_length(host.term_buffer_length, host.file_page_size)
     udp_e = log_length(embedded.term_buffer_length, embedded.file_page_size)
+    ipc_terms = _terms(host.ipc_term_buffer_length, embedded.ipc_term_buffer_length)
+    udp_terms = _terms(host.term_buffer_length, embedded.term_buffer_length)
     lines = [
         "| File | Size | `exon driver` (defaults) | embedded driver (a Node's) |",
         "| --- | --- | --- | --- |",
         f"| `cnc.dat` (rings, counters, error log; measured) | fixed | {_mib(cnc)} | "
         f"{_mib(cnc)} |",
-        row("IPC log: per ordered pair of nodes on the same driver "
-            f"(`ipc_term_buffer_length` {_terms(host.ipc_term_buffer_length, embedded.ipc_term_buffer_length)})",
-            ipc_h, ipc_e),
+        row("IPC log: per ordered pair of nodes on the same driver (`ipc_term_buffer_length` "
+            f"{ipc_terms})", ipc_h, ipc_e),
         row("UDP publication log: per peer node on another driver this node sends to "
-            f"(`term_buffer_length` {_terms(host.term_buffer_length, embedded.term_buffer_length)})",
-            udp_h, udp_e),
+            f"(`term_buffer_length` {udp_terms})", udp_h, udp_e),
         row("UDP image log: per node on another driver sending to this one (the sender's "
             "term length)", udp_h, udp_e),
     ]

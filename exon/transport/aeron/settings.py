@@ -84,7 +84,8 @@ def fresh_driver_dir(prefix: str) -> str:
 
 
 class DriverSettings(BaseModel):
-    """The media driver's settings. Defaults are Aeron's (1.15.1 through current)."""
+    """The media driver's settings. Defaults are Aeron's (1.15.1 through current), but for the
+    term lengths, the receiver window and the receive buffer (the comments below say why)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
