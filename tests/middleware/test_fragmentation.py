@@ -5,6 +5,7 @@ nodes with their own drivers); terms of 64 KiB (largest message 8 KiB) make it c
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import threading
@@ -75,6 +76,30 @@ def message(i: int, size: int) -> bytes:
     return i.to_bytes(4, "little") + random.Random(i).randbytes(size - 4)
 
 
+
+@contextlib.contextmanager
+def sending_in_background(send: Callable[[int, int], None], plan: list[int]) -> Iterator[None]:
+    """Call ``send(i, size)`` for each size of ``plan``, in order, from a thread while the
+    body receives; on a clean exit the thread has finished, and an error it raised is
+    raised here."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for i, size in enumerate(plan):
+                send(i, size)
+        except BaseException as exc:  # raised again by the receiving thread
+            failure.append(exc)
+
+    sender = threading.Thread(target=run)
+    sender.start()
+    try:
+        yield
+    finally:
+        sender.join(30)
+    if failure:
+        raise failure[0]
+
 def test_push_pull_mixed_sizes_arrive_once_in_order_with_cookies(node_pair) -> None:
     a, b = node_pair(), node_pair()
     pull = b.socket("pull", tag=1, credits=CREDITS)
@@ -86,25 +111,15 @@ def test_push_pull_mixed_sizes_arrive_once_in_order_with_cookies(node_pair) -> N
     assert max(plan) > TERM // 8
     assert len(plan) > 10 * CREDITS
     cookies = {i for i in range(len(plan)) if i % 3 == 0}
-    failure: list[BaseException] = []
 
-    def send() -> None:
-        try:
-            for i, size in enumerate(plan):
-                push.send(message(i, size), cookie=i if i in cookies else None, timeout=20)
-        except BaseException as exc:  # reported by the main thread
-            failure.append(exc)
+    def send(i: int, size: int) -> None:
+        push.send(message(i, size), cookie=i if i in cookies else None, timeout=20)
 
-    sender = threading.Thread(target=send)
-    sender.start()
-    try:
+    with sending_in_background(send, plan):
         for i, size in enumerate(plan):
             got = pull.receive(timeout=20).payload
             assert (len(got), got[:4]) == (size, i.to_bytes(4, "little")), i
             assert got == message(i, size), i
-    finally:
-        sender.join(30)
-    assert not failure, failure
     returned = [push.receive(timeout=10) for _ in cookies]
     assert returned == [exon.Cookie(i) for i in sorted(cookies)]
     with pytest.raises(exon.Timeout):
@@ -150,24 +165,14 @@ def test_pub_sub_mixed_sizes_through_the_pub_door_and_around_it(node_pair) -> No
     rng = random.Random(5)
     plan = [rng.choice([rng.randrange(8, 100), rng.randrange(8_100, 8_193),
                         rng.randrange(8_193, 40_000)]) for _ in range(60)]
-    failure: list[BaseException] = []
 
-    def send() -> None:
-        try:
-            for i, size in enumerate(plan):
-                pub.send(message(i, size), timeout=20)
-        except BaseException as exc:  # reported by the main thread
-            failure.append(exc)
+    def send(i: int, size: int) -> None:
+        pub.send(message(i, size), timeout=20)
 
-    sender = threading.Thread(target=send)
-    sender.start()
-    try:
+    with sending_in_background(send, plan):
         for i, size in enumerate(plan):
             for sub in subs:
                 assert sub.receive(timeout=20).payload == message(i, size), i
-    finally:
-        sender.join(30)
-    assert not failure, failure
     assert b.fragments_dropped == 0
 
 
