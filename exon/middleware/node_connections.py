@@ -57,6 +57,12 @@ _CONNECT_BACKLOG = 4096  #: frames that may wait for one connection; more: the p
 _FITS_ANY = max_message_length(TERM_MIN_LENGTH)
 
 
+def _needs_fragments(frame: bytes, pub: Any) -> bool:
+    """True if ``frame`` is longer than ``pub``'s largest message (only frames above the
+    shortest term's largest are measured against it)."""
+    return len(frame) > _FITS_ANY and len(frame) > pub.max_message_length
+
+
 def _monotonic() -> float:
     return time.monotonic()
 
@@ -120,7 +126,7 @@ class NodeConnections:
                     continue
                 backlog[address].append(data)
                 continue
-            if len(data) > _FITS_ANY and len(data) > pub.max_message_length:
+            if _needs_fragments(data, pub):
                 self._send_fragments(address, pub, data)
                 continue
             rc = offer(pub, data)
@@ -157,7 +163,7 @@ class NodeConnections:
                 head = queue[0]
                 if isinstance(head, PendingFragments):
                     rc = head.offer(pub, pub.max_message_length)
-                elif len(head) > _FITS_ANY and len(head) > pub.max_message_length:
+                elif _needs_fragments(head, pub):
                     # a frame that waited for its publication: its FRAGMENTs take its place
                     queue[0] = PendingFragments(head)
                     continue

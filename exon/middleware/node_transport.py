@@ -36,6 +36,7 @@ import shutil
 import socket as pysocket
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from exon import errors
@@ -52,7 +53,8 @@ from exon.transport.aeron import (
 
 __all__ = ["FRAGMENT", "FRAGMENT_HEADER_LENGTH", "HELLO", "UDP_STREAM_ID", "ConnectBackoff",
            "NodeTransport", "PendingFragments", "decode_fragment", "encode_fragments",
-           "encode_hello", "fragment_header", "is_fragment", "registry_path"]
+           "encode_hello", "fragment_header", "fragment_step", "is_fragment", "offer_retrying",
+           "registry_path"]
 
 UDP_STREAM_ID = 0x4558_4F4E  # "EXON"
 NODE_PROTOCOL = 0x02
@@ -84,22 +86,41 @@ def decode_hello(data: bytes | memoryview) -> str | None:
         return None
 
 
-def encode_fragments(frame: bytes, limit: int) -> list[bytes]:
-    """``frame`` cut into FRAGMENTs of at most ``limit`` bytes each (header included), in
-    the order they must be sent (offset 0 first). ``limit`` is the publication's largest
-    message; it must leave room for a byte of the frame after the header."""
-    total = len(frame)
+def fragment_step(total: int, limit: int) -> int:
+    """The frame bytes each FRAGMENT of a ``total``-byte frame carries (the last one may
+    carry fewer) when a message is at most ``limit`` bytes long (the publication's largest
+    message), header included: the one rule for where a frame is cut."""
     step = limit - FRAGMENT_HEADER_LENGTH
     if step < 1:
         raise errors.ConfigurationError(f"a FRAGMENT limit of {limit} bytes holds no data")
     if total > 0xFFFF_FFFF:
         raise errors.MessageTooLarge(f"a frame of {total} bytes exceeds a FRAGMENT's u32 total")
+    return step
+
+
+def encode_fragments(frame: bytes, limit: int) -> list[bytes]:
+    """``frame`` cut into FRAGMENTs of at most ``limit`` bytes each (header included), in
+    the order they must be sent (offset 0 first), as whole messages; what
+    :class:`PendingFragments` offers in two pieces each."""
+    total = len(frame)
+    step = fragment_step(total, limit)
     view = memoryview(frame)
-    pack = _FRAGMENT_HEADER.pack
-    return [b"".join((pack(_VERSION, NODE_PROTOCOL, FRAGMENT,
-                           8 + min(step, total - offset), total, offset),
-                      view[offset : offset + step]))
+    return [fragment_header(total, offset, min(step, total - offset)) +
+            view[offset : offset + step]
             for offset in range(0, total, step)]
+
+
+def offer_retrying(offer: Callable[..., int], args: tuple[Any, ...], spins: int) -> int:
+    """``offer(*args)``, tried again up to ``spins`` times while back pressure or an admin
+    action refuses it (yielding the CPU after the first 20): the last Aeron outcome."""
+    rc = offer(*args)
+    tries = 0
+    while rc in (BACK_PRESSURED, ADMIN_ACTION) and tries < spins:
+        tries += 1
+        if tries > 20:
+            time.sleep(0)
+        rc = offer(*args)
+    return rc
 
 
 def fragment_header(total: int, offset: int, length: int) -> bytes:
@@ -129,12 +150,7 @@ class PendingFragments:
         :meth:`NodeTransport.offer`)."""
         frame = self.frame
         total = len(frame)
-        step = limit - FRAGMENT_HEADER_LENGTH
-        if step < 1:
-            raise errors.ConfigurationError(f"a FRAGMENT limit of {limit} bytes holds no data")
-        if total > 0xFFFF_FFFF:
-            raise errors.MessageTooLarge(
-                f"a frame of {total} bytes exceeds a FRAGMENT's u32 total")
+        step = fragment_step(total, limit)
         view = memoryview(frame)
         offer2 = pub.offer2
         offset = self.offset
@@ -143,13 +159,7 @@ class PendingFragments:
             length = min(step, total - offset)
             head = fragment_header(total, offset, length)
             body = view[offset : offset + length]
-            rc = offer2(head, body)
-            tries = 0
-            while rc in (BACK_PRESSURED, ADMIN_ACTION) and tries < spins:
-                tries += 1
-                if tries > 20:
-                    time.sleep(0)
-                rc = offer2(head, body)
+            rc = offer_retrying(offer2, (head, body), spins)
             if rc < 0:
                 break
             offset += length
@@ -424,14 +434,7 @@ class NodeTransport:
     @staticmethod
     def offer(pub: ExclusivePublication, data: bytes) -> int:
         """Offer with a short bounded retry on back pressure; the final Aeron outcome."""
-        rc = pub.offer(data)
-        spins = 0
-        while rc in (BACK_PRESSURED, ADMIN_ACTION) and spins < _OFFER_SPINS:
-            spins += 1
-            if spins > 20:
-                time.sleep(0)
-            rc = pub.offer(data)
-        return rc
+        return offer_retrying(pub.offer, (data,), _OFFER_SPINS)
 
     def drop_publication(self, address: str) -> None:
         pub = self.publications.pop(address, None)
