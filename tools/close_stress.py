@@ -116,6 +116,21 @@ def _two_nodes(make: Callable[[], exon.Node]) -> tuple[exon.Node, exon.Node]:
     return make(), make()
 
 
+def _node_closers(rnd: random.Random, a: exon.Node, b: exon.Node,
+                  sockets: dict[str, tuple[Any, exon.Node]]) -> list[Callable[[], object]]:
+    """One close order, picked at random: a node first (then the other), or one of
+    ``sockets`` (name: socket, its node) first, then its node, then the other."""
+    def closing(what: Any) -> Callable[[], object]:
+        return lambda: what.close(timeout=1)
+
+    first: dict[str, list[Callable[[], object]]] = {
+        "node a": [closing(a), closing(b)], "node b": [closing(b), closing(a)]}
+    for name, (sock, node) in sockets.items():
+        other = b if node is a else a
+        first[name] = [closing(sock), closing(node), closing(other)]
+    return _closers(rnd, first)
+
+
 def pushpull(make: Callable[[], exon.Node], rnd: random.Random) -> Round:
     a, b = _two_nodes(make)
     pull = b.socket("pull", tag=1)
@@ -128,10 +143,7 @@ def pushpull(make: Callable[[], exon.Node], rnd: random.Random) -> Round:
         ("receive_many", lambda: pull.receive_many(64, timeout=0.01)),
         ("receive_held", lambda: pull.confirm(pull.receive_held(64, timeout=0.01))),
     ])
-    ca, cb = (lambda: a.close(timeout=1)), (lambda: b.close(timeout=1))
-    r.run(_closers(rnd, {"pull": [lambda: pull.close(timeout=1), cb, ca],
-                         "push": [lambda: push.close(timeout=1), ca, cb],
-                         "node a": [ca, cb], "node b": [cb, ca]}), rnd)
+    r.run(_node_closers(rnd, a, b, {"pull": (pull, b), "push": (push, a)}), rnd)
     return r
 
 
@@ -148,10 +160,7 @@ def pubsub(make: Callable[[], exon.Node], rnd: random.Random) -> Round:
         ("receive", lambda: subs[0].receive(timeout=0.01)),
         ("receive_nowait", lambda: subs[1].receive_nowait()),
     ])
-    ca, cb = (lambda: a.close(timeout=1)), (lambda: b.close(timeout=1))
-    r.run(_closers(rnd, {"sub": [lambda: subs[0].close(timeout=1), cb, ca],
-                         "pub": [lambda: pub.close(timeout=1), ca, cb],
-                         "node a": [ca, cb], "node b": [cb, ca]}), rnd)
+    r.run(_node_closers(rnd, a, b, {"sub": (subs[0], b), "pub": (pub, a)}), rnd)
     return r
 
 
@@ -177,10 +186,7 @@ def routerdealer(make: Callable[[], exon.Node], rnd: random.Random) -> Round:
         ("router receive", router_receive),
         ("router send", router_send),
     ])
-    ca, cb = (lambda: a.close(timeout=1)), (lambda: b.close(timeout=1))
-    r.run(_closers(rnd, {"router": [lambda: router.close(timeout=1), ca, cb],
-                         "dealer": [lambda: dealer.close(timeout=1), cb, ca],
-                         "node a": [ca, cb], "node b": [cb, ca]}), rnd)
+    r.run(_node_closers(rnd, a, b, {"router": (router, a), "dealer": (dealer, b)}), rnd)
     return r
 
 
@@ -203,10 +209,7 @@ def reqrep(make: Callable[[], exon.Node], rnd: random.Random) -> Round:
         return once
 
     r = Round([("serve", serve), ("ask 0", ask(reqs[0])), ("ask 1", ask(reqs[1]))])
-    ca, cb = (lambda: a.close(timeout=1)), (lambda: b.close(timeout=1))
-    r.run(_closers(rnd, {"rep": [lambda: rep.close(timeout=1), ca, cb],
-                         "req": [lambda: reqs[0].close(timeout=1), cb, ca],
-                         "node a": [ca, cb], "node b": [cb, ca]}), rnd)
+    r.run(_node_closers(rnd, a, b, {"rep": (rep, a), "req": (reqs[0], b)}), rnd)
     return r
 
 
