@@ -56,6 +56,7 @@ typedef struct exon_driver_context_stct {
     int32_t invoker;
     int32_t udp_gso;
     int32_t udp_gro;
+    int32_t term_buffer_sparse_file;
     ...;
 } exon_driver_context_t;
 

@@ -162,9 +162,10 @@ void exon_dc_epoll_del(int epoll_fd, int fd);
 
 /* A session id not used by an IPC publication of `stream_id` (random, outside [-1, 1000]). */
 int32_t exon_dc_next_session_id(exon_driver_conductor_t *c, int32_t stream_id);
-/* linger_ns: the channel's `linger` (-1: the driver's publication linger). NULL with `why` filled. */
+/* linger_ns: the channel's `linger` (-1: the driver's publication linger); sparse: the
+ * channel's `sparse` (-1: the driver's term_buffer_sparse_file). NULL with `why` filled. */
 exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_t *c, int64_t registration_id,
-    int32_t stream_id, bool exclusive, int64_t linger_ns, char *why, size_t why_length);
+    int32_t stream_id, bool exclusive, int64_t linger_ns, int32_t sparse, char *why, size_t why_length);
 /* The active non-exclusive IPC publication of `stream_id` (shared by ADD_PUBLICATION), or NULL. */
 exon_dc_ipc_publication_t *exon_dc_find_ipc_publication(exon_driver_conductor_t *c, int32_t stream_id);
 void exon_dc_free_ipc_publication(exon_driver_conductor_t *c, exon_dc_ipc_publication_t *pub);

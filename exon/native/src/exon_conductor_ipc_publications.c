@@ -156,9 +156,10 @@ int32_t exon_dc_next_session_id(exon_driver_conductor_t *c, int32_t stream_id)
     return 1001;
 }
 
-/* linger_ns: the channel's `linger` (-1: the driver's publication linger). */
+/* linger_ns: the channel's `linger` (-1: the driver's publication linger); sparse: the
+ * channel's `sparse` (-1: the driver's term_buffer_sparse_file). */
 exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_t *c, int64_t registration_id,
-    int32_t stream_id, bool exclusive, int64_t linger_ns, char *why, size_t why_length)
+    int32_t stream_id, bool exclusive, int64_t linger_ns, int32_t sparse, char *why, size_t why_length)
 {
     exon_dc_ipc_publication_t *pub = calloc(1, sizeof(*pub));
     if (NULL == pub)
@@ -199,7 +200,7 @@ exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_
     params.publication_window_length = pub->window;
     params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
     params.is_connected = 0;
-    params.sparse = 1;
+    params.sparse = sparse >= 0 ? sparse : c->config.term_buffer_sparse_file;
     int rc = exon_log_create(&pub->log, path, &params);
     if (rc < 0)
     {

@@ -255,7 +255,7 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     params.correlation_id = image->correlation_id;
     params.type = EXON_LOG_TYPE_IMAGE;
     params.is_connected = 1;
-    params.sparse = 1;
+    params.sparse = c->config.term_buffer_sparse_file;
     if (exon_log_create(&image->log, path, &params) < 0)
     {
         exon_driver_conductor_error(c, "cannot create image log %s: %s", path, exon_last_error());

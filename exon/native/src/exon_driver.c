@@ -30,6 +30,7 @@ void exon_driver_context_defaults(exon_driver_context_t *ctx)
     ctx->term_buffer_length = 16 * 1024 * 1024;
     ctx->mtu_length = 1408;
     ctx->file_page_size = 4096;
+    ctx->term_buffer_sparse_file = 0;
     ctx->ipc_publication_term_window_length = 0;
     ctx->to_driver_buffer_length = 1024 * 1024;
     ctx->to_clients_buffer_length = 1024 * 1024;

@@ -237,9 +237,35 @@ static int exon_dc_ipc_linger(const char *channel, int32_t length, const char *v
     return 0;
 }
 
+/* The value of an aeron:ipc channel's `sparse` (true or false) into uri->sparse. */
+static int exon_dc_ipc_sparse(const char *channel, int32_t length, const char *value, int value_length,
+    exon_uri_t *uri, char *why, size_t why_length)
+{
+    if (uri->sparse >= 0)
+    {
+        snprintf(why, why_length, "invalid channel '%.*s': sparse appears twice [sparse]", length, channel);
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    if (value_length == 4 && 0 == memcmp(value, "true", 4))
+    {
+        uri->sparse = 1;
+    }
+    else if (value_length == 5 && 0 == memcmp(value, "false", 5))
+    {
+        uri->sparse = 0;
+    }
+    else
+    {
+        snprintf(why, why_length, "invalid channel '%.*s': sparse: expected true or false [sparse]", length,
+            channel);
+        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+    }
+    return 0;
+}
+
 /*
- * Channel check for what the conductor supports now. Returns 0 for IPC (only `media` and
- * `linger_ns` of `uri` filled), EXON_DC_CHANNEL_UDP (`uri` filled), or an EXON_DRIVER_ERR_*
+ * Channel check for what the conductor supports now. Returns 0 for IPC (only `media`,
+ * `linger_ns` and `sparse` of `uri` filled; sparse -1 when absent), EXON_DC_CHANNEL_UDP (`uri` filled), or an EXON_DRIVER_ERR_*
  * code (> 0) with `why` filled.
  */
 static int exon_dc_parse_channel(
@@ -253,10 +279,11 @@ static int exon_dc_parse_channel(
     if (length >= 9 && 0 == memcmp(channel, "aeron:ipc", 9) && (length == 9 || channel[9] == '?'))
     {
         /* parameters are validated for shape only (k=v pairs separated by '|'), except
-         * `linger`, which the driver applies */
+         * `linger` and `sparse`, which the driver applies */
         memset(uri, 0, sizeof(*uri));
         uri->media = EXON_URI_MEDIA_IPC;
         uri->linger_ns = -1;
+        uri->sparse = -1;
         uri->nak_delay_ns = -1;
         const char *p = channel + 10;
         const char *end = channel + length;
@@ -274,6 +301,14 @@ static int exon_dc_parse_channel(
             if (eq - p == 6 && 0 == memcmp(p, "linger", 6))
             {
                 int err = exon_dc_ipc_linger(channel, length, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
+                if (err > 0)
+                {
+                    return err;
+                }
+            }
+            else if (eq - p == 6 && 0 == memcmp(p, "sparse", 6))
+            {
+                int err = exon_dc_ipc_sparse(channel, length, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
                 if (err > 0)
                 {
                     return err;
@@ -576,8 +611,8 @@ static void exon_dc_on_add_publication(
     }
     if (NULL == pub)
     {
-        pub = exon_dc_create_ipc_publication(c, correlation_id, cmd->stream_id, exclusive, uri.linger_ns, why,
-            sizeof(why));
+        pub = exon_dc_create_ipc_publication(c, correlation_id, cmd->stream_id, exclusive, uri.linger_ns, uri.sparse,
+            why, sizeof(why));
         if (NULL == pub)
         {
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_STORAGE_SPACE, "%s", why);
@@ -1059,7 +1094,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         params.publication_window_length = pub->window;
         params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
         params.is_connected = 0;
-        params.sparse = 1;
+        params.sparse = uri->sparse >= 0 ? uri->sparse : c->config.term_buffer_sparse_file;
         if (exon_log_create(&pub->log, path, &params) < 0)
         {
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "cannot create log for %s: %s",

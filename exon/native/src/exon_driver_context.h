@@ -71,6 +71,9 @@ typedef struct exon_driver_context_stct
     int32_t udp_gso;                          /* 1: publications send equal-length runs as one GSO
                                                * message when the kernel takes UDP_SEGMENT */
     int32_t udp_gro;                          /* 1: receive endpoints ask for UDP_GRO */
+    int32_t term_buffer_sparse_file;          /* 1: logs are sparse files, their pages made on
+                                               * first touch; 0 (Aeron's default): reserved
+                                               * and mapped with their pages at creation */
 }
 exon_driver_context_t;
 

@@ -63,6 +63,7 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.term_buffer_length = settings.term_buffer_length
     ctx.mtu_length = settings.mtu_length
     ctx.file_page_size = settings.file_page_size
+    ctx.term_buffer_sparse_file = int(settings.term_buffer_sparse_file)
     ctx.ipc_publication_term_window_length = settings.ipc_publication_term_window_length
     ctx.to_driver_buffer_length = settings.to_driver_buffer_length
     ctx.to_clients_buffer_length = settings.to_clients_buffer_length

@@ -202,3 +202,37 @@ def test_log_path_format_refuses_a_path_it_would_cut_short() -> None:
     assert ffi.string(out) == b""
     text = ffi.string(lib.exon_last_error()).decode()
     assert "(4080 bytes) would be 4103 bytes, longer than the 4095 a path may have" in text
+
+
+def _resident(path: str) -> list[int]:
+    """Resident bytes of each of this process's mappings of ``path`` (/proc/self/smaps)."""
+    sizes, inside = [], False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if "-" in line.split(" ", 1)[0] and ":" not in line.split(" ", 1)[0]:
+                inside = line.rstrip().endswith(path)
+            elif inside and line.startswith("Rss:"):
+                sizes.append(int(line.split()[1]) * 1024)
+    return sizes
+
+
+def _allocated(path: str) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_log_that_is_not_sparse_is_reserved_and_mapped_with_its_pages(path: str,
+                                                                         sparse: bool) -> None:
+    with LogBuffer.create(path, term_length=TERM * 4, mtu=1408, initial_term_id=0,
+                          session_id=1, stream_id=2, sparse=sparse) as made, \
+            LogBuffer.open(path) as opened:
+        length = made.length
+        assert opened.length == length
+        resident = _resident(path)
+        assert len(resident) == 2  # the creator's mapping and the opener's
+        if sparse:  # pages come on first touch: only the metadata's so far
+            assert _allocated(path) < length // 4
+            assert all(r < length // 4 for r in resident)
+        else:
+            assert _allocated(path) >= length
+            assert all(r >= length - 4096 for r in resident)

@@ -99,6 +99,38 @@ def test_linger_out_of_range_or_malformed_is_refused(stack: ExitStack) -> None:
     assert meta_linger_ns(pub.log.path) == 3600 * SECOND
 
 
+# -- sparse -------------------------------------------------------------------------------
+
+
+def is_sparse(path: str, length: int) -> bool:
+    """Whether the driver made the log as a sparse file (its blocks against its length)."""
+    return os.stat(path).st_blocks * 512 < length
+
+
+@pytest.mark.parametrize("driver_sparse", [False, True])
+def test_sparse_replaces_the_driver_term_buffer_sparse_file(stack: ExitStack,
+                                                             driver_sparse: bool) -> None:
+    """Aeron's default (not sparse: every page reserved when the log is made); a channel's
+    ``sparse=`` decides for its own publication, IPC and UDP."""
+    aeron = launch(stack, term_buffer_sparse_file=driver_sparse)
+    udp = f"aeron:udp?endpoint=127.0.0.1:{peer_in(stack).port}"  # nobody answers
+    channels = {"aeron:ipc": driver_sparse, "aeron:ipc?sparse=true": True,
+                "aeron:ipc?linger=0|sparse=false": False, udp: driver_sparse,
+                f"{udp}|sparse=true": True, f"{udp}|sparse=false": False}
+    for channel, sparse in channels.items():
+        pub = aeron.add_exclusive_publication(channel, STREAM)
+        assert is_sparse(pub.log.path, pub.log.length) == sparse, channel
+
+
+@pytest.mark.parametrize("channel", ["aeron:ipc?sparse=yes", "aeron:ipc?sparse=",
+                                     "aeron:ipc?sparse=true|sparse=true",
+                                     "aeron:udp?endpoint=127.0.0.1:9|sparse=1"])
+def test_sparse_malformed_is_refused(stack: ExitStack, channel: str) -> None:
+    aeron = launch(stack)
+    with pytest.raises(errors.ChannelUriError, match="sparse|key=value"):
+        aeron.add_publication(channel, STREAM)
+
+
 # -- max-resend ---------------------------------------------------------------------------
 
 
