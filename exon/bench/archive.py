@@ -10,7 +10,10 @@ runs its own embedded driver (UDP over loopback). One JSON line per case
 (:func:`exon.bench.report.emit`; ratio > 1 means exon is better). The record cases run
 ``runs`` rounds (default 3), each round the archive then its two peers, one after the other:
 ``exon`` and ``peer`` are the medians, ``exon_runs``/``peer_runs``/``ratio_runs`` every
-round (a ratio run compares figures of one round: on a busy machine, read those):
+round (a ratio run compares figures of one round: on a busy machine, read those). Every
+timed phase starts after a ``sync()``: the pages the earlier phases left dirty are on disk
+by then, so no phase pays for another's writeback (a round of the 1 KiB case writes about
+1.6 GB, beyond the kernel's background writeback threshold on most machines):
 
 * ``record_{size}``: a producer PUSHes N messages of ``size`` bytes to the archive's ingest
   socket, the last one with a cookie; the clock runs from the first send until that cookie
@@ -344,13 +347,17 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
             for k in range(runs):
                 for size in record_sizes:
                     name = _recording(size, k)
+                    os.sync()
                     seconds = _push(driver, messages, size, f"{address}/{names[name]}")
                     if size not in sizes:
                         continue
+                    os.sync()
                     file_seconds = _file_write(os.path.join(work, f"peer-{size}.bin"),
                                                messages, size)
+                    os.sync()
                     pp_seconds = _push_pull(driver, messages, size)
                     recorded = _recorded_bytes(archive_dir, name)
+                    os.sync()
                     bulk_seconds = _bulk_write(os.path.join(work, f"bulk-{size}.bin"),
                                                recorded)
                     timings[size].append((seconds, file_seconds, pp_seconds, bulk_seconds,
