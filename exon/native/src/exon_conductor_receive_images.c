@@ -255,7 +255,12 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
     params.correlation_id = image->correlation_id;
     params.type = EXON_LOG_TYPE_IMAGE;
     params.is_connected = 1;
-    params.sparse = c->config.term_buffer_sparse_file;
+    /* a SETUP alone makes an image: its log is reserved up front only within this driver's
+     * own term length, so a stranger cannot make the driver reserve more than
+     * max_images_per_endpoint x 3 x term_buffer_length by announcing long terms (up to
+     * max_image_term_length); a longer image is a sparse file, its pages taken as data
+     * really arrives */
+    params.sparse = c->config.term_buffer_sparse_file || setup->term_length > c->config.term_buffer_length;
     if (exon_log_create(&image->log, path, &params) < 0)
     {
         exon_driver_conductor_error(c, "cannot create image log %s: %s", path, exon_last_error());

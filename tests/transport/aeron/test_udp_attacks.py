@@ -4,6 +4,7 @@ attacker; a real exon driver is the target. Each test bounds its loops in count 
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -34,10 +35,11 @@ def stack() -> Iterator[ExitStack]:
         yield s
 
 
-def _setup(session: int, *, term_id: int = 7, term_offset: int = 0) -> bytes:
+def _setup(session: int, *, term_id: int = 7, term_offset: int = 0,
+           term_length: int = TERM) -> bytes:
     return F.encode_setup(term_offset=term_offset, session_id=session, stream_id=STREAM,
-                          initial_term_id=term_id, active_term_id=term_id, term_length=TERM,
-                          mtu=MTU)
+                          initial_term_id=term_id, active_term_id=term_id,
+                          term_length=term_length, mtu=MTU)
 
 
 def _data(session: int, offset: int, payload: bytes, term_id: int = 7) -> bytes:
@@ -80,6 +82,22 @@ def test_one_source_holds_at_most_k_unverified_images(stack: ExitStack) -> None:
     before = sub.image_count
     honest.send(_setup(5), port)
     assert wait_until(lambda: sub.image_count == before + 1, 2.0)
+
+
+def test_a_setup_reserves_at_most_the_drivers_own_term_length(stack: ExitStack) -> None:
+    """Images are not sparse (their pages reserved when made) only up to the driver's own
+    term_buffer_length: a SETUP announcing longer terms gets a sparse log, so a stranger's
+    SETUPs cannot make the driver reserve max_image_term_length x 3 each."""
+    peer = peer_in(stack)
+    rx = launch(stack)  # term_buffer_length = TERM
+    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
+    port = _endpoint(sub)
+    peer.send(_setup(21, term_length=TERM), port)
+    peer.send(_setup(22, term_length=16 * TERM), port)
+    assert wait_until(lambda: sub.image_count == 2, 2.0)
+    reserved = {image.session_id: os.stat(image.log.path).st_blocks * 512 >= image.log.length
+                for image in sub.images}
+    assert reserved == {21: True, 22: False}
 
 
 def test_strangers_from_many_sources_never_evict_a_verified_image(stack: ExitStack) -> None:
