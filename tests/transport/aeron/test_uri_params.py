@@ -127,7 +127,7 @@ def test_sparse_replaces_the_driver_term_buffer_sparse_file(stack: ExitStack,
                                      "aeron:udp?endpoint=127.0.0.1:9|sparse=1"])
 def test_sparse_malformed_is_refused(stack: ExitStack, channel: str) -> None:
     aeron = launch(stack)
-    with pytest.raises(errors.ChannelUriError, match="sparse|key=value"):
+    with pytest.raises(errors.ChannelUriError, match=r"sparse|key=value"):
         aeron.add_publication(channel, STREAM)
 
 
