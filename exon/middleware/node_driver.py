@@ -30,11 +30,13 @@ log = logging.getLogger("exon.node")
 #: the named choices of ``Node(driver=...)``; any other value is a driver directory
 DRIVER_CHOICES = ("auto", "embedded", "shared")
 
-#: settings of an embedded driver unless the caller overrides them
+#: settings of an embedded driver unless the caller overrides them. Client liveness stays
+#: Aeron's 10 s: an embedded driver's client is normally its own process, which dies with
+#: it, and a shorter limit only let a process starved of CPU for a few seconds (a Spark
+#: worker beside busy JVMs) be timed out by its own driver, losing every link.
 EMBEDDED_DRIVER_DEFAULTS: dict[str, Any] = {
     "threading_mode": "INVOKER",
     "publication_linger_timeout_ns": 0,
-    "client_liveness_timeout_ns": 2_000_000_000,
 }
 
 

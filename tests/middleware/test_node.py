@@ -165,3 +165,38 @@ def test_an_endpoint_host_this_machine_lacks_is_a_configuration_error() -> None:
     # 192.0.2.1 (TEST-NET-1) is no address of this machine: binding fails, nothing is sent
     with pytest.raises(exon.ConfigurationError, match=r"192\.0\.2\.1"):
         exon.Node(endpoint="192.0.2.1:0", driver="embedded")
+
+
+ECHO_ON_EMBEDDED_DRIVER = """
+import sys
+import exon
+with exon.Node("127.0.0.1:0", driver="embedded") as node:
+    rep = node.socket("rep", tag=7)
+    print(node.address, flush=True)
+    for _ in range(2):
+        rep.send(rep.receive(timeout=60).payload, timeout=60)
+"""
+
+
+def test_a_node_on_its_embedded_driver_stopped_for_seconds_keeps_its_links() -> None:
+    """A process starved of CPU (here stopped, SIGSTOP, for 4 s) comes back with its links:
+    its own embedded driver does not declare it dead when both resume (client liveness is
+    Aeron's 10 s, not the 2 s it used to be for embedded drivers)."""
+    proc = python_process(ECHO_ON_EMBEDDED_DRIVER)
+    try:
+        address = read_line(proc)
+        with exon.Node("127.0.0.1:0", driver="embedded") as node:
+            req = node.socket("req")
+            req.link(f"{address}/7", timeout=10)
+            req.send(b"before", timeout=5)
+            assert req.receive(timeout=10).payload == b"before"
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                time.sleep(4)
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+            req.send(b"after", timeout=5)
+            assert req.receive(timeout=10).payload == b"after"
+        assert proc.wait(10) == 0
+    finally:
+        kill(proc)
