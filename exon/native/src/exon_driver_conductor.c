@@ -208,57 +208,40 @@ static int exon_dc_check_durations(
 }
 
 /*
- * The value of an aeron:ipc channel's `linger` (the only IPC parameter the driver acts on)
- * into uri->linger_ns, checked by exon_uri_parse(). Returns 0, or
+ * The value of a parameter of an aeron:ipc channel that the driver applies (`linger` or
+ * `sparse`) into uri->linger_ns or uri->sparse, checked by exon_uri_parse() on a channel of
+ * that parameter alone (one parser for every channel). Returns 0, or
  * EXON_DRIVER_ERR_INVALID_CHANNEL with `why` filled.
  */
-static int exon_dc_ipc_linger(const char *channel, int32_t length, const char *value, int value_length,
-    exon_uri_t *uri, char *why, size_t why_length)
+static int exon_dc_ipc_param(const char *channel, int32_t length, const char *key, const char *value,
+    int value_length, exon_uri_t *uri, char *why, size_t why_length)
 {
+    bool linger = 0 == strcmp(key, "linger");
     char one[64];
     exon_uri_t parsed;
-    if (uri->linger_ns >= 0)
+    if (linger ? uri->linger_ns >= 0 : uri->sparse >= 0)
     {
-        snprintf(why, why_length, "invalid channel '%.*s': linger appears twice [linger]", length, channel);
+        snprintf(why, why_length, "invalid channel '%.*s': %s appears twice [%s]", length, channel, key, key);
         return EXON_DRIVER_ERR_INVALID_CHANNEL;
     }
     if (value_length > 40)
     {
-        snprintf(why, why_length, "invalid channel '%.*s': linger value is too long [linger]", length, channel);
+        snprintf(why, why_length, "invalid channel '%.*s': %s value is too long [%s]", length, channel, key, key);
         return EXON_DRIVER_ERR_INVALID_CHANNEL;
     }
-    int n = snprintf(one, sizeof(one), "aeron:ipc?linger=%.*s", value_length, value);
+    int n = snprintf(one, sizeof(one), "aeron:ipc?%s=%.*s", key, value_length, value);
     if (exon_uri_parse(one, (size_t)n, &parsed) < 0)
     {
         snprintf(why, why_length, "invalid channel '%.*s': %s", length, channel, exon_last_error());
         return EXON_DRIVER_ERR_INVALID_CHANNEL;
     }
-    uri->linger_ns = parsed.linger_ns;
-    return 0;
-}
-
-/* The value of an aeron:ipc channel's `sparse` (true or false) into uri->sparse. */
-static int exon_dc_ipc_sparse(const char *channel, int32_t length, const char *value, int value_length,
-    exon_uri_t *uri, char *why, size_t why_length)
-{
-    if (uri->sparse >= 0)
+    if (linger)
     {
-        snprintf(why, why_length, "invalid channel '%.*s': sparse appears twice [sparse]", length, channel);
-        return EXON_DRIVER_ERR_INVALID_CHANNEL;
-    }
-    if (value_length == 4 && 0 == memcmp(value, "true", 4))
-    {
-        uri->sparse = 1;
-    }
-    else if (value_length == 5 && 0 == memcmp(value, "false", 5))
-    {
-        uri->sparse = 0;
+        uri->linger_ns = parsed.linger_ns;
     }
     else
     {
-        snprintf(why, why_length, "invalid channel '%.*s': sparse: expected true or false [sparse]", length,
-            channel);
-        return EXON_DRIVER_ERR_INVALID_CHANNEL;
+        uri->sparse = parsed.sparse;
     }
     return 0;
 }
@@ -298,17 +281,18 @@ static int exon_dc_parse_channel(
                     (int)(stop - p), p, length, channel);
                 return EXON_DRIVER_ERR_INVALID_CHANNEL;
             }
+            const char *key = NULL;
             if (eq - p == 6 && 0 == memcmp(p, "linger", 6))
             {
-                int err = exon_dc_ipc_linger(channel, length, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
-                if (err > 0)
-                {
-                    return err;
-                }
+                key = "linger";
             }
             else if (eq - p == 6 && 0 == memcmp(p, "sparse", 6))
             {
-                int err = exon_dc_ipc_sparse(channel, length, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
+                key = "sparse";
+            }
+            if (NULL != key)
+            {
+                int err = exon_dc_ipc_param(channel, length, key, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
                 if (err > 0)
                 {
                     return err;
