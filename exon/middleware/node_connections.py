@@ -126,29 +126,20 @@ class NodeConnections:
                     continue
                 backlog[address].append(data)
                 continue
+            item: bytes | PendingFragments = data
             if _needs_fragments(data, pub):
-                self._send_fragments(address, pub, data)
-                continue
-            rc = offer(pub, data)
+                # FRAGMENTs, each a header and a view of data (no chunk is built); when back
+                # pressure refuses one, the rest wait in the backlog as one entry
+                item = PendingFragments(data)
+                rc = item.offer(pub, pub.max_message_length, _OFFER_SPINS)
+            else:
+                rc = offer(pub, data)
             if rc < 0:
                 if rc in (BACK_PRESSURED, ADMIN_ACTION):
-                    backlog.setdefault(address, deque()).append(data)
+                    backlog.setdefault(address, deque()).append(item)
                 else:  # NOT_CONNECTED, CLOSED, MAX_POSITION_EXCEEDED: the peer is gone
                     self.frames_dropped += 1
                     self._lost.add(address)
-
-    def _send_fragments(self, address: str, pub: Any, data: bytes) -> None:
-        """``data`` as FRAGMENTs on ``pub`` (no backlog for ``address``), in order, each a
-        header and a view of ``data`` (no chunk is built); when back pressure refuses one,
-        the rest wait in the backlog (one entry, cut as it goes out)."""
-        pending = PendingFragments(data)
-        rc = pending.offer(pub, pub.max_message_length, _OFFER_SPINS)
-        if rc < 0:
-            if rc in (BACK_PRESSURED, ADMIN_ACTION):
-                self._backlog.setdefault(address, deque()).append(pending)
-            else:
-                self.frames_dropped += 1
-                self._lost.add(address)
 
     def _retry_backlog(self) -> None:
         transport = self._transport
