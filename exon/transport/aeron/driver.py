@@ -15,9 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from exon.errors import ConfigurationError
 from exon.native import check, ffi, lib
-from exon.transport.aeron import layout
 from exon.transport.aeron.settings import DriverSettings
 
 __all__ = ["DEFAULT_DRIVER_TIMEOUT_MS", "DriverProbe", "MediaDriver", "driver_context",
@@ -44,11 +42,7 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     """The C ``exon_driver_context_t`` for ``settings``."""
     ctx = ffi.new("exon_driver_context_t *")
     lib.exon_driver_context_defaults(ctx)
-    encoded = settings.dir.encode()
-    if len(encoded) >= layout.DRIVER_DIR_MAX_LENGTH:  # (DriverSettings validates it first)
-        raise ConfigurationError(f"driver dir is {len(encoded)} bytes long; it must be shorter "
-                                 f"than {layout.DRIVER_DIR_MAX_LENGTH}")
-    ctx.dir = encoded
+    ctx.dir = settings.dir.encode()  # its length: checked by DriverSettings (and by C)
     ctx.dir_delete_on_start = int(settings.dir_delete_on_start)
     ctx.dir_delete_on_shutdown = int(settings.dir_delete_on_shutdown)
     ctx.threading_mode = _THREADING[settings.threading_mode]
