@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,8 +20,7 @@ from exon.middleware.node_transport import encode_fragments, encode_hello
 from exon.transport.aeron import Aeron, MediaDriver
 from exon.transport.aeron.cnc import CncFile
 from exon.transport.aeron.counters import NodeCounter
-from tests.sockets.helpers import DRIVER, udp_nodes_with
-from tests.transport.aeron.driver_fixtures import unique_dir
+from tests.sockets.helpers import DRIVER, launched_driver, udp_nodes_with
 
 TERM = 64 * 1024  #: the shortest term: the largest message is 8 KiB
 SMALL_TERMS = {**DRIVER, "ipc_term_buffer_length": TERM}
@@ -33,10 +31,8 @@ CREDITS = 8  #: the PULL's window: the tests send many times more
 
 @pytest.fixture
 def small_driver() -> Iterator[MediaDriver]:
-    path = unique_dir("frag")
-    with MediaDriver.launch(dir=path, **SMALL_TERMS) as d:
+    with launched_driver("frag", SMALL_TERMS) as d:
         yield d
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(params=["ipc", "udp"])

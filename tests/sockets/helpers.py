@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -31,12 +32,21 @@ DRIVER = {
 }
 
 
+@contextlib.contextmanager
+def launched_driver(tag: str, settings: dict[str, Any]) -> Iterator[MediaDriver]:
+    """A media driver with ``settings`` in a fresh directory, removed afterwards."""
+    path = unique_dir(tag)
+    try:
+        with MediaDriver.launch(dir=path, **settings) as d:
+            yield d
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture
 def driver() -> Iterator[MediaDriver]:
-    path = unique_dir("s")
-    with MediaDriver.launch(dir=path, **DRIVER) as d:
+    with launched_driver("s", DRIVER) as d:
         yield d
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
