@@ -49,8 +49,11 @@ def archive_group() -> None:
               help="bytes per segment file of new recordings (a power of two)")
 @click.option("--keyed-tag", type=int, default=2, show_default=True,
               help="tag of the exactly-once (keyed) ingest PULL")
+@click.option("--max-message-size", type=int, default=None,
+              help="largest message an --ingest PULL takes (default 256 KiB, at most 1 MiB "
+                   "and what a segment holds); larger ones get smaller windows")
 def serve(directory: str, endpoint: str, ingest: tuple[str, ...], fsync: str,
-          segment_length: int, keyed_tag: int) -> None:
+          segment_length: int, keyed_tag: int, max_message_size: int | None) -> None:
     """Run the archive service until SIGINT/SIGTERM; prints its address first."""
     from exon import ExonError
     from exon.archive.service import ArchiveService
@@ -58,7 +61,8 @@ def serve(directory: str, endpoint: str, ingest: tuple[str, ...], fsync: str,
     try:
         service = ArchiveService(directory, endpoint=endpoint, ingest=_ingest(ingest),
                                  fsync=fsync,  # type: ignore[arg-type]
-                                 segment_length=segment_length, keyed_tag=keyed_tag)
+                                 segment_length=segment_length, keyed_tag=keyed_tag,
+                                 max_message_size=max_message_size)
     except (ExonError, ValueError, OSError) as exc:
         _fail(exc)
         return

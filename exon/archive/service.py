@@ -48,7 +48,15 @@ BATCH = 1024  # messages a recorder takes at most per write (a quarter of the cr
 #: each of the copies then cost several times as much)
 BATCH_BYTES = 256 * 1024
 INGEST_CREDITS = 4096  # per producer link: the recorder holds a batch while the producers go on
+#: the largest message an ingest socket takes by default: under the default memory budget
+#: (1 GiB) a producer's link then gets all of INGEST_CREDITS (a window is budget / max size)
+DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
+
+
+def _fits(segment_length: int, key_length: int) -> int:
+    """The largest message a segment of ``segment_length`` holds (and at most 1 MiB)."""
+    return min(1 << 20, segment_length - HEADER_LENGTH - MAX_PRODUCER - key_length)
 
 
 class ArchiveService:
@@ -58,7 +66,7 @@ class ArchiveService:
     def __init__(self, directory: str, *, endpoint: str = "127.0.0.1:0",
                  ingest: dict[str, int] | None = None, fsync: FsyncPolicy = "none",
                  segment_length: int = DEFAULT_SEGMENT_LENGTH, keyed_tag: int = KEYED_TAG,
-                 node: exon.Node | None = None) -> None:
+                 max_message_size: int | None = None, node: exon.Node | None = None) -> None:
         ingest = dict(ingest or {})
         tags = list(ingest.values())
         reserved = {CONTROL_TAG: "control", keyed_tag: "keyed ingest"}
@@ -77,6 +85,8 @@ class ArchiveService:
         self._lock = threading.Lock()
         self.events: list[str] = []  # what went wrong (also logged)
         try:
+            sizes = {name: self._ingest_message_size(name, segment_length, max_message_size)
+                     for name in ingest}  # checked before anything is created
             for name, tag in ingest.items():
                 self.archive.create_recording(name, segment_length=segment_length,
                                               ingest_tag=tag)
@@ -85,10 +95,12 @@ class ArchiveService:
             self.control = self.node.socket("rep", tag=CONTROL_TAG,
                                             max_message_size=control.MAX_CONTROL_LENGTH)
             self.ingest: dict[str, Any] = {}
+            #: messages a recorder takes per batch, at most (see _batch_limit)
+            self.batch_limit: dict[str, int] = {}
             for name, tag in ingest.items():
                 self.ingest[name] = self.node.socket(
-                    "pull", tag=tag, credits=INGEST_CREDITS,
-                    max_message_size=self._max_payload(name, 0))
+                    "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name])
+                self.batch_limit[name] = self._batch_limit(sizes[name])
             self.keyed = self.node.socket(
                 "pull", tag=keyed_tag,
                 max_message_size=min(self._max_payload_all(), 1 << 20)
@@ -100,8 +112,34 @@ class ArchiveService:
 
     def _max_payload(self, recording: str, key_length: int) -> int:
         """The largest message a recording takes (a record must fit one segment)."""
-        seg = self.archive.entry(recording).segment_length
-        return min(1 << 20, seg - HEADER_LENGTH - MAX_PRODUCER - key_length)
+        return _fits(self.archive.entry(recording).segment_length, key_length)
+
+    def _ingest_message_size(self, recording: str, segment_length: int,
+                             wanted: int | None) -> int:
+        """An ingest socket's max_message_size: ``wanted``, or DEFAULT_INGEST_MESSAGE
+        (either way no more than a segment of the recording holds: its own if it exists,
+        else ``segment_length``)."""
+        try:
+            segment_length = self.archive.entry(recording).segment_length
+        except RecordingNotFound:
+            pass
+        fits = _fits(segment_length, 0)
+        if wanted is None:
+            return min(DEFAULT_INGEST_MESSAGE, fits)
+        if not 1 <= wanted <= fits:
+            raise exon.ConfigurationError(
+                f"max_message_size {wanted}: recording {recording!r} takes 1 to {fits} bytes "
+                f"(a record must fit one segment, and messages stop at 1 MiB)")
+        return wanted
+
+    def _batch_limit(self, max_message_size: int) -> int:
+        """Messages a recorder takes per batch at most: BATCH, or a quarter of the window
+        one producer's link gets under the node's memory budget when that is smaller. The
+        recorder holds its batch (their credit too) until it is on disk: a batch of the
+        whole window would stop the producer at every batch (it waits for the confirm, then
+        the recorder waits for it)."""
+        window = self.node.link_settings.window_share(INGEST_CREDITS, max_message_size)
+        return max(1, min(BATCH, window // 4))
 
     def _max_payload_all(self) -> int:
         return min((self._max_payload(r.name, KEY.size + MAX_QUERY)
@@ -184,16 +222,17 @@ class ArchiveService:
                     producers.clear()
                 hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
             return hit[1]
-        # messages per take: BATCH, or fewer when they are large (BATCH_BYTES over the last
-        # batch's mean payload, at least a sixteenth of BATCH)
-        size = [BATCH]
+        # messages per take: the batch limit, or fewer when they are large (BATCH_BYTES
+        # over the last batch's mean payload, at least a sixteenth of the limit)
+        limit = self.batch_limit[name]
+        size = [limit]
 
         def take() -> Any:
             return sock.receive_held(size[0], timeout=POLL)
 
         for batch in self._taking(sock, take):
-            size[0] = max(BATCH // 16, min(BATCH, BATCH_BYTES * len(batch)
-                                           // max(1, len(batch.buffer))))
+            size[0] = max(1, limit // 16, min(limit, BATCH_BYTES * len(batch)
+                                              // max(1, len(batch.buffer))))
             try:
                 writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
                                      time.time_ns())

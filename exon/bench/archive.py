@@ -23,8 +23,9 @@ by then, so no phase pays for another's writeback (a round of the 1 KiB case wri
   ``fs_ceiling``: the file system's own limit for the bytes the archive wrote (the
   recording's bytes, headers included, written by 1 MiB ``os.write`` calls).
 * ``record_vs_pushpull_{size}``: the same producer against a plain exon PULL whose process
-  runs a ``receive()`` loop (no archive), with the archive's ingest credits (the same
-  window: with fewer, a PULL descheduled on a busy machine stalls its producer sooner).
+  runs a ``receive()`` loop (no archive), with the archive's ingest credits and largest
+  message (the same window: with a smaller one, a PULL descheduled on a busy machine stalls
+  its producer sooner).
   Goal: ratio >= 0.8.
 * ``replay_local_64``: ``for rec in Archive(dir).replay(name): n += 1`` over the 64-byte
   recording of the record case. Peer: the same bytes (the recording's segment files) read
@@ -485,11 +486,13 @@ def _serve(driver_dir: str, directory: str, specs: list[str]) -> None:
 
 
 def _pull(driver_dir: str, count: int) -> None:
-    from exon.archive.service import INGEST_CREDITS
+    from exon.archive.service import DEFAULT_INGEST_MESSAGE, INGEST_CREDITS
 
     with _node(driver_dir) as node:
-        # the credits of the archive's ingest sockets: the same window on both sides
-        sock = node.socket("pull", tag=1, credits=INGEST_CREDITS)
+        # the credits and largest message of the archive's ingest sockets: the same window
+        # on both sides (a window is the memory budget over the largest message)
+        sock = node.socket("pull", tag=1, credits=INGEST_CREDITS,
+                           max_message_size=DEFAULT_INGEST_MESSAGE)
         print(f"{node.address}/1", flush=True)
         recv = sock.receive
         for _ in range(count):

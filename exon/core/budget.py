@@ -92,9 +92,8 @@ class MemoryBudget:
         return credits * sock.max_message_size
 
     def _share(self, sock: _Socket, holders: int) -> int:
-        budget = self.settings.memory_budget
-        assert budget is not None
-        return max(1, min(sock.initial_credits, budget // (holders * sock.max_message_size)))
+        assert self.settings.memory_budget is not None
+        return self.settings.window_share(sock.initial_credits, sock.max_message_size, holders)
 
     def _fit(self, sock: _Socket, share: int, others: list[tuple[_Socket, _Link]]) -> int:
         """The window a link of ``sock`` may have beside ``others``: its share, or what

@@ -36,6 +36,15 @@ class LinkSettings(BaseModel):
                     "size, summed; a receiving socket's max_message_size must fit); "
                     "None: unlimited")
 
+    def window_share(self, credits: int, max_message_size: int, links: int = 1) -> int:
+        """The receive window (credits) each of ``links`` links of a socket with ``credits``
+        and ``max_message_size`` gets under :attr:`memory_budget` when they are the budget's
+        only holders: ``budget // (links x max size)``, capped by ``credits``, at least 1."""
+        budget = self.memory_budget
+        if budget is None:
+            return credits
+        return max(1, min(credits, budget // (links * max_message_size)))
+
     def grant_batch(self, credits: int) -> int:
         """Deliveries that trigger a FLOW for a link with ``credits`` capacity (>= 1)."""
         return max(1, math.ceil(credits * self.grant_batch_fraction))

@@ -212,6 +212,12 @@ class Node(NodePolling):
         return make_socket(self, type, tag, options)
 
     @property
+    def link_settings(self) -> LinkSettings:
+        """The :class:`~exon.core.LinkSettings` of this node's links (credits, FLOW
+        batching, memory budget, ...): the ``settings`` given, or the defaults."""
+        return self._core.settings
+
+    @property
     def closed(self) -> bool:
         """True once :meth:`close` ran."""
         return self._closed

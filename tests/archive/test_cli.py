@@ -119,3 +119,13 @@ def test_bad_ingest_option() -> None:
     out = run("serve", "--dir", "/tmp/x", "--ingest", "orders")
     assert out.returncode == 2
     assert "NAME=TAG" in out.stderr
+
+
+def test_an_ingest_message_size_beyond_a_segment_is_refused(tmp_path) -> None:
+    directory = str(tmp_path / "fresh")
+    out = run("serve", "--dir", directory, "--ingest", "events=10",
+              "--segment-length", "65536", "--max-message-size", "65536", timeout=30)
+    assert out.returncode == 1
+    assert "max_message_size 65536: recording 'events' takes 1 to" in out.stderr
+    with Archive(directory) as ar:
+        assert ar.recordings() == []  # refused before anything was created

@@ -9,6 +9,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from exon.archive import (
     ReplayRangeError,
     control,
 )
-from exon.archive.service import INGEST_CREDITS
+from exon.archive.service import BATCH, DEFAULT_INGEST_MESSAGE, INGEST_CREDITS
 from tests.archive.conftest import SEGMENT
 
 pytestmark = pytest.mark.net
@@ -123,6 +124,60 @@ def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
         gate.set()
         push.send(b"last", cookie="end", timeout=10)
         assert push.receive(timeout=10) == exon.Cookie("end")
+
+
+def credit_left(push: Any) -> int:
+    """Messages ``push`` sends before it is back-pressured (its credit)."""
+    for sent in range(INGEST_CREDITS + 1):
+        try:
+            push.send_nowait(b"x" * 32)
+        except exon.BackPressured:
+            return sent
+    raise AssertionError(f"{INGEST_CREDITS + 1} messages sent without back pressure")
+
+
+@pytest.mark.parametrize("max_message_size", [None, 1 << 20])
+def test_a_producer_keeps_credit_while_the_recorder_holds_a_batch(
+        tmp_path, producer: exon.Node, max_message_size: int | None) -> None:
+    """The recorder holds what it takes (credit included) until it is on disk: its batch
+    must leave the producer room to go on, or the two take turns. A link's window is the
+    node's memory budget over the socket's largest message: by default an ingest socket
+    takes messages up to DEFAULT_INGEST_MESSAGE so that a producer gets the whole
+    INGEST_CREDITS, and with larger ones the recorder takes smaller batches."""
+    # the default segment length: the ingest's largest message is not cut by the segment
+    svc = ArchiveService(str(tmp_path / "a"), ingest={"orders": 10},
+                         max_message_size=max_message_size)
+    try:  # not started: nothing takes the messages, so the producer sees its first window
+        largest = DEFAULT_INGEST_MESSAGE if max_message_size is None else max_message_size
+        push = producer.socket("push")
+        push.link(f"{svc.address}/10", timeout=5)
+        with pytest.raises(exon.MessageTooLarge):
+            push.send_nowait(b"x" * (largest + 1))
+        window = credit_left(push)
+        assert window >= 2 * svc.batch_limit["orders"], (window, svc.batch_limit)
+        if max_message_size is None:
+            assert svc.batch_limit["orders"] == BATCH  # the whole batch, not cut
+    finally:
+        svc.close()
+
+
+def test_an_ingest_message_size_beyond_a_segment_is_refused(tmp_path) -> None:
+    with pytest.raises(exon.ConfigurationError, match="max_message_size 65536: recording "
+                                                      "'orders' takes 1 to"):
+        ArchiveService(str(tmp_path / "a"), ingest={"orders": 10}, segment_length=SEGMENT,
+                       max_message_size=SEGMENT)
+
+
+def test_a_message_above_the_ingest_size_is_refused_at_the_producer(
+        tmp_path, producer: exon.Node) -> None:
+    with ArchiveService(str(tmp_path / "a"), ingest={"orders": 10}, segment_length=SEGMENT,
+                        max_message_size=4096) as svc:
+        push = producer.socket("push")
+        push.link(f"{svc.address}/10", timeout=5)
+        with pytest.raises(exon.MessageTooLarge):
+            push.send(b"x" * 4097, timeout=5)
+        push.send(b"x" * 4096, cookie="ok", timeout=5)  # the link and the service go on
+        assert push.receive(timeout=10) == exon.Cookie("ok")
 
 
 def test_control_errors_are_named(service: ArchiveService) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from exon.core import MessageReceived, PeerId
+from exon.core import LinkSettings, MessageReceived, PeerId
 from exon.core.socket_core import SocketCore
 from exon.errors import ConfigurationError
 from tests.core.helpers import make_core, pump
@@ -74,6 +74,8 @@ def test_one_link_starts_small_and_grows_to_the_budget_up_to_its_credits() -> No
         b, pushes = pushes_to_pull(1, budget=budget, credits=credits, deliver=True)
         fill(pushes, b)  # after its first FLOWs: the whole budget, or the socket's credits
         assert len(queued(b)) == window, (budget, credits)
+        # the rule the archive service sizes its recorders' batches by
+        assert LinkSettings(memory_budget=budget).window_share(credits, SIZE) == window
 
 
 def test_links_arriving_at_a_stalled_receiver_stay_within_the_budget() -> None:
