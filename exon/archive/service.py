@@ -100,11 +100,12 @@ class ArchiveService:
             for name, tag in ingest.items():
                 self.ingest[name] = self.node.socket(
                     "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name])
-                self.batch_limit[name] = self._batch_limit(sizes[name])
-            self.keyed = self.node.socket(
-                "pull", tag=keyed_tag,
-                max_message_size=min(self._max_payload_all(), 1 << 20)
-                + control.KEYED_HEADER.size + MAX_QUERY)
+                self.batch_limit[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
+            keyed_size = (min(self._max_payload_all(), 1 << 20) + control.KEYED_HEADER.size
+                          + MAX_QUERY)
+            self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size)
+            self.keyed_batch_limit = self._batch_limit(
+                self.node.link_settings.initial_credits, keyed_size)
             self.keyed_tag = keyed_tag
         except BaseException:
             self.close()
@@ -132,13 +133,13 @@ class ArchiveService:
                 f"(a record must fit one segment, and messages stop at 1 MiB)")
         return wanted
 
-    def _batch_limit(self, max_message_size: int) -> int:
+    def _batch_limit(self, credits: int, max_message_size: int) -> int:
         """Messages a recorder takes per batch at most: BATCH, or a quarter of the window
         one producer's link gets under the node's memory budget when that is smaller. The
         recorder holds its batch (their credit too) until it is on disk: a batch of the
         whole window would stop the producer at every batch (it waits for the confirm, then
         the recorder waits for it)."""
-        window = self.node.link_settings.window_share(INGEST_CREDITS, max_message_size)
+        window = self.node.link_settings.window_share(credits, max_message_size)
         return max(1, min(BATCH, window // 4))
 
     def _max_payload_all(self) -> int:
@@ -244,7 +245,8 @@ class ArchiveService:
 
     def _keyed_loop(self) -> None:
         sock = self.keyed
-        for batch in self._taking(sock, lambda: sock.receive_held(BATCH, timeout=POLL)):
+        limit = self.keyed_batch_limit
+        for batch in self._taking(sock, lambda: sock.receive_held(limit, timeout=POLL)):
             groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
             for msg in batch.messages:
                 try:

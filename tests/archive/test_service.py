@@ -161,6 +161,19 @@ def test_a_producer_keeps_credit_while_the_recorder_holds_a_batch(
         svc.close()
 
 
+def test_a_keyed_writer_keeps_credit_while_the_service_holds_a_batch(
+        tmp_path, producer: exon.Node) -> None:
+    """The keyed ingest holds its batches too (3.6): the same rule as the recorders'."""
+    svc = ArchiveService(str(tmp_path / "a"), ingest={"orders": 10})
+    try:  # not started: the writer sees its first window
+        push = producer.socket("push")
+        push.link(f"{svc.address}/{svc.keyed_tag}", timeout=5)
+        window = credit_left(push)
+        assert window >= 2 * svc.keyed_batch_limit, (window, svc.keyed_batch_limit)
+    finally:
+        svc.close()
+
+
 def test_an_ingest_message_size_beyond_a_segment_is_refused(tmp_path) -> None:
     with pytest.raises(exon.ConfigurationError, match="max_message_size 65536: recording "
                                                       "'orders' takes 1 to"):
