@@ -40,7 +40,12 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
         assert record["recorded_bytes"] > 2000 * size
         assert record["fs_ceiling"] > 0
         assert len(record["fs_ceiling_runs"]) == 2
-        assert by_case[f"record_vs_pushpull_{size}"]["goal"] == 0.8
+        pushpull = by_case[f"record_vs_pushpull_{size}"]
+        assert pushpull["goal"] == 0.8
+        # the ratio of a recorder costing only the file system's ceiling, per round
+        assert pushpull["fs_ceiling_ratio_runs"] == pytest.approx(
+            [f / p for f, p in zip(record["fs_ceiling_runs"], pushpull["peer_runs"],
+                                   strict=True)], rel=1e-2, abs=1e-3)
         assert by_case[f"record_vs_pushpull_{size}"]["exon"] == record["exon"]
         for case in (f"record_{size}", f"record_vs_pushpull_{size}"):
             line = by_case[case]
