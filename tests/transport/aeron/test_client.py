@@ -238,7 +238,12 @@ assert got == [b"hello"], got
 limit = pub.position_limit
 client.close()  # unmaps the CnC (the counters) and frees the native client
 assert image.position == 64  # where the reader stopped
-assert pub.position == 64 and pub.position_limit == limit
+# the driver may raise the limit between the read above and the close (the reader moved
+# on); from the close on the answer stays what it was then
+closed_limit = pub.position_limit
+assert pub.position == 64 and closed_limit >= limit
+time.sleep(0.05)
+assert pub.position_limit == closed_limit
 assert sub.poll(lambda data, header: None) == 0 and sub.has_image_events
 try:
     image.position = 0
