@@ -26,7 +26,9 @@ by then, so no phase pays for another's writeback (a round of the 1 KiB case wri
   runs a ``receive()`` loop (no archive), with the archive's ingest credits and largest
   message (the same window: with a smaller one, a PULL descheduled on a busy machine stalls
   its producer sooner). Goal: ratio >= 0.8. ``fs_ceiling_ratio``: the ratio of a recorder
-  that cost nothing but ``fs_ceiling`` (below the goal, the file system bounds the case).
+  that cost nothing but ``fs_ceiling`` (below the goal, the file system bounds the case);
+  ``writer_ceiling``: the recorder's disk side alone (framing, checksums and writes of
+  ready batches, no sockets), and ``writer_ceiling_ratio_runs`` the ratio it would score.
 * ``replay_local_64``: ``for rec in Archive(dir).replay(name): n += 1`` over the 64-byte
   recording of the record case. Peer: the same bytes (the recording's segment files) read
   by a plain Python loop, a record at a time (header read and unpacked, payload sliced; no
@@ -181,6 +183,38 @@ def _bulk_write(path: str, nbytes: int) -> float:
         os.close(fd)
     seconds = time.perf_counter() - start
     os.unlink(path)
+    return seconds
+
+
+def _writer_only(directory: str, messages: int, size: int) -> float:
+    """Seconds for the recorder's disk side alone to record ``messages`` of ``size`` bytes:
+    :meth:`~exon.archive.recording.RecordingWriter.append_buffer` over ready batches, as
+    large as the service takes them at this size (framing, checksums, writes; no sockets,
+    no polling, no confirms)."""
+    import array
+
+    from exon.archive import Archive
+    from exon.archive.service import BATCH, BATCH_BYTES
+
+    per = max(1, min(BATCH, BATCH_BYTES // max(1, size)))
+    producer = b"127.0.0.1:40000/10"
+
+    def batch(n: int) -> tuple[bytes, memoryview]:
+        return b"x" * (size * n), memoryview(array.array("Q", range(0, size * n + 1, size)
+                                                         if size else [0] * (n + 1)))
+
+    full = batch(per)
+    with Archive(directory, owner=True) as ar:
+        ar.create_recording("writer")
+        writer = ar.writer("writer")
+        start = time.perf_counter()
+        for first in range(0, messages, per):
+            n = min(per, messages - first)
+            buffer, offsets = full if n == per else batch(n)
+            writer.append_buffer(buffer, offsets, [(None, n)], lambda _peer: producer,
+                                 time.time_ns())
+        seconds = time.perf_counter() - start
+    shutil.rmtree(directory)
     return seconds
 
 
@@ -343,8 +377,9 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
             # rounds interleave the archive and its peers, so that a machine busy at one
             # moment slows them alike; each ratio run compares figures of one round
             reported = [size for size in record_sizes if size in sizes]
-            # per round: archive, file peer, push/pull, bulk write seconds; bytes recorded
-            timings: dict[int, list[tuple[float, float, float, float, int]]] = {
+            # per round: archive, file peer, push/pull, bulk write seconds; bytes recorded;
+            # the writer alone's seconds
+            timings: dict[int, list[tuple[float, float, float, float, int, float]]] = {
                 size: [] for size in reported}
             for k in range(runs):
                 for size in record_sizes:
@@ -362,8 +397,11 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     os.sync()
                     bulk_seconds = _bulk_write(os.path.join(work, f"bulk-{size}.bin"),
                                                recorded)
+                    os.sync()
+                    writer_seconds = _writer_only(os.path.join(work, f"writer-{size}"),
+                                                  messages, size)
                     timings[size].append((seconds, file_seconds, pp_seconds, bulk_seconds,
-                                          recorded))
+                                          recorded, writer_seconds))
             for size in reported:
                 rounds = timings[size]
                 seconds = statistics.median(r[0] for r in rounds)
@@ -398,13 +436,20 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     fs_ceiling_ratio=round(pp_seconds / statistics.median(
                         r[3] for r in rounds), 3),
                     fs_ceiling_ratio_runs=[round(r[2] / r[3], 3) for r in rounds],
+                    writer_ceiling=round(messages / statistics.median(r[5] for r in rounds),
+                                         3),
+                    writer_ceiling_ratio_runs=[round(r[2] / r[5], 3) for r in rounds],
                     **_spread(messages, [(r[0], r[2]) for r in rounds]),
                     note=f"{where}; peer: the same producer (last message with a cookie) "
                          f"against a PULL process running a receive() loop, no archive, "
                          f"with the credits and largest message of the archive's ingest "
                          f"sockets; fs_ceiling_ratio: the ratio a recorder would score if "
                          f"it cost no more than the file system's fs_ceiling for its bytes "
-                         f"(see record_{size}); {_ROUNDS_NOTE}",
+                         f"(see record_{size}); writer_ceiling: msgs/s of the recorder's "
+                         f"disk side alone (RecordingWriter.append_buffer over ready "
+                         f"batches: framing, checksums, writes; no sockets), "
+                         f"writer_ceiling_ratio_runs: the ratio it would score per round; "
+                         f"{_ROUNDS_NOTE}",
                     **common))
             if replay:
                 name = f"bench{_REPLAY_SIZE}"

@@ -46,6 +46,8 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
         assert pushpull["fs_ceiling_ratio_runs"] == pytest.approx(
             [f / p for f, p in zip(record["fs_ceiling_runs"], pushpull["peer_runs"],
                                    strict=True)], rel=1e-2, abs=1e-3)
+        assert pushpull["writer_ceiling"] > 0
+        assert len(pushpull["writer_ceiling_ratio_runs"]) == 2
         assert by_case[f"record_vs_pushpull_{size}"]["exon"] == record["exon"]
         for case in (f"record_{size}", f"record_vs_pushpull_{size}"):
             line = by_case[case]
