@@ -144,6 +144,13 @@ static inline int64_t exon_dc_add_ns(int64_t a, int64_t b)
     return (b > 0 && a > INT64_MAX - b) ? INT64_MAX : a + b;
 }
 
+/* Whether a publication's log is a sparse file: the channel's `sparse` (-1: not given), else
+ * the driver's term_buffer_sparse_file. The one rule for IPC and network publications. */
+static inline int32_t exon_dc_publication_sparse(const exon_driver_conductor_t *c, int32_t channel_sparse)
+{
+    return channel_sparse >= 0 ? channel_sparse : c->config.term_buffer_sparse_file;
+}
+
 /* ---- helpers (exon_driver_conductor.c) ---------------------------------------------- */
 
 int exon_dc_array_add(exon_dc_array_t *a, void *item);

@@ -200,7 +200,7 @@ exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_
     params.publication_window_length = pub->window;
     params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
     params.is_connected = 0;
-    params.sparse = sparse >= 0 ? sparse : c->config.term_buffer_sparse_file;
+    params.sparse = exon_dc_publication_sparse(c, sparse);
     int rc = exon_log_create(&pub->log, path, &params);
     if (rc < 0)
     {

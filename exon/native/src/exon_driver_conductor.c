@@ -208,15 +208,15 @@ static int exon_dc_check_durations(
 }
 
 /*
- * The value of a parameter of an aeron:ipc channel that the driver applies (`linger` or
- * `sparse`) into uri->linger_ns or uri->sparse, checked by exon_uri_parse() on a channel of
- * that parameter alone (one parser for every channel). Returns 0, or
- * EXON_DRIVER_ERR_INVALID_CHANNEL with `why` filled.
+ * The value of a parameter of an aeron:ipc channel that the driver applies (`linger` if
+ * `linger`, else `sparse`: the caller matched the key) into uri->linger_ns or uri->sparse,
+ * checked by exon_uri_parse() on a channel of that parameter alone (one parser for every
+ * channel). Returns 0, or EXON_DRIVER_ERR_INVALID_CHANNEL with `why` filled.
  */
-static int exon_dc_ipc_param(const char *channel, int32_t length, const char *key, const char *value,
+static int exon_dc_ipc_param(const char *channel, int32_t length, bool linger, const char *value,
     int value_length, exon_uri_t *uri, char *why, size_t why_length)
 {
-    bool linger = 0 == strcmp(key, "linger");
+    const char *key = linger ? "linger" : "sparse";
     char one[64];
     exon_uri_t parsed;
     if (linger ? uri->linger_ns >= 0 : uri->sparse >= 0)
@@ -281,18 +281,10 @@ static int exon_dc_parse_channel(
                     (int)(stop - p), p, length, channel);
                 return EXON_DRIVER_ERR_INVALID_CHANNEL;
             }
-            const char *key = NULL;
-            if (eq - p == 6 && 0 == memcmp(p, "linger", 6))
+            bool linger = eq - p == 6 && 0 == memcmp(p, "linger", 6);
+            if (linger || (eq - p == 6 && 0 == memcmp(p, "sparse", 6)))
             {
-                key = "linger";
-            }
-            else if (eq - p == 6 && 0 == memcmp(p, "sparse", 6))
-            {
-                key = "sparse";
-            }
-            if (NULL != key)
-            {
-                int err = exon_dc_ipc_param(channel, length, key, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
+                int err = exon_dc_ipc_param(channel, length, linger, eq + 1, (int)(stop - eq - 1), uri, why, why_length);
                 if (err > 0)
                 {
                     return err;
@@ -1078,7 +1070,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         params.publication_window_length = pub->window;
         params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
         params.is_connected = 0;
-        params.sparse = uri->sparse >= 0 ? uri->sparse : c->config.term_buffer_sparse_file;
+        params.sparse = exon_dc_publication_sparse(c, uri->sparse);
         if (exon_log_create(&pub->log, path, &params) < 0)
         {
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "cannot create log for %s: %s",
