@@ -110,10 +110,12 @@ def encode_fragments(frame: bytes, limit: int) -> list[bytes]:
             for offset in range(0, total, step)]
 
 
-def offer_retrying(offer: Callable[..., int], args: tuple[Any, ...], spins: int) -> int:
-    """``offer(*args)``, tried again up to ``spins`` times while back pressure or an admin
-    action refuses it (yielding the CPU after the first 20): the last Aeron outcome."""
-    rc = offer(*args)
+def offer_retrying(rc: int, offer: Callable[..., int], args: tuple[Any, ...],
+                   spins: int) -> int:
+    """After a first ``offer(*args)`` that returned ``rc``: while back pressure or an admin
+    action refuses it, try again up to ``spins`` times (yielding the CPU after the first
+    20); the last Aeron outcome. Callers make the first offer themselves, so that one that
+    goes through costs no call here."""
     tries = 0
     while rc in (BACK_PRESSURED, ADMIN_ACTION) and tries < spins:
         tries += 1
@@ -159,7 +161,9 @@ class PendingFragments:
             length = min(step, total - offset)
             head = fragment_header(total, offset, length)
             body = view[offset : offset + length]
-            rc = offer_retrying(offer2, (head, body), spins)
+            rc = offer2(head, body)
+            if rc < 0:
+                rc = offer_retrying(rc, offer2, (head, body), spins)
             if rc < 0:
                 break
             offset += length
@@ -434,7 +438,10 @@ class NodeTransport:
     @staticmethod
     def offer(pub: ExclusivePublication, data: bytes) -> int:
         """Offer with a short bounded retry on back pressure; the final Aeron outcome."""
-        return offer_retrying(pub.offer, (data,), _OFFER_SPINS)
+        rc = pub.offer(data)
+        if rc < 0:
+            rc = offer_retrying(rc, pub.offer, (data,), _OFFER_SPINS)
+        return rc
 
     def drop_publication(self, address: str) -> None:
         pub = self.publications.pop(address, None)
