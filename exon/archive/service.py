@@ -54,6 +54,13 @@ DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
 
 
+def take_size(limit: int, messages: int, payload_bytes: int) -> int:
+    """Messages a recorder takes next, after a batch of ``messages`` holding
+    ``payload_bytes``: its batch ``limit``, or fewer when they are large (BATCH_BYTES over
+    their mean payload), at least a sixteenth of the limit."""
+    return max(1, limit // 16, min(limit, BATCH_BYTES * messages // max(1, payload_bytes)))
+
+
 def _fits(segment_length: int, key_length: int) -> int:
     """The largest message a segment of ``segment_length`` holds (and at most 1 MiB)."""
     return min(1 << 20, segment_length - HEADER_LENGTH - MAX_PRODUCER - key_length)
@@ -223,8 +230,6 @@ class ArchiveService:
                     producers.clear()
                 hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
             return hit[1]
-        # messages per take: the batch limit, or fewer when they are large (BATCH_BYTES
-        # over the last batch's mean payload, at least a sixteenth of the limit)
         limit = self.batch_limit[name]
         size = [limit]
 
@@ -232,8 +237,7 @@ class ArchiveService:
             return sock.receive_held(size[0], timeout=POLL)
 
         for batch in self._taking(sock, take):
-            size[0] = max(1, limit // 16, min(limit, BATCH_BYTES * len(batch)
-                                              // max(1, len(batch.buffer))))
+            size[0] = take_size(limit, len(batch), len(batch.buffer))
             try:
                 writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
                                      time.time_ns())

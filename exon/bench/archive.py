@@ -194,9 +194,9 @@ def _writer_only(directory: str, messages: int, size: int) -> float:
     import array
 
     from exon.archive import Archive
-    from exon.archive.service import BATCH, BATCH_BYTES
+    from exon.archive.service import BATCH, take_size
 
-    per = max(1, min(BATCH, BATCH_BYTES // max(1, size)))
+    per = take_size(BATCH, 1, size)
     producer = b"127.0.0.1:40000/10"
 
     def batch(n: int) -> tuple[bytes, memoryview]:
