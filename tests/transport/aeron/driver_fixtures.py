@@ -68,6 +68,11 @@ def launch_udp(stack: ExitStack, tag: str, **settings: Any) -> tuple[MediaDriver
     return driver, client
 
 
+def allocated_bytes(path: str) -> int:
+    """The disk (or /dev/shm) bytes a file holds: less than its length when sparse."""
+    return os.stat(path).st_blocks * 512
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, step: float = 0.005) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

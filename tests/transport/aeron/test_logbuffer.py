@@ -11,6 +11,7 @@ from exon import errors
 from exon.native import lib
 from exon.transport.aeron import layout as L
 from exon.transport.aeron.logbuffer import LogBuffer
+from tests.transport.aeron.driver_fixtures import allocated_bytes
 
 TERM = 64 * 1024
 
@@ -216,10 +217,6 @@ def _resident(path: str) -> list[int]:
     return sizes
 
 
-def _allocated(path: str) -> int:
-    return os.stat(path).st_blocks * 512
-
-
 @pytest.mark.parametrize("sparse", [False, True])
 def test_a_log_that_is_not_sparse_is_reserved_and_mapped_with_its_pages(path: str,
                                                                          sparse: bool) -> None:
@@ -231,8 +228,8 @@ def test_a_log_that_is_not_sparse_is_reserved_and_mapped_with_its_pages(path: st
         resident = _resident(path)
         assert len(resident) == 2  # the creator's mapping and the opener's
         if sparse:  # pages come on first touch: only the metadata's so far
-            assert _allocated(path) < length // 4
+            assert allocated_bytes(path) < length // 4
             assert all(r < length // 4 for r in resident)
         else:
-            assert _allocated(path) >= length
+            assert allocated_bytes(path) >= length
             assert all(r >= length - 4096 for r in resident)

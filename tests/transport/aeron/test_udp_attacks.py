@@ -4,7 +4,6 @@ attacker; a real exon driver is the target. Each test bounds its loops in count 
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ import pytest
 
 from exon.transport.aeron import frames as F
 from exon.transport.aeron.counters import SystemCounter
-from tests.transport.aeron.driver_fixtures import wait_until
+from tests.transport.aeron.driver_fixtures import allocated_bytes, wait_until
 from tests.transport.aeron.test_udp_protocol import (
     MTU,
     STREAM,
@@ -95,7 +94,7 @@ def test_a_setup_reserves_at_most_the_drivers_own_term_length(stack: ExitStack) 
     peer.send(_setup(21, term_length=TERM), port)
     peer.send(_setup(22, term_length=16 * TERM), port)
     assert wait_until(lambda: sub.image_count == 2, 2.0)
-    reserved = {image.session_id: os.stat(image.log.path).st_blocks * 512 >= image.log.length
+    reserved = {image.session_id: allocated_bytes(image.log.path) >= image.log.length
                 for image in sub.images}
     assert reserved == {21: True, 22: False}
 
