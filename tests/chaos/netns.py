@@ -294,6 +294,10 @@ class Lab:
                 rules.append(f"add rule ip chaos input meta l4proto udp "
                              f"numgen random mod 100 < {int(loss)} counter drop")
             if dup:
+                # every UDP datagram through the output hook, the copies too (a copy passes
+                # it again, and may be copied again): what the duplicated share is of
+                rules.append('add rule ip chaos output meta l4proto udp counter '
+                             'comment "udp_out"')
                 rules.append(f"add rule ip chaos output meta l4proto udp "
                              f"numgen random mod 100 < {int(dup)} counter "
                              f"dup to {ADDRESS[PEER[side]]} device eth0")
@@ -319,7 +323,8 @@ class Lab:
                  "chaos_partition", check=False)
 
     def nft_counters(self, side: str, table: str = "chaos") -> dict[str, int]:
-        """Packets counted by each chain's rule in ``table`` of ``side``: {chain: packets}."""
+        """Packets counted by the rules in ``table`` of ``side``: {chain: packets} for the
+        fault rules, {comment: packets} for a rule with a comment (a plain count)."""
         out = _run("ip", "netns", "exec", self.ns[side], "nft", "-j", "list", "table", "ip",
                    table)
         counts: dict[str, int] = {}
@@ -329,8 +334,8 @@ class Lab:
                 continue
             for expr in rule["expr"]:
                 if "counter" in expr:
-                    counts[rule["chain"]] = counts.get(rule["chain"], 0) + int(
-                        expr["counter"]["packets"])
+                    key = rule.get("comment") or rule["chain"]
+                    counts[key] = counts.get(key, 0) + int(expr["counter"]["packets"])
         return counts
 
     # ---- raw UDP, for the fault tests -------------------------------------------------
