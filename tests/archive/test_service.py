@@ -23,7 +23,13 @@ from exon.archive import (
     ReplayRangeError,
     control,
 )
-from exon.archive.service import BATCH, DEFAULT_INGEST_MESSAGE, INGEST_CREDITS
+from exon.archive.service import (
+    BATCH,
+    BATCH_BYTES,
+    DEFAULT_INGEST_MESSAGE,
+    INGEST_CREDITS,
+    take_size,
+)
 from tests.archive.conftest import SEGMENT
 
 pytestmark = pytest.mark.net
@@ -159,6 +165,18 @@ def test_a_producer_keeps_credit_while_the_recorder_holds_a_batch(
             assert svc.batch_limit["orders"] == BATCH  # the whole batch, not cut
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize(("payload", "expect"), [
+    (64, BATCH),                        # small messages: the batch limit
+    (1024, BATCH_BYTES // 1024),        # about BATCH_BYTES of them
+    (1 << 20, BATCH // 16),             # large ones: never fewer than a sixteenth
+])
+def test_a_recorder_takes_about_batch_bytes_per_write(payload: int, expect: int) -> None:
+    """take_size: after a batch of 100 messages of ``payload`` bytes each, the next take."""
+    assert take_size(BATCH, 100, 100 * payload) == expect
+    assert take_size(BATCH, 100, 0) == BATCH  # empty messages: the limit
+    assert take_size(1, 100, 100 * payload) == 1
 
 
 def test_a_keyed_writer_keeps_credit_while_the_service_holds_a_batch(
