@@ -81,6 +81,27 @@ def test_record_and_replay_random_sizes(service: ArchiveService, producer: exon.
         assert ac.ingest_peer("clicks") == f"{service.address}/11"
 
 
+def test_a_remote_replay_travels_unfragmented(tmp_path, producer: exon.Node,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replay chunks (REPLAY_CHUNK of records, headers included) fit one transport message
+    of the default term: the client's node joins no FRAGMENTs (a 256 KiB chunk went as two,
+    at a copy and a fraction of the speed). Default segments, so chunks are not cut short."""
+    payloads = [bytes([i % 251]) * 1000 for i in range(1000)]  # about 16 chunks
+    with ArchiveService(str(tmp_path / "a"), ingest={"orders": 10}) as svc:
+        push_all(producer, f"{svc.address}/10", payloads)
+        fed: list[int] = []
+        feed = producer._assembler.feed
+
+        def counting_feed(key: int, data: Any) -> Any:
+            fed.append(len(data))
+            return feed(key, data)
+        monkeypatch.setattr(producer._assembler, "feed", counting_feed)
+        with ArchiveClient(svc.address, node=producer) as ac:
+            got = [r.payload for r in ac.replay("orders")]
+    assert got == payloads
+    assert fed == []
+
+
 def test_cookie_returns_only_once_durable(service: ArchiveService, producer: exon.Node,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     writer = service.archive.writer("orders")
