@@ -29,6 +29,7 @@ from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
 from exon.archive.errors import ArchiveError, ArchiveFull, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
 from exon.archive.recording import FsyncPolicy
+from exon.sockets.pull import PullSocket
 
 log = logging.getLogger("exon.archive")
 
@@ -58,6 +59,10 @@ INGEST_CREDITS = 4096  # per producer link: the recorder holds a batch while the
 #: (1 GiB) a producer's link then gets all of INGEST_CREDITS (a window is budget / max size)
 DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
+#: seconds between a recorder's looks at its links' windows (ArchiveService.batch_limit):
+#: a new link's window doubles at its first FLOW, and a 64 B recording of 500,000 messages
+#: is over in about 70 ms (looking every 50 ms, it ran on the half window's batches)
+LIMIT_REFRESH = 0.005
 
 
 def take_size(limit: int, messages: int, payload_bytes: int) -> int:
@@ -65,6 +70,15 @@ def take_size(limit: int, messages: int, payload_bytes: int) -> int:
     ``payload_bytes``: its batch ``limit``, or fewer when they are large (BATCH_BYTES over
     their mean payload), at least a sixteenth of the limit."""
     return max(1, limit // 16, min(limit, BATCH_BYTES * messages // max(1, payload_bytes)))
+
+
+def _held_batch_limit(sock: PullSocket, upper: int) -> int:
+    """A quarter of the smallest receive window of ``sock``'s links, at most ``upper``
+    (``upper`` when nothing is linked), at least 1."""
+    windows = sock.windows()
+    if not windows:
+        return upper
+    return max(1, min(upper, min(windows.values()) // 4))
 
 
 def _fits(segment_length: int, key_length: int) -> int:
@@ -108,16 +122,16 @@ class ArchiveService:
             self.control = self.node.socket("rep", tag=CONTROL_TAG,
                                             max_message_size=control.MAX_CONTROL_LENGTH)
             self.ingest: dict[str, Any] = {}
-            #: messages a recorder takes per batch, at most (see _batch_limit)
-            self.batch_limit: dict[str, int] = {}
+            #: messages a recorder takes per batch with one producer linked (see batch_limit)
+            self._batch_upper: dict[str, int] = {}
             for name, tag in ingest.items():
                 self.ingest[name] = self.node.socket(
                     "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name])
-                self.batch_limit[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
+                self._batch_upper[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
             keyed_size = (min(self._max_payload_all(), 1 << 20) + control.KEYED_HEADER.size
                           + MAX_QUERY)
             self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size)
-            self.keyed_batch_limit = self._batch_limit(
+            self._keyed_upper = self._batch_limit(
                 self.node.link_settings.initial_credits, keyed_size)
             self.keyed_tag = keyed_tag
         except BaseException:
@@ -154,6 +168,17 @@ class ArchiveService:
         the recorder waits for it)."""
         window = self.node.link_settings.window_share(credits, max_message_size)
         return max(1, min(BATCH, window // 4))
+
+    def batch_limit(self, recording: str) -> int:
+        """Messages the recorder of ``recording`` takes per batch now, at most: a quarter of
+        the smallest window its producers' links have (the memory budget shrinks every
+        window as links come: to every node link, control clients' included), and no more
+        than with one producer linked. Recorders look again every LIMIT_REFRESH seconds."""
+        return _held_batch_limit(self.ingest[recording], self._batch_upper[recording])
+
+    def keyed_batch_limit(self) -> int:
+        """:meth:`batch_limit` of the keyed ingest."""
+        return _held_batch_limit(self.keyed, self._keyed_upper)
 
     def _max_payload_all(self) -> int:
         return min((self._max_payload(r.name, KEY.size + MAX_QUERY)
@@ -236,13 +261,17 @@ class ArchiveService:
                     producers.clear()
                 hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
             return hit[1]
-        limit = self.batch_limit[name]
+        limit = self.batch_limit(name)
         size = [limit]
+        looked = time.monotonic()
 
         def take() -> Any:
             return sock.receive_held(size[0], timeout=POLL)
 
         for batch in self._taking(sock, take):
+            now = time.monotonic()
+            if now - looked >= LIMIT_REFRESH:
+                limit, looked = self.batch_limit(name), now
             size[0] = take_size(limit, len(batch), len(batch.buffer))
             try:
                 writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
@@ -255,8 +284,14 @@ class ArchiveService:
 
     def _keyed_loop(self) -> None:
         sock = self.keyed
-        limit = self.keyed_batch_limit
-        for batch in self._taking(sock, lambda: sock.receive_held(limit, timeout=POLL)):
+        limit = [self.keyed_batch_limit(), time.monotonic()]
+
+        def take() -> Any:
+            if time.monotonic() - limit[1] >= LIMIT_REFRESH:
+                limit[:] = [self.keyed_batch_limit(), time.monotonic()]
+            return sock.receive_held(limit[0], timeout=POLL)
+
+        for batch in self._taking(sock, take):
             groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
             for msg in batch.messages:
                 try:

@@ -265,6 +265,13 @@ class SocketCore(LinkActions):
         sock = self._socket(tag)
         return [p for p in sock.rr if sock.links[p].state is LinkState.ESTABLISHED]
 
+    def windows(self, tag: int) -> dict[PeerId, int]:
+        """The receive window (credits) of each established link of socket ``tag``: its
+        credits, or less when the memory budget is shared among more links."""
+        sock = self._socket(tag)
+        return {p: lk.ledger.capacity for p, lk in sock.links.items()
+                if lk.state is LinkState.ESTABLISHED and lk.ledger is not None}
+
     def credits(self, tag: int, peer: PeerId | tuple[str, int]) -> int:
         """Credits left on an established link (0 otherwise)."""
         link = self._socket(tag).links.get(PeerId(*peer))

@@ -155,6 +155,16 @@ class LinkingMixin:
                 return []
             return [self._host.peer(p) for p in self._core.established(self.tag)]
 
+    def windows(self) -> dict[Peer, int]:
+        """The receive window (credits) each established link has now: the socket's
+        ``credits``, or less while the node's memory budget is shared among more links (a
+        window is budget / (links x max_message_size), docs/guide/tuning.md). A receiver
+        that holds what it takes (``receive_held``) sizes its batches below these."""
+        with self._lock:
+            if self._closed:
+                return {}
+            return {self._host.peer(p): w for p, w in self._core.windows(self.tag).items()}
+
     def wait_for_links(self, count: int = 1, timeout: float | None = 5.0) -> None:
         """Block until at least ``count`` links are established (e.g. a REP or PULL waiting
         for its peers)."""

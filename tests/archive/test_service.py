@@ -9,7 +9,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -153,6 +153,18 @@ def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
         assert push.receive(timeout=10) == exon.Cookie("end")
 
 
+def linked_windows(pull: Any, count: int) -> dict[Any, int]:
+    """``pull.windows()`` once ``count`` links are established on its side (a producer's
+    link() returns when its own side is; the service's node takes the last LINKACK a moment
+    later)."""
+    deadline = time.monotonic() + 5
+    while len(pull.windows()) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    windows = pull.windows()
+    assert len(windows) == count, windows
+    return cast("dict[Any, int]", windows)
+
+
 def credit_left(push: Any) -> int:
     """Messages ``push`` sends before it is back-pressured (its credit)."""
     for sent in range(INGEST_CREDITS + 1):
@@ -181,9 +193,14 @@ def test_a_producer_keeps_credit_while_the_recorder_holds_a_batch(
         with pytest.raises(exon.MessageTooLarge):
             push.send_nowait(b"x" * (largest + 1))
         window = credit_left(push)
-        assert window >= 2 * svc.batch_limit["orders"], (window, svc.batch_limit)
-        if max_message_size is None:
-            assert svc.batch_limit["orders"] == BATCH  # the whole batch, not cut
+        windows = linked_windows(svc.ingest["orders"], 1)
+        limit = svc.batch_limit("orders")
+        assert window >= 2 * limit, (window, limit)
+        assert limit == min(BATCH, min(windows.values()) // 4)
+        if max_message_size is None:  # a lone producer's full share: the whole batch, not cut
+            share = svc.node.link_settings.window_share(INGEST_CREDITS, largest)
+            assert share == INGEST_CREDITS
+            assert share // 4 >= BATCH
     finally:
         svc.close()
 
@@ -200,6 +217,33 @@ def test_a_recorder_takes_about_batch_bytes_per_write(payload: int, expect: int)
     assert take_size(1, 100, 100 * payload) == 1
 
 
+def test_the_recorder_batch_shrinks_as_more_producers_share_the_budget(
+        tmp_path, producer: exon.Node) -> None:
+    """Every link of the node shares its memory budget: with four producers a window is a
+    quarter of one producer's (new links start at half of that), and a batch sized for one
+    producer (BATCH) would be a lone active producer's whole window again. The recorder's
+    limit follows the windows its links have now."""
+    svc = ArchiveService(str(tmp_path / "a"), ingest={"orders": 10})
+    try:  # not started: each producer sees its first window
+        pushes = [producer.socket("push") for _ in range(4)]
+        for push in pushes:
+            push.link(f"{svc.address}/10", timeout=5)
+        windows = linked_windows(svc.ingest["orders"], 4)
+        limit = svc.batch_limit("orders")
+        assert limit == min(windows.values()) // 4 < BATCH, (limit, windows)
+        for push in pushes:
+            window = credit_left(push)
+            assert window >= 2 * limit, (window, limit)
+        for push in pushes:
+            push.close()
+        deadline = time.monotonic() + 5
+        while svc.ingest["orders"].windows() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert svc.batch_limit("orders") == BATCH  # nothing linked: the one-producer limit
+    finally:
+        svc.close()
+
+
 def test_a_keyed_writer_keeps_credit_while_the_service_holds_a_batch(
         tmp_path, producer: exon.Node) -> None:
     """The keyed ingest holds its batches too (3.6): the same rule as the recorders'."""
@@ -208,7 +252,7 @@ def test_a_keyed_writer_keeps_credit_while_the_service_holds_a_batch(
         push = producer.socket("push")
         push.link(f"{svc.address}/{svc.keyed_tag}", timeout=5)
         window = credit_left(push)
-        assert window >= 2 * svc.keyed_batch_limit, (window, svc.keyed_batch_limit)
+        assert window >= 2 * svc.keyed_batch_limit(), (window, svc.keyed_batch_limit())
     finally:
         svc.close()
 

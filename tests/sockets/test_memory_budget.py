@@ -163,3 +163,25 @@ def test_a_flow_waiting_on_a_native_timer_survives_a_window_change(make_node) ->
     item = first.receive(timeout=5)
     assert isinstance(item, exon.Cookie)
     assert item.value == "c1"
+
+
+def test_windows_show_each_link_its_share_of_the_budget(make_node) -> None:
+    """``windows()``: a lone link gets the socket's credits while the budget allows them;
+    every further link shrinks the shares (budget / (links x max size)); a closed socket
+    has none."""
+    target = make_node(settings=LinkSettings(memory_budget=64 * SIZE))
+    pull = target.socket("pull", tag=2, max_message_size=SIZE, credits=32)
+    source = make_node()
+    first = source.socket("push")
+    first.link(f"{target.address}/2", timeout=5)
+    pull.wait_for_links(1, timeout=5)
+    assert list(pull.windows().values()) == [32]  # 64 messages' budget: all 32 credits
+    more = [source.socket("push") for _ in range(3)]
+    for push in more:
+        push.link(f"{target.address}/2", timeout=5)
+    pull.wait_for_links(4, timeout=5)
+    windows = pull.windows()
+    assert set(windows) == set(pull.peers)
+    assert all(1 <= w <= 64 // 4 for w in windows.values()), windows  # 16 each at most
+    pull.close()
+    assert pull.windows() == {}
