@@ -55,6 +55,11 @@ BATCH = 1024  # messages a recorder takes at most per write (a quarter of the cr
 #: batches, so less Python per message), 1 MiB no faster than 256 KiB
 BATCH_BYTES = 512 * 1024
 INGEST_CREDITS = 4096  # per producer link: the recorder holds a batch while the producers go on
+#: a new producer link's first window while the budget is crowded (the recorders take at
+#: once, so a busy link grows to its share at its first FLOW): idle producers' first windows
+#: stay reserved (credit is never taken back), and with the node's rule four idle ones left
+#: a fifth 1 credit (exon.core.budget)
+INGEST_START_CREDITS = 64
 #: the largest message an ingest socket takes by default: under the default memory budget
 #: (1 GiB) a producer's link then gets all of INGEST_CREDITS (a window is budget / max size)
 DEFAULT_INGEST_MESSAGE = 256 * 1024
@@ -73,12 +78,14 @@ def take_size(limit: int, messages: int, payload_bytes: int) -> int:
 
 
 def _held_batch_limit(sock: PullSocket, upper: int) -> int:
-    """A quarter of the smallest receive window of ``sock``'s links, at most ``upper``
-    (``upper`` when nothing is linked), at least 1."""
+    """A quarter of the largest receive window of ``sock``'s links, at most ``upper``
+    (``upper`` when nothing is linked), at least 1. The largest: a link with a smaller one
+    is new or idle (its first window, INGEST_START_CREDITS) and grows to its share at its
+    first FLOW; by the smallest, idle producers cut a busy one's batches to 16 messages."""
     windows = sock.windows()
     if not windows:
         return upper
-    return max(1, min(upper, min(windows.values()) // 4))
+    return max(1, min(upper, max(windows.values()) // 4))
 
 
 def _fits(segment_length: int, key_length: int) -> int:
@@ -126,11 +133,13 @@ class ArchiveService:
             self._batch_upper: dict[str, int] = {}
             for name, tag in ingest.items():
                 self.ingest[name] = self.node.socket(
-                    "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name])
+                    "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name],
+                    start_credits=INGEST_START_CREDITS)
                 self._batch_upper[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
             keyed_size = (min(self._max_payload_all(), 1 << 20) + control.KEYED_HEADER.size
                           + MAX_QUERY)
-            self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size)
+            self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size,
+                                          start_credits=INGEST_START_CREDITS)
             self._keyed_upper = self._batch_limit(
                 self.node.link_settings.initial_credits, keyed_size)
             self.keyed_tag = keyed_tag
@@ -171,7 +180,7 @@ class ArchiveService:
 
     def batch_limit(self, recording: str) -> int:
         """Messages the recorder of ``recording`` takes per batch now, at most: a quarter of
-        the smallest window its producers' links have (the memory budget shrinks every
+        the largest window its producers' links have (the memory budget shrinks every
         window as links come: to every node link, control clients' included), and no more
         than with one producer linked. Recorders look again every LIMIT_REFRESH seconds."""
         return _held_batch_limit(self.ingest[recording], self._batch_upper[recording])

@@ -11,7 +11,12 @@ leave free, so a link that arrives while the budget is taken starts small and gr
 others drain. A new link gets its whole share while half the budget would stay free;
 beyond that it starts with half its share (at least :data:`START_CREDITS`) and grows at
 its first FLOW, so a link that never carries anything holds less of a crowded budget (a
-growth costs the core a walk over the links: uncrowded, links never need one).
+growth costs the core a walk over the links: uncrowded, links never need one). Credit once
+granted cannot be taken back: a link that never sends keeps its first window reserved while
+it lives. With large messages (an archive's 256 KiB ingest: 4,096 messages of budget) four
+idle links' first windows (2,048, 1,024, 682, 342) left a fifth, busy one 1 credit, 6,600
+messages/s; a socket whose producers may idle sets ``start_credits`` (a few dozen), and
+its busy links grow to their shares at their first FLOW.
 
 :class:`MemoryBudget` is a base of :class:`~exon.core.link_actions.LinkActions` (so of the
 core), whose state it uses (declared below). Sans-IO.
@@ -125,7 +130,8 @@ class MemoryBudget:
             if free - share * sock.max_message_size >= budget // 2:
                 credits = share  # half the budget stays free: no need to start small
             else:
-                start = min(share, max(START_CREDITS, share // 2))
+                start = min(share, max(START_CREDITS, share // 2)
+                            if sock.start_credits is None else sock.start_credits)
                 credits = max(1, min(start, free // sock.max_message_size))
             link.growing = credits < share
             self._raise_peak(sock, link, credits)

@@ -73,6 +73,8 @@ class SocketRecord:
     max_message_size: int
     max_links: int | None
     budgeted: bool = True  #: its links' receive windows share the node's memory budget
+    #: a new link's first window when the budget is crowded (None: the node's rule)
+    start_credits: int | None = None
     links: dict[PeerId, LinkRecord] = field(default_factory=dict)
     rr: list[PeerId] = field(default_factory=list)
     rr_next: int = 0

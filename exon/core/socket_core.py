@@ -125,10 +125,13 @@ class SocketCore(LinkActions):
         max_message_size: int | None = None,
         max_links: int | None = None,
         budgeted: bool = True,
+        start_credits: int | None = None,
     ) -> None:
         """Register a socket. ``tag`` is a u32 unique on this node. ``budgeted``: its links'
         receive windows share ``settings.memory_budget`` (False for a socket that queues
-        nothing it receives, e.g. PUSH or PUB: its links keep ``initial_credits``)."""
+        nothing it receives, e.g. PUSH or PUB: its links keep ``initial_credits``).
+        ``start_credits``: a new link's first window while the budget is crowded (see
+        :mod:`exon.core.budget`); None: half its share, at least 256."""
         if type(tag) is not int or not 0 <= tag <= TAG_MAX:
             raise ConfigurationError(f"tag {tag} is not an unsigned 32-bit integer")
         if tag in self._sockets:
@@ -139,6 +142,8 @@ class SocketCore(LinkActions):
         size = self.settings.max_message_size if max_message_size is None else max_message_size
         if size < 1:
             raise ConfigurationError("max_message_size must be >= 1")
+        if start_credits is not None and (type(start_credits) is not int or start_credits < 1):
+            raise ConfigurationError(f"start_credits must be an int >= 1, not {start_credits!r}")
         budget = self.settings.memory_budget
         if budgeted and budget is not None and size > budget:
             raise ConfigurationError(
@@ -152,6 +157,7 @@ class SocketCore(LinkActions):
             max_message_size=size,
             max_links=max_links if max_links is not None else self.settings.max_links_per_socket,
             budgeted=budgeted,
+            start_credits=start_credits,
         )
 
     def close_socket(self, tag: int, *, now: float, force: bool = False) -> None:

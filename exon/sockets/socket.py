@@ -126,6 +126,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         max_links: int | None = None,
         policy: LinkPolicy | None = None,
         cookie_ratio: int = 8,
+        start_credits: int | None = None,
     ) -> None:
         if type is not None and type.lower() != self.type:
             raise errors.ConfigurationError(f"{self.__class__.__name__} is a {self.type} socket")
@@ -171,6 +172,8 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             options["max_message_size"] = max_message_size
         if max_links is not None:
             options["max_links"] = max_links
+        if start_credits is not None:
+            options["start_credits"] = start_credits
         self.tag: int
         self.tag, self._fast_slot = host.open_socket(self, self.type, tag, options)
         fast = host.fast

@@ -147,3 +147,49 @@ def test_a_socket_whose_messages_exceed_the_budget_is_refused() -> None:
         c.open_socket(2, "pull")  # the settings' default size does not fit either
     with pytest.raises(ValidationError, match="memory_budget"):
         make_core("D", memory_budget=100)  # below 1 KiB
+
+
+def test_start_credits_keep_idle_links_from_taking_the_budget() -> None:
+    """Credit once granted cannot be taken back: links that never send keep their first
+    windows reserved. Under the node's rule (half a share, at least 256) four idle links
+    leave a fifth 1 credit; with ``start_credits`` they hold little, and a busy fifth grows
+    to its share at its first FLOW."""
+    b = make_core("B", memory_budget=BUDGET)
+    b.open_socket(2, "pull", max_message_size=SIZE, start_credits=4)
+    pushes: list[SocketCore] = []
+    for i in range(5):
+        a = make_core(f"A{i}")
+        a.open_socket(1, "push")
+        a.link(1, PeerId("B", 2), now=0.0)
+        pushes.append(a)
+        pump([b, *pushes])
+    # 4 each; the third link's whole share (21) left half the budget free
+    assert [a.credits(1, PeerId("B", 2)) for a in pushes] == [4, 4, 21, 4, 4]
+    busy = pushes[-1]
+    fill([busy], b)
+    take_all(b, pushes)  # B's application takes them: the FLOW grows the busy window
+    fill([busy], b)
+    assert len(queued(b)) == BUDGET // SIZE // 5  # its share, 64 / 5
+    assert outstanding(b, pushes, len(queued(b))) <= BUDGET // SIZE + len(pushes)
+    with pytest.raises(ConfigurationError, match="start_credits"):
+        b.open_socket(3, "pull", start_credits=0)
+
+
+def test_without_start_credits_idle_links_take_the_budget() -> None:
+    """The node's rule, for contrast (what start_credits is for): the first idle link is
+    granted the whole budget of this tiny node, and the busy fifth stays at 1 credit."""
+    b = make_core("B", memory_budget=BUDGET)
+    b.open_socket(2, "pull", max_message_size=SIZE)
+    pushes: list[SocketCore] = []
+    for i in range(5):
+        a = make_core(f"A{i}")
+        a.open_socket(1, "push")
+        a.link(1, PeerId("B", 2), now=0.0)
+        pushes.append(a)
+        pump([b, *pushes])
+    assert [a.credits(1, PeerId("B", 2)) for a in pushes] == [64, 1, 1, 1, 1]
+    busy = pushes[-1]
+    fill([busy], b)
+    take_all(b, pushes)
+    fill([busy], b)
+    assert len(queued(b)) == 1  # it cannot grow: the idle links hold the budget
