@@ -25,15 +25,21 @@ def pushes_to_pull(count: int, *, budget: int | None = BUDGET, credits: int = 10
     b.open_socket(2, "pull", initial_credits=credits, max_message_size=SIZE)
     pushes: list[SocketCore] = []
     for i in range(count):
-        a = make_core(f"A{i}")
-        a.open_socket(1, "push")
-        a.link(1, PeerId("B", 2), now=0.0)
-        pushes.append(a)
-        pump([b, *pushes])
+        add_push(b, pushes, f"A{i}")
         fill(pushes, b)
         if deliver:
             take_all(b, pushes)
     return b, pushes
+
+
+def add_push(b: SocketCore, pushes: list[SocketCore], name: str) -> SocketCore:
+    """A PUSH core ``name`` linked to B's PULL (socket 2), added to ``pushes``."""
+    a = make_core(name)
+    a.open_socket(1, "push")
+    a.link(1, PeerId("B", 2), now=0.0)
+    pushes.append(a)
+    pump([b, *pushes])
+    return a
 
 
 def fill(pushes: list[SocketCore], b: SocketCore) -> None:
@@ -86,11 +92,7 @@ def test_links_arriving_at_a_stalled_receiver_stay_within_the_budget() -> None:
     pushes: list[SocketCore] = []
     held = 0
     for i in range(10):
-        a = make_core(f"A{i}")
-        a.open_socket(1, "push")
-        a.link(1, PeerId("B", 2), now=0.0)
-        pushes.append(a)
-        pump([b, *pushes])
+        add_push(b, pushes, f"A{i}")
         fill(pushes, b)
         held += len(queued(b))
         assert outstanding(b, pushes, held) <= BUDGET // SIZE + len(pushes)
@@ -149,47 +151,33 @@ def test_a_socket_whose_messages_exceed_the_budget_is_refused() -> None:
         make_core("D", memory_budget=100)  # below 1 KiB
 
 
-def test_start_credits_keep_idle_links_from_taking_the_budget() -> None:
+@pytest.mark.parametrize(("start_credits", "first", "busy_window"), [
+    (4, [4, 4, 21, 4, 4], BUDGET // SIZE // 5),  # 4 each but the third (its whole share,
+                                                # 21, left half free); busy: its share
+    (None, [64, 1, 1, 1, 1], 1),  # the node's rule: the first idle link holds the budget
+])
+def test_start_credits_keep_idle_links_from_taking_the_budget(
+        start_credits: int | None, first: list[int], busy_window: int) -> None:
     """Credit once granted cannot be taken back: links that never send keep their first
     windows reserved. Under the node's rule (half a share, at least 256) four idle links
-    leave a fifth 1 credit; with ``start_credits`` they hold little, and a busy fifth grows
-    to its share at its first FLOW."""
+    leave a fifth 1 credit, which it cannot grow; with ``start_credits`` they hold little,
+    and the busy fifth grows to its share at its first FLOW."""
     b = make_core("B", memory_budget=BUDGET)
-    b.open_socket(2, "pull", max_message_size=SIZE, start_credits=4)
+    b.open_socket(2, "pull", max_message_size=SIZE, start_credits=start_credits)
     pushes: list[SocketCore] = []
     for i in range(5):
-        a = make_core(f"A{i}")
-        a.open_socket(1, "push")
-        a.link(1, PeerId("B", 2), now=0.0)
-        pushes.append(a)
-        pump([b, *pushes])
-    # 4 each; the third link's whole share (21) left half the budget free
-    assert [a.credits(1, PeerId("B", 2)) for a in pushes] == [4, 4, 21, 4, 4]
+        add_push(b, pushes, f"A{i}")
+    assert [a.credits(1, PeerId("B", 2)) for a in pushes] == first
     busy = pushes[-1]
     fill([busy], b)
-    take_all(b, pushes)  # B's application takes them: the FLOW grows the busy window
+    take_all(b, pushes)  # B's application takes them: its FLOW grows the busy window
     fill([busy], b)
-    assert len(queued(b)) == BUDGET // SIZE // 5  # its share, 64 / 5
+    assert len(queued(b)) == busy_window
     assert outstanding(b, pushes, len(queued(b))) <= BUDGET // SIZE + len(pushes)
-    with pytest.raises(ConfigurationError, match="start_credits"):
-        b.open_socket(3, "pull", start_credits=0)
 
 
-def test_without_start_credits_idle_links_take_the_budget() -> None:
-    """The node's rule, for contrast (what start_credits is for): the first idle link is
-    granted the whole budget of this tiny node, and the busy fifth stays at 1 credit."""
+def test_start_credits_below_one_are_refused() -> None:
     b = make_core("B", memory_budget=BUDGET)
-    b.open_socket(2, "pull", max_message_size=SIZE)
-    pushes: list[SocketCore] = []
-    for i in range(5):
-        a = make_core(f"A{i}")
-        a.open_socket(1, "push")
-        a.link(1, PeerId("B", 2), now=0.0)
-        pushes.append(a)
-        pump([b, *pushes])
-    assert [a.credits(1, PeerId("B", 2)) for a in pushes] == [64, 1, 1, 1, 1]
-    busy = pushes[-1]
-    fill([busy], b)
-    take_all(b, pushes)
-    fill([busy], b)
-    assert len(queued(b)) == 1  # it cannot grow: the idle links hold the budget
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ConfigurationError, match="start_credits"):
+            b.open_socket(3, "pull", start_credits=bad)
