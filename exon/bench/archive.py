@@ -29,6 +29,11 @@ by then, so no phase pays for another's writeback (a round of the 1 KiB case wri
   that cost nothing but ``fs_ceiling`` (below the goal, the file system bounds the case);
   ``writer_ceiling``: the recorder's disk side alone (framing, checksums and writes of
   ready batches, no sockets), and ``writer_ceiling_ratio_runs`` the ratio it would score.
+* ``record_idle_producers_{size}`` (the first size asked for): the record case's producer
+  with 4 more PUSH sockets of its node linked to the same ingest first, never sending.
+  Credit granted is never taken back, so their first windows stay reserved in the
+  service's memory budget: before the ingest's ``start_credits`` they left the busy
+  producer 1 credit (0.01 M msgs/s). Peer: the record case's figures of the same rounds.
 * ``replay_local_64``: ``for rec in Archive(dir).replay(name): n += 1`` over the 64-byte
   recording of the record case. Peer: the same bytes (the recording's segment files) read
   by a plain Python loop, a record at a time (header read and unpacked, payload sliced; no
@@ -78,6 +83,8 @@ _DRIVER: dict[str, Any] = {
 _FIRST_TAG = 10
 _REPLAY_SIZE = 64
 _LOCAL_REPEATS = 3  # the local replay and its peer: best of this many passes
+#: producers linked and idle beside the sending one in the record_idle_producers case
+_IDLE_PRODUCERS = 4
 
 
 # ---- the bench process ---------------------------------------------------------------------
@@ -118,10 +125,11 @@ def _service(driver: str, directory: str, names: dict[str, int]) -> Iterator[str
         _finish(proc)
 
 
-def _push(driver: str, messages: int, size: int, peer: str) -> float:
+def _push(driver: str, messages: int, size: int, peer: str, idle: int = 0) -> float:
     """Seconds for a producer worker to send ``messages`` to ``peer`` and get the last
-    message's cookie back."""
-    proc = _worker("push", driver, str(messages), str(size), peer)
+    message's cookie back (``idle``: that many other producers of the worker's node linked
+    to ``peer`` first, sending nothing)."""
+    proc = _worker("push", driver, str(messages), str(size), peer, str(idle))
     try:
         out, _ = proc.communicate(timeout=600)
         if proc.returncode:
@@ -358,6 +366,10 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
     # bench{size}_{k}
     names = {_recording(size, k): _FIRST_TAG + len(record_sizes) * k + i
              for k in range(runs) for i, size in enumerate(record_sizes)}
+    # the idle-producers case (the first size asked for): round k records into idle{size}_{k}
+    idle_size = sizes[0]
+    names.update({f"idle{idle_size}_{k}": _FIRST_TAG + len(record_sizes) * runs + k
+                  for k in range(runs)})
     work = tempfile.mkdtemp(prefix="exon-bench-archive-", dir=directory)
     archive_dir = os.path.join(work, "archive")
     driver_dir = fresh_driver_dir("exon-bench-archive")
@@ -381,6 +393,7 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
             # the writer alone's seconds
             timings: dict[int, list[tuple[float, float, float, float, int, float]]] = {
                 size: [] for size in reported}
+            idle_rounds: list[tuple[float, float]] = []  # (with idle producers, alone)
             for k in range(runs):
                 for size in record_sizes:
                     name = _recording(size, k)
@@ -402,6 +415,11 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                                                   messages, size)
                     timings[size].append((seconds, file_seconds, pp_seconds, bulk_seconds,
                                           recorded, writer_seconds))
+                    if size == idle_size:
+                        os.sync()
+                        idle_rounds.append((_push(driver, messages, size,
+                                                  f"{address}/{names[f'idle{size}_{k}']}",
+                                                  idle=_IDLE_PRODUCERS), seconds))
             for size in reported:
                 rounds = timings[size]
                 seconds = statistics.median(r[0] for r in rounds)
@@ -451,6 +469,19 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                          f"writer_ceiling_ratio_runs: the ratio it would score per round; "
                          f"{_ROUNDS_NOTE}",
                     **common))
+            lines.append(emit(
+                f"record_idle_producers_{idle_size}",
+                exon=messages / statistics.median(r[0] for r in idle_rounds),
+                peer=messages / statistics.median(r[1] for r in idle_rounds),
+                peer_name="the same producer alone (record case)", unit="msgs/s",
+                higher_is_better=True, size=idle_size, idle_producers=_IDLE_PRODUCERS,
+                **_spread(messages, idle_rounds),
+                note=f"{where}; exon: the record case's producer with {_IDLE_PRODUCERS} more "
+                     f"PUSH sockets of its node linked to the same ingest first, sending "
+                     f"nothing (credit granted is never taken back: their first windows stay "
+                     f"reserved in the service's memory budget); peer: the record case's "
+                     f"figures of the same rounds; {_ROUNDS_NOTE}",
+                **common))
             if replay:
                 name = f"bench{_REPLAY_SIZE}"
                 # passes interleaved: a new Archive, then the segment file loop
@@ -549,10 +580,13 @@ def _pull(driver_dir: str, count: int) -> None:
             recv(timeout=60)
 
 
-def _push_worker(driver_dir: str, count: int, size: int, peer: str) -> None:
+def _push_worker(driver_dir: str, count: int, size: int, peer: str, idle: int = 0) -> None:
     from exon.sockets.messages import Cookie
 
     with _node(driver_dir) as node:
+        others = [node.socket("push") for _ in range(idle)]
+        for other in others:  # linked first, and never send
+            other.link(peer, timeout=10)
         sock = node.socket("push")
         sock.link(peer, timeout=10)
         payload = b"x" * size
@@ -588,7 +622,8 @@ def main(argv: list[str]) -> None:
     elif role == "pull":
         _pull(driver_dir, int(argv[2]))
     elif role == "push":
-        _push_worker(driver_dir, int(argv[2]), int(argv[3]), argv[4])
+        _push_worker(driver_dir, int(argv[2]), int(argv[3]), argv[4],
+                     int(argv[5]) if len(argv) > 5 else 0)
     elif role == "replay":
         _replay_worker(driver_dir, argv[2], argv[3])
     else:

@@ -21,7 +21,7 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert [line["case"] for line in lines] == [
         "record_64", "record_vs_pushpull_64", "record_256", "record_vs_pushpull_256",
-        "replay_local_64", "replay_remote_64"]
+        "record_idle_producers_64", "replay_local_64", "replay_remote_64"]
     for line in lines:
         assert {"case", "unit", "exon", "peer", "peer_name", "ratio", "note"} <= line.keys()
         assert line["exon"] > 0
@@ -58,6 +58,11 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
             assert line["ratio_runs"] == pytest.approx(
                 [e / p for e, p in zip(line["exon_runs"], line["peer_runs"], strict=True)],
                 rel=1e-2, abs=1e-3)
+    idle = by_case["record_idle_producers_64"]
+    assert idle["idle_producers"] == 4
+    assert idle["runs"] == 2
+    # its peer: the record case's own rounds
+    assert idle["peer_runs"] == by_case["record_64"]["exon_runs"]
     local = by_case["replay_local_64"]
     assert local["unit"] == "records/s"
     assert local["records"] == 2000
@@ -75,5 +80,5 @@ def test_bench_archive_without_64_still_replays_a_64_byte_recording(tmp_path: Pa
         capture_output=True, text=True, timeout=180, check=True,
     ).stdout
     cases = [json.loads(line)["case"] for line in out.splitlines() if line.startswith("{")]
-    assert cases == ["record_128", "record_vs_pushpull_128", "replay_local_64",
-                     "replay_remote_64"]
+    assert cases == ["record_128", "record_vs_pushpull_128", "record_idle_producers_128",
+                     "replay_local_64", "replay_remote_64"]
