@@ -16,7 +16,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -86,6 +86,24 @@ def _held_batch_limit(sock: PullSocket, upper: int) -> int:
     if not windows:
         return upper
     return max(1, min(upper, max(windows.values()) // 4))
+
+
+class _RefreshedLimit:
+    """A held-batch limit read again from ``read`` at most every LIMIT_REFRESH seconds
+    (a recorder's and the keyed ingest's: see ArchiveService.batch_limit)."""
+
+    __slots__ = ("_at", "_read", "_value")
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self._read = read
+        self._value = read()
+        self._at = time.monotonic()
+
+    def __call__(self) -> int:
+        now = time.monotonic()
+        if now - self._at >= LIMIT_REFRESH:
+            self._value, self._at = self._read(), now
+        return self._value
 
 
 def _fits(segment_length: int, key_length: int) -> int:
@@ -270,18 +288,14 @@ class ArchiveService:
                     producers.clear()
                 hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
             return hit[1]
-        limit = self.batch_limit(name)
-        size = [limit]
-        looked = time.monotonic()
+        limit = _RefreshedLimit(lambda: self.batch_limit(name))
+        size = [limit()]
 
         def take() -> Any:
             return sock.receive_held(size[0], timeout=POLL)
 
         for batch in self._taking(sock, take):
-            now = time.monotonic()
-            if now - looked >= LIMIT_REFRESH:
-                limit, looked = self.batch_limit(name), now
-            size[0] = take_size(limit, len(batch), len(batch.buffer))
+            size[0] = take_size(limit(), len(batch), len(batch.buffer))
             try:
                 writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
                                      time.time_ns())
@@ -293,14 +307,8 @@ class ArchiveService:
 
     def _keyed_loop(self) -> None:
         sock = self.keyed
-        limit = [self.keyed_batch_limit(), time.monotonic()]
-
-        def take() -> Any:
-            if time.monotonic() - limit[1] >= LIMIT_REFRESH:
-                limit[:] = [self.keyed_batch_limit(), time.monotonic()]
-            return sock.receive_held(limit[0], timeout=POLL)
-
-        for batch in self._taking(sock, take):
+        limit = _RefreshedLimit(self.keyed_batch_limit)
+        for batch in self._taking(sock, lambda: sock.receive_held(limit(), timeout=POLL)):
             groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
             for msg in batch.messages:
                 try:

@@ -160,11 +160,11 @@ def test_held_messages_hold_the_producers_credit(tmp_path, producer: exon.Node,
 
 
 def linked_windows(pull: Any, count: int) -> dict[Any, int]:
-    """``pull.windows()`` once ``count`` links are established on its side (a producer's
-    link() returns when its own side is; the service's node takes the last LINKACK a moment
-    later)."""
+    """``pull.windows()`` once exactly ``count`` links are established on its side (a
+    producer's link() returns when its own side is; the service's node takes the last
+    LINKACK a moment later, and sees an unlink a moment after the producer closed)."""
     deadline = time.monotonic() + 5
-    while len(pull.windows()) < count and time.monotonic() < deadline:
+    while len(pull.windows()) != count and time.monotonic() < deadline:
         time.sleep(0.01)
     windows = pull.windows()
     assert len(windows) == count, windows
@@ -245,9 +245,7 @@ def test_idle_producers_leave_a_busy_one_its_share(tmp_path, producer: exon.Node
         assert svc.batch_limit("orders") == min(BATCH, share // 4)
         for push in [*idle, busy]:
             push.close()
-        deadline = time.monotonic() + 5
-        while svc.ingest["orders"].windows() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        linked_windows(svc.ingest["orders"], 0)
         assert svc.batch_limit("orders") == BATCH  # nothing linked: the one-producer limit
 
 
