@@ -21,7 +21,10 @@ by then, so no phase pays for another's writeback (a round of the 1 KiB case wri
   Peer: the same payloads written by the bench process with a buffered ``f.write()`` loop
   to one file, then flush and close. Goal: ratio >= 0.5.
   ``fs_ceiling``: the file system's own limit for the bytes the archive wrote (the
-  recording's bytes, headers included, written by 1 MiB ``os.write`` calls).
+  recording's bytes, headers included, written by 1 MiB ``os.write`` calls);
+  ``free_page_reporting`` (:func:`exon.bench.host.free_page_reporting`): whether the
+  machine is a VM that hands freed pages back to its host, where fresh page-cache pages
+  cost several times more than ones freed just before (None: no memory balloon).
 * ``record_vs_pushpull_{size}``: the same producer against a plain exon PULL whose process
   runs a ``receive()`` loop (no archive), with the archive's ingest credits and largest
   message (the same window: with a smaller one, a PULL descheduled on a busy machine stalls
@@ -69,6 +72,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from exon.bench.host import free_page_reporting
 from exon.bench.report import emit
 
 if TYPE_CHECKING:
@@ -377,6 +381,7 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
              + ("; every node on one media driver (IPC)" if not udp
                 else "; each node with its own embedded driver (UDP over loopback)"))
     common = {"transport": transport, "messages": messages}
+    page_reporting = free_page_reporting()
     lines = []
     try:
         with contextlib.ExitStack() as stack:
@@ -432,7 +437,7 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     peer_name="python buffered f.write loop", unit="msgs/s",
                     higher_is_better=True, goal=0.5, size=size, fsync="none",
                     mb_s=round(mb / seconds, 3), peer_mb_s=round(mb / file_seconds, 3),
-                    recorded_bytes=rounds[0][4],
+                    recorded_bytes=rounds[0][4], free_page_reporting=page_reporting,
                     fs_ceiling=round(messages / statistics.median(r[3] for r in rounds), 3),
                     fs_ceiling_runs=[round(messages / r[3], 3) for r in rounds],
                     **_spread(messages, [(r[0], r[1]) for r in rounds]),
@@ -444,6 +449,9 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                          f"os.write calls from one ready buffer take them (for scale: how fast "
                          f"this file system took these bytes then; fresh page-cache "
                          f"pages cost more on some machines, a VM's above all); "
+                         f"free_page_reporting: whether this machine is a VM that hands "
+                         f"freed pages back to its host (null: no memory balloon), where "
+                         f"a fresh page waits for the host at its first touch; "
                          f"{_ROUNDS_NOTE}",
                     **common))
                 lines.append(emit(
@@ -457,6 +465,7 @@ def run_archive_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 50
                     writer_ceiling=round(messages / statistics.median(r[5] for r in rounds),
                                          3),
                     writer_ceiling_ratio_runs=[round(r[2] / r[5], 3) for r in rounds],
+                    free_page_reporting=page_reporting,
                     **_spread(messages, [(r[0], r[2]) for r in rounds]),
                     note=f"{where}; peer: the same producer (last message with a cookie) "
                          f"against a PULL process running a receive() loop, no archive, "

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from exon.bench.host import free_page_reporting
+
 
 @pytest.mark.parametrize("transport", ["ipc", "udp"])
 def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: Path) -> None:
@@ -39,6 +41,10 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
         # the file system's ceiling for the recording's own bytes (headers make it more)
         assert record["recorded_bytes"] > 2000 * size
         assert record["fs_ceiling"] > 0
+        # this machine's memory balloon, as exon.bench.host reads it (None: no balloon)
+        assert record["free_page_reporting"] == free_page_reporting()
+        assert by_case[f"record_vs_pushpull_{size}"]["free_page_reporting"] == \
+            record["free_page_reporting"]
         assert len(record["fs_ceiling_runs"]) == 2
         pushpull = by_case[f"record_vs_pushpull_{size}"]
         assert pushpull["goal"] == 0.8
