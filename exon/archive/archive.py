@@ -120,9 +120,16 @@ class Archive:
                 os.close(fd)
             raise ArchiveLocked(f"{self.directory} is held by another archive service "
                                 f"({holder or 'unknown holder'})") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} {note}".strip().encode() + b"\n", 0)
         self._lock_fd = fd
+        self.note_owner(note)
+
+    def note_owner(self, note: str) -> None:
+        """Say who holds the directory in its lock file (``pid PID NOTE``): what a second
+        owner's :class:`ArchiveLocked` names. The service notes its bound address."""
+        if self._lock_fd < 0:
+            raise ArchiveError("only the owner of an archive directory notes itself")
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"pid {os.getpid()} {note}".strip().encode() + b"\n", 0)
 
     def close(self) -> None:
         """Close the writers and release the directory's lock (an owner's). Idempotent."""

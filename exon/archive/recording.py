@@ -53,6 +53,10 @@ class RecordingWriter:
         self.failed: str | None = None  # why recording stopped (disk full, I/O error)
         self.records_written = 0
         self.duplicates_dropped = 0
+        #: one append at a time: a recording can have both an ingest PULL (the recorder
+        #: thread) and keyed ingest (the keyed thread); the framing buffer, the file and
+        #: the stop position are the appender's own
+        self._appending = threading.Lock()
         self._fd = -1
         self._base = -1
         #: spans are framed here: a segment, at most WRITE_BUFFER (a record always fits)
@@ -67,6 +71,9 @@ class RecordingWriter:
         if base == self._base:
             return
         if self._fd >= 0:
+            # the batch that rolls over is confirmed after one sync of the file it ends
+            # in: the segment it leaves (its last records, its PAD) is synced here
+            self._sync()
             os.close(self._fd)
             self._fd = -1
         path = segment_path(self.directory, self.entry.id, base)
@@ -95,7 +102,12 @@ class RecordingWriter:
         :class:`ArchiveFull` when the disk refuses: the partial write is cut back, the
         stop position stays at the last whole batch, and the recording stops. Raises
         ValueError for a message too large for a segment (nothing is written)."""
-        self._check_running()
+        with self._appending:
+            return self._append_payloads(payloads, producers, timestamp, keys)
+
+    def _append_payloads(self, payloads: Sequence[bytes], producers: Sequence[bytes],
+                         timestamp: int, keys: Sequence[bytes] | None) -> int:
+        self.check_running()
         pending: list[tuple[tuple[str, int], tuple[int, int]]] = []
         if keys is not None:
             payloads, producers, keys = self._drop_duplicates(payloads, producers, keys)
@@ -125,15 +137,16 @@ class RecordingWriter:
         ``producer_of(peer)`` gives the producer bytes recorded, asked once per run or
         less). The records are framed straight from the buffer, no Python object per
         message."""
-        self._check_running()
-
         def encode(out: bytearray, position: int, done: int, room: int) -> tuple[int, int]:
             return codec.encode_buffer(out, 0, position, buffer, offsets, runs, producer_of,
                                        timestamp, done, room)
 
-        return self._append(len(offsets) - 1, encode)
+        with self._appending:
+            self.check_running()
+            return self._append(len(offsets) - 1, encode)
 
-    def _check_running(self) -> None:
+    def check_running(self) -> None:
+        """Raise :class:`ArchiveFull` (with the reason) once the recording has stopped."""
         if self.failed is not None:
             raise ArchiveFull(f"recording {self.entry.name!r} stopped: {self.failed}")
 

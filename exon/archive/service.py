@@ -26,7 +26,7 @@ import exon
 from exon import errors
 from exon.archive import control
 from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
-from exon.archive.errors import ArchiveError, ArchiveFull, ControlError, RecordingNotFound
+from exon.archive.errors import ArchiveError, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
 from exon.archive.recording import FsyncPolicy
 from exon.sockets.pull import PullSocket
@@ -144,6 +144,7 @@ class ArchiveService:
                                               ingest_tag=tag)
             self.node = node if node is not None else exon.Node(endpoint=endpoint)
             self.address = self.node.address
+            self.archive.note_owner(self.address)  # the bound port, not the ":0" asked for
             self.control = self.node.socket("rep", tag=CONTROL_TAG,
                                             max_message_size=control.MAX_CONTROL_LENGTH)
             self.ingest: dict[str, Any] = {}
@@ -299,7 +300,7 @@ class ArchiveService:
             try:
                 writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
                                      time.time_ns())
-            except (ArchiveFull, ValueError) as exc:
+            except (OSError, ValueError) as exc:  # ArchiveFull among them
                 self._event(f"recording {name!r} stopped: {exc}")
                 sock.close(timeout=0)  # unconfirmed: the producers get CookieLost
                 return
@@ -309,37 +310,44 @@ class ArchiveService:
         sock = self.keyed
         limit = _RefreshedLimit(self.keyed_batch_limit)
         for batch in self._taking(sock, lambda: sock.receive_held(limit(), timeout=POLL)):
-            groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
-            for msg in batch.messages:
-                try:
-                    rid, key, payload = control.decode_keyed(msg[0])
-                except ControlError as exc:
-                    self._event(f"keyed ingest from {msg[1]}: {exc} (dropped)")
-                    continue
-                g = groups.setdefault(rid, ([], [], []))
-                g[0].append(payload)
-                g[1].append(str(msg[1]).encode()[:MAX_PRODUCER])
-                g[2].append(key)
-            failed = False
-            for rid, (payloads, origins, keys) in groups.items():
-                try:
-                    self.archive.mark_keyed(rid)
-                    self.archive.writer(rid).append(payloads, origins, time.time_ns(), keys)
-                except RecordingNotFound:
-                    self._event(f"keyed ingest for unknown recording id {rid} (dropped)")
-                except (ArchiveFull, ValueError) as exc:
-                    self._event(f"keyed ingest into recording {rid} failed: {exc}")
-                    failed = True
-            if failed:
-                # what is not on disk is never confirmed: drop the links, the writers
-                # see CookieLost and their batch fails (Spark retries it)
-                for peer in sock.peers():
-                    try:
-                        sock.unlink(peer, timeout=0.5)
-                    except errors.ExonError:
-                        pass
+            try:
+                on_disk = self._record_keyed(batch)
+            except Exception as exc:  # a bug must not stop keyed ingest for every recording
+                log.exception("keyed ingest failed")
+                self._event(f"keyed ingest failed: {exc!r}")
+                on_disk = False
+            if on_disk:
+                sock.confirm(batch)
+            else:
+                # what is not on disk is never confirmed: the batch's links are dropped,
+                # its writers see CookieLost and their batch fails (Spark retries it; what
+                # did get recorded is dropped then as a duplicate)
+                sock.reject(batch)
+
+    def _record_keyed(self, batch: Any) -> bool:
+        """Append a keyed batch to its recordings; False when some of it is not on disk."""
+        groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
+        for msg in batch.messages:
+            try:
+                rid, key, payload = control.decode_keyed(msg[0])
+            except ControlError as exc:
+                self._event(f"keyed ingest from {msg[1]}: {exc} (dropped)")
                 continue
-            sock.confirm(batch)
+            g = groups.setdefault(rid, ([], [], []))
+            g[0].append(payload)
+            g[1].append(str(msg[1]).encode()[:MAX_PRODUCER])
+            g[2].append(key)
+        on_disk = True
+        for rid, (payloads, origins, keys) in groups.items():
+            try:
+                self.archive.mark_keyed(rid)
+                self.archive.writer(rid).append(payloads, origins, time.time_ns(), keys)
+            except RecordingNotFound:
+                self._event(f"keyed ingest for unknown recording id {rid} (dropped)")
+            except (OSError, ValueError) as exc:  # ArchiveFull among them
+                self._event(f"keyed ingest into recording {rid} failed: {exc}")
+                on_disk = False
+        return on_disk
 
     # ---- control -------------------------------------------------------------------------
 
@@ -440,6 +448,10 @@ class ArchiveService:
                     if writer.stop_position <= position and writer.failed is None:
                         writer.changed.wait(POLL)
                 end = writer.stop_position
+                if end <= position and writer.failed is not None:
+                    # the recording stopped (disk full, I/O error): nothing more comes;
+                    # the follower gets the reason (REPLAY_ERROR) instead of waiting on
+                    writer.check_running()
                 if end <= position and time.monotonic() - last_sent > KEEPALIVE_INTERVAL:
                     self._push(push, control.encode_replay(control.REPLAY_KEEPALIVE,
                                                            replay_id, position), stop)

@@ -190,12 +190,14 @@ class SocketCore(LinkActions):
         link.initiator = True
         self._input(sock, link, LinkInput.OPEN, None, now)
 
-    def unlink(self, tag: int, peer: PeerId | tuple[str, int], *, now: float) -> None:
+    def unlink(self, tag: int, peer: PeerId | tuple[str, int], *, now: float,
+               incarnation: int | None = None) -> None:
         """Unlink (or cancel linking). Nothing sent before is lost: the link closes when
-        both directions are delivered and confirmed (or the unlink timeout expires)."""
+        both directions are delivered and confirmed (or the unlink timeout expires). Only
+        the link incarnation ``incarnation`` (ours), when given."""
         sock = self._socket(tag)
         link = sock.links.get(PeerId(*peer))
-        if link is not None:
+        if link is not None and (incarnation is None or link.incarnation == incarnation):
             self._input(sock, link, LinkInput.CLOSE, None, now)
 
     def abort(self, tag: int, peer: PeerId | tuple[str, int], *, now: float,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any, cast
 
 from exon import errors
@@ -130,6 +131,41 @@ class PullSocket(Socket):
             self._count_locked(batch._counts)
             if not held:
                 self._sync_direct()
+
+    def reject(self, batch: HeldBatch) -> None:
+        """Give ``batch`` back undelivered, for a batch that could not be put somewhere
+        safe: the links its messages came from are dropped at once, as :meth:`close`
+        drops them (their UNLINK goes out; their senders get CookieLost for every message
+        not confirmed, this batch's included, and may link and send again), and the batch
+        no longer holds back the confirming of later ones. Messages of those links in
+        batches held after it are ignored when those are confirmed. The socket stays open
+        and its other links go on. Thread-safe; a batch settled already is left alone."""
+        with self._lock:
+            if batch._settled:
+                return
+            if batch._owner is not self:
+                raise errors.StateError(f"{batch!r} was not taken by this socket")
+            self._held.remove(batch)
+            self._drop_links_locked([batch], tell=True)
+            if not self._held:
+                self._sync_direct()
+
+    def _drop_links_locked(self, batches: Iterable[HeldBatch], tell: bool = False) -> None:
+        """Settle ``batches`` uncounted and abort every link with messages in them;
+        ``tell``: send each an UNLINK first (closing sends one to every link itself)."""
+        doomed: set[tuple[PeerId, int]] = set()
+        for batch in batches:
+            batch._settled = True
+            for peer, _link, incarnation, _count in batch._counts:
+                doomed.add((peer, incarnation))
+        core = self._core
+        if doomed and core.has_socket(self.tag):
+            now = _monotonic()
+            for peer, incarnation in doomed:
+                if tell:
+                    core.unlink(self.tag, peer, now=now, incarnation=incarnation)
+                core.abort(self.tag, peer, now=now, incarnation=incarnation)
+            self._host.pump()
 
     def _count_locked(self, counts: list[_Count]) -> None:
         """Count the deliveries of ``counts`` (lock held), as the inbox counts those it
@@ -251,14 +287,5 @@ class PullSocket(Socket):
     def _on_closing_locked(self) -> None:
         self._closing = True
         held, self._held = self._held, deque()
-        doomed: set[tuple[PeerId, int]] = set()
-        for batch in held:
-            batch._settled = True
-            for peer, _link, incarnation, _count in batch._counts:
-                doomed.add((peer, incarnation))
-        core = self._core
-        if doomed and core.has_socket(self.tag):
-            now = _monotonic()
-            for peer, incarnation in doomed:
-                core.abort(self.tag, peer, now=now, incarnation=incarnation)
+        self._drop_links_locked(held)
         self._cond.notify_all()  # a receive_held() waiting raises ClosedError

@@ -218,3 +218,62 @@ def test_a_corrupt_catalog_is_named(tmp_path) -> None:
         Archive(str(d))
     with pytest.raises(ArchiveError, match="no such archive directory"):
         Archive(str(tmp_path / "missing"))
+
+
+def test_two_threads_appending_to_one_recording_lose_nothing(owned: Archive) -> None:
+    """An ingest recording can get keyed ingest too: the recorder thread and the keyed
+    thread then append to one writer at once. Each append is whole and in its place."""
+    import threading
+
+    writer = owned.writer("orders")
+    errors: list[BaseException] = []
+
+    def append(tag: bytes) -> None:
+        try:
+            for i in range(300):
+                writer.append([tag + b"%04d" % i + b"x" * 700] * 3, [PRODUCER] * 3, 1)
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append, args=(t,)) for t in (b"A", b"B")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    got = [r.payload[:5] for r in owned.replay("orders")]
+    # 2 x 300 batches of 3 over 64 KiB segments: many rolls, each batch whole
+    assert sorted(got) == sorted(t + b"%04d" % i for t in (b"A", b"B") for i in range(300)
+                                 for _ in range(3))
+    for tag in (b"A", b"B"):
+        assert [p for p in got if p[:1] == tag] == [tag + b"%04d" % i for i in range(300)
+                                                    for _ in range(3)]
+    assert owned.verify()[0]["ok"]
+
+
+@pytest.mark.parametrize("policy", ["data", "full"])
+def test_a_batch_over_a_segment_end_syncs_both_segments(tmp_path, monkeypatch,
+                                                        policy: str) -> None:
+    """The cookie of a batch that rolls to a new segment means both files are durable:
+    the segment it leaves is synced before its file is closed, not only the last one."""
+    ar = Archive(str(tmp_path / "arch"), owner=True, fsync=policy)  # type: ignore[arg-type]
+    ar.create_recording("orders", segment_length=SEGMENT)
+    synced: list[str] = []
+    call = "fdatasync" if policy == "data" else "fsync"
+    real = getattr(os, call)
+
+    def spy(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    writer = ar.writer("orders")
+    writer.append([b"x" * 1000] * 60, [PRODUCER] * 60, 1)  # most of segment 0
+    monkeypatch.setattr(os, call, spy)
+    writer.append([b"y" * 1000] * 20, [PRODUCER] * 20, 1)  # rolls to segment 1
+    monkeypatch.undo()
+    files = sorted(segment_path(ar.directory, ar.recording("orders").id, b)
+                   for b in segment_bases(ar.directory, ar.recording("orders").id))
+    assert len(files) == 2
+    assert sorted(set(synced) & {os.path.basename(f) for f in files}) == \
+        sorted(os.path.basename(f) for f in files)
+    ar.close()

@@ -16,6 +16,7 @@ import pytest
 import exon
 from exon.archive import (
     ArchiveClient,
+    ArchiveError,
     ArchiveLocked,
     ArchiveService,
     ControlError,
@@ -455,3 +456,74 @@ def test_a_full_disk_returns_no_cookie_for_what_is_not_on_disk(tmp_path) -> None
                 assert ac.stop_position("other") == 0  # the service goes on
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fail_writes(svc: ArchiveService, recording: str) -> None:
+    """Make every later write of ``recording`` fail as a full disk does."""
+    import errno
+
+    def no_space(position: int, data: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    svc.archive.writer(recording)._write = no_space  # type: ignore[method-assign]
+
+
+def test_keyed_ingest_goes_on_after_one_recording_fails(tmp_path) -> None:
+    """A keyed append that fails (disk full) gets no cookie, and keyed ingest into the
+    other recordings keeps working: the keyed thread lives on."""
+    with ArchiveService(str(tmp_path / "arch"), ingest={"big": 12, "other": 13},
+                        segment_length=SEGMENT) as svc, \
+            ArchiveClient(svc.address, timeout=5) as ac:
+        _fail_writes(svc, "big")
+        w = ac.keyed_writer("big", "q")
+        w.send(0, 0, 0, b"lost")
+        with pytest.raises(ArchiveError, match="not confirmed durable"):
+            w.flush(timeout=5)
+        w.close()
+        assert any("keyed ingest into recording" in e and "No space" in e for e in svc.events)
+        with ac.keyed_writer("other", "q2") as w:
+            w.send(0, 0, 0, b"kept")
+            w.flush(timeout=5)
+        assert [r.payload for r in ac.replay("other")] == [b"kept"]
+        assert [t.name for t in svc._threads if not t.is_alive()
+                and t.name == "exon-archive-keyed"] == []
+
+
+def test_a_follow_replay_ends_when_its_recording_stops(service: ArchiveService,
+                                                       producer: exon.Node) -> None:
+    """A live follower of a recording that stops (disk full) gets the reason, ArchiveFull,
+    instead of waiting on (the service's replay thread spun at full CPU meanwhile)."""
+    from exon.archive import ArchiveFull
+
+    push_all(producer, f"{service.address}/10", [b"a", b"b"])
+    got: list[Any] = []
+
+    def follow(ac: ArchiveClient) -> None:
+        try:
+            for rec in ac.replay("orders", follow=True):
+                got.append(rec.payload)
+                if len(got) == 2:
+                    _fail_writes(service, "orders")
+                    push = producer.socket("push")
+                    push.link(f"{service.address}/10", timeout=5)
+                    push.send(b"c", timeout=5)  # its write fails: the recording stops
+        except exon.ExonError as exc:
+            got.append(exc)
+
+    with ArchiveClient(service.address, timeout=5) as ac:
+        reader = threading.Thread(target=follow, args=(ac,), daemon=True)
+        reader.start()
+        reader.join(20)  # keepalives kept it waiting for good before
+        assert not reader.is_alive(), "the follower still waits on a stopped recording"
+    assert got[:2] == [b"a", b"b"]
+    assert len(got) == 3
+    assert isinstance(got[2], ArchiveFull)
+    assert "No space left" in str(got[2])
+
+
+def test_the_lock_file_names_the_bound_address(tmp_path) -> None:
+    d = str(tmp_path / "arch")
+    with ArchiveService(d, endpoint="127.0.0.1:0", ingest={"orders": 10}) as svc:
+        assert svc.address.endswith(":0") is False
+        with pytest.raises(ArchiveLocked, match=svc.address.replace(".", r"\.")):
+            ArchiveService(d, ingest={"orders": 10})

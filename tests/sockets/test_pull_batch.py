@@ -461,6 +461,45 @@ def test_close_with_a_held_batch_does_not_wait_and_loses_its_cookies(make_node) 
     assert peer in p1._broken
 
 
+def test_reject_drops_the_batch_links_and_the_socket_goes_on(make_node) -> None:
+    """A batch that could not be kept safe is rejected: its link is dropped at once (its
+    sender gets CookieLost, not a cookie), a later batch confirms, and the other link and
+    the socket go on."""
+    b, pull, p1, p2 = _two_pushes(make_node, credits=16)
+    p1.send(b"unsafe", cookie="p1", timeout=5)
+    rejected = pull.receive_held(timeout=5)
+    assert [m.payload for m in rejected] == [b"unsafe"]
+    p2.send(b"safe", cookie="p2", timeout=5)
+    later = pull.receive_held(timeout=5)
+    assert [m.payload for m in later] == [b"safe"]
+    started = time.monotonic()
+    pull.reject(rejected)
+    assert p1.receive(timeout=2) == exon.CookieLost("p1")
+    assert time.monotonic() - started < 2.5  # well before any unlink timeout
+    pull.confirm(later)  # no longer held back by the rejected batch
+    assert p2.receive(timeout=5) == exon.Cookie("p2")
+    pull.reject(rejected)  # settled: a no-op
+    pull.confirm(rejected)  # so is this
+    assert [p.tag for p in pull.peers] == [p2.tag]  # the other link went on
+    # the dropped sender may link again and is received as before
+    p1.link(f"{b.address}/1", timeout=5)
+    p1.send(b"again", cookie="p1b", timeout=5)
+    again = pull.receive_held(timeout=5)
+    assert [m.payload for m in again] == [b"again"]
+    pull.confirm(again)
+    assert p1.receive(timeout=5) == exon.Cookie("p1b")
+
+
+def test_reject_refuses_a_batch_of_another_socket(make_node) -> None:
+    _a, _b, push, pull = linked_push_pull(make_node, credits=64)
+    other = _b.socket("pull", tag=9)
+    push.send(b"m", timeout=5)
+    batch = pull.receive_held(timeout=5)
+    with pytest.raises(exon.StateError, match="not taken by this socket"):
+        other.reject(batch)
+    pull.confirm(batch)
+
+
 def test_close_wakes_a_receive_held_waiting_in_another_thread(make_node) -> None:
     _a, _b, _push, pull = linked_push_pull(make_node, credits=8)
     errors: list[BaseException] = []
