@@ -199,6 +199,8 @@ class Archive:
             if new_start == entry.start_position:
                 return new_start
             entry.start_position = new_start
+            if entry.keyed:  # the dedup keys of the deleted records live on in the catalog
+                entry.dedup = self._writers[entry.id].dedup_marks()
             self.catalog.save()  # first the catalog, then the files (recovery agrees)
             for base in segment_bases(self.directory, entry.id):
                 if base + length <= new_start:

@@ -36,6 +36,9 @@ class CatalogEntry:
     ingest_tag: int | None = None
     consumers: dict[str, int] = field(default_factory=dict)
     keyed: bool = False
+    #: keyed ingest's high-water marks as of the last truncation, ``[query, partition,
+    #: batch, seq]`` each: the dedup state of the records truncation deleted
+    dedup: list[list[Any]] = field(default_factory=list)
 
 
 def check_name(name: str) -> str:
@@ -74,9 +77,16 @@ class Catalog:
             return cls(directory)
         try:
             doc = json.loads(raw)
+            if not isinstance(doc, dict):
+                raise ArchiveCorrupt(f"catalog is a JSON {type(doc).__name__}, not an object",
+                                     path=path, offset=0)
             if doc.get("version") != CATALOG_VERSION:
                 raise ArchiveCorrupt(f"catalog version {doc.get('version')!r}, want "
                                      f"{CATALOG_VERSION}", path=path, offset=0)
+            if not isinstance(doc["recordings"], list) or not all(
+                    isinstance(e, dict) for e in doc["recordings"]):
+                raise ArchiveCorrupt("catalog recordings are not a list of objects",
+                                     path=path, offset=0)
             entries = [CatalogEntry(**e) for e in doc["recordings"]]
             return cls(directory, entries=entries, next_id=int(doc["next_id"]))
         except ArchiveCorrupt:

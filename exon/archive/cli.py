@@ -184,7 +184,8 @@ def truncate_command(directory: str | None, address: str | None, name: str,
             from exon.archive import Archive
 
             assert directory is not None
-            with Archive(directory, owner=True) as ar:
+            # an existing archive only: a mistyped --dir is an error, not a new archive
+            with Archive(directory, owner=True, create=False) as ar:
                 click.echo(ar.truncate(name, before))
     except ExonError as exc:
         _fail(exc)

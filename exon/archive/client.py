@@ -24,8 +24,13 @@ from exon.archive import codec, control
 from exon.archive.archive import RecordingInfo
 from exon.archive.errors import ArchiveError, ControlError
 from exon.archive.format import Record
-from exon.archive.service import CONTROL_TAG, REPLAY_CHUNK, REPLAY_CREDITS
+from exon.archive.service import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
 from exon.sockets.messages import Peer, split_address
+
+#: the least a follow replay waits for the service before raising Timeout: three of its
+#: keepalive intervals (it sends one each KEEPALIVE_INTERVAL while idle, a little later
+#: under load), whatever the client's ``timeout``
+FOLLOW_MIN_WAIT = 3 * KEEPALIVE_INTERVAL
 
 
 def local_endpoint_for(host: str) -> str:
@@ -59,6 +64,8 @@ class ArchiveClient:
         self._lock = threading.Lock()
         self._closed = False
         self._info: dict[str, Any] | None = None
+        #: replays running: their id -> their PULL (close() stops them)
+        self._replays: dict[int, Any] = {}
 
     # ---- plumbing -----------------------------------------------------------------------------
 
@@ -72,38 +79,52 @@ class ArchiveClient:
             self._node = exon.Node(endpoint=self._endpoint or local_endpoint_for(self.host))
         return self._node
 
-    def _request(self, op: str, **args: Any) -> dict[str, Any]:
+    def _request(self, op: str, *, wait: float | None = None, **args: Any) -> dict[str, Any]:
+        """Send one control request and return its decoded reply, within ``wait`` seconds
+        for each step (default: the client's timeout)."""
+        timeout = self.timeout if wait is None else wait
         with self._lock:
             if self._req is None:
                 req = self.node.socket("req", max_message_size=control.MAX_CONTROL_LENGTH)
                 try:
-                    req.link(f"{self.address}/{CONTROL_TAG}", timeout=self.timeout)
+                    req.link(f"{self.address}/{CONTROL_TAG}", timeout=timeout)
                 except errors.Timeout:
                     req.close(timeout=0)
                     raise errors.Timeout(f"archive {self.address} did not answer in "
-                                         f"{self.timeout}s (is it running?)") from None
+                                         f"{timeout}s (is it running?)") from None
                 except errors.ExonError as exc:
                     req.close(timeout=0)
                     raise ArchiveError(f"archive {self.address}: {exc}") from exc
                 self._req = req
             req = self._req
             try:
-                req.send(control.encode_request(op, **args), timeout=self.timeout)
-                reply = req.receive(timeout=self.timeout)
+                req.send(control.encode_request(op, **args), timeout=timeout)
+                reply = req.receive(timeout=timeout)
             except (errors.Timeout, errors.BrokenLink) as exc:
                 # the service died or restarted: link afresh on the next call
                 self._req = None
                 req.close(timeout=0)
                 if isinstance(exc, errors.Timeout):
                     raise errors.Timeout(f"archive {self.address}: no answer to {op!r} in "
-                                         f"{self.timeout}s") from None
+                                         f"{timeout}s") from None
                 raise
         while not isinstance(reply, exon.Message):  # a REQ has no cookies; be safe
-            reply = req.receive(timeout=self.timeout)
+            reply = req.receive(timeout=timeout)
         return control.decode_response(reply.payload)
 
     def close(self) -> None:
         """Unlink from the service and close the node if this client created it. Idempotent."""
+        if self._closed:
+            return
+        # replays still open: their PULLs drop their links at once (the service's replay
+        # ends at its next send) and the service is told, briefly
+        for replay_id, pull in list(self._replays.items()):
+            pull.close(timeout=0)
+            try:
+                self._request("stop_replay", wait=1.0, replay_id=replay_id)
+            except errors.ExonError:
+                pass
+        self._replays.clear()
         with self._lock:
             if self._closed:
                 return
@@ -184,7 +205,8 @@ class ArchiveClient:
         """Records of ``[start, end)`` in batches, streamed from the service (``end=None``:
         its stop position now; ``follow``: then keep tailing). Raises exon.Timeout when the
         service sends nothing for ``timeout`` seconds (in follow mode it sends a keepalive
-        every second while idle)."""
+        every second while idle, and the client waits at least FOLLOW_MIN_WAIT). Closing
+        the client stops the replays still open."""
         pull = self.node.socket("pull", credits=REPLAY_CREDITS,
                                 max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
         replay_id = 0
@@ -192,11 +214,19 @@ class ArchiveClient:
             reply = self._request("replay", recording=recording, start=start, end=end,
                                   follow=follow, reply_to=f"{self.node.address}/{pull.tag}")
             replay_id = int(reply["replay_id"])
+            self._replays[replay_id] = pull
             producers: dict[bytes, str] = {}
             header = control.REPLAY_HEADER
             source = f"archive {self.address} replay {replay_id}"
+            wait = max(self.timeout, FOLLOW_MIN_WAIT) if follow else self.timeout
             while True:
-                msg = pull.receive(timeout=self.timeout)
+                try:
+                    msg = pull.receive(timeout=wait)
+                except (errors.Timeout, errors.BrokenLink):
+                    # the service is gone or stuck: no stop_replay to wait on as well
+                    self._replays.pop(replay_id, None)
+                    replay_id = 0
+                    raise
                 data = msg[0]
                 if len(data) < header.size:
                     raise ControlError(f"{source}: a {len(data)}-byte replay message")
@@ -221,7 +251,8 @@ class ArchiveClient:
                 elif kind != control.REPLAY_KEEPALIVE:
                     raise ControlError(f"{source}: unknown replay message kind {kind}")
         finally:
-            pull.close(timeout=0.5)
+            pull.close(timeout=0)  # done, or abandoned: nothing more is wanted
+            self._replays.pop(replay_id, None)
             if replay_id and not self._closed:
                 try:
                     self._request("stop_replay", replay_id=replay_id)

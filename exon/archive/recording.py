@@ -43,9 +43,14 @@ class RecordingWriter:
         #: (query, partition) -> the last (batch, seq) recorded
         self.dedup: dict[tuple[str, int], tuple[int, int]] = {}
 
+        for query, partition, batch, seq in entry.dedup:  # what truncation deleted
+            self.dedup[(str(query), int(partition))] = (int(batch), int(seq))
+
         def on_key(key: bytes, position: int) -> None:
             query, partition, batch, seq = decode_key(key)
-            self.dedup[(query, partition)] = (batch, seq)
+            last = self.dedup.get((query, partition))
+            if last is None or (batch, seq) > last:
+                self.dedup[(query, partition)] = (batch, seq)
 
         stop, _ = recover_segments(directory, entry, on_key)
         self.stop_position = stop
@@ -144,6 +149,12 @@ class RecordingWriter:
         with self._appending:
             self.check_running()
             return self._append(len(offsets) - 1, encode)
+
+    def dedup_marks(self) -> list[list[Any]]:
+        """The keyed ingest's high-water marks, ``[query, partition, batch, seq]`` each (a
+        snapshot between appends): what a truncation keeps in the catalog."""
+        with self._appending:
+            return [[q, p, b, n] for (q, p), (b, n) in sorted(self.dedup.items())]
 
     def check_running(self) -> None:
         """Raise :class:`ArchiveFull` (with the reason) once the recording has stopped."""

@@ -277,3 +277,39 @@ def test_a_batch_over_a_segment_end_syncs_both_segments(tmp_path, monkeypatch,
     assert sorted(set(synced) & {os.path.basename(f) for f in files}) == \
         sorted(os.path.basename(f) for f in files)
     ar.close()
+
+
+def test_keyed_dedup_outlives_the_truncation_of_its_records(tmp_path) -> None:
+    """The dedup marks of keyed records that truncation deleted are kept in the catalog:
+    after a restart a re-sent batch is still dropped, not recorded twice."""
+    from exon.archive.format import encode_key
+
+    d = str(tmp_path / "arch")
+    ar = Archive(d, owner=True)
+    ar.create_recording("sink", segment_length=SEGMENT)
+    ar.mark_keyed("sink")
+    w = ar.writer("sink")
+    for batch in range(2):  # about 3 segments of batch 0 and 1 of query "q"
+        keys = [encode_key("q", 0, batch, seq) for seq in range(100)]
+        w.append([b"x" * 1000] * 100, [PRODUCER] * 100, 1, keys)
+    # then more than a segment of query "q2": the last segment holds only those
+    w.append([b"other"] * 80, [PRODUCER] * 80, 1,
+             [encode_key("q2", 3, 0, seq) for seq in range(80)])
+    w.append([b"o" * 1000] * 80, [PRODUCER] * 80, 1,
+             [encode_key("q2", 3, 1, seq) for seq in range(80)])
+    ar.truncate("sink", ar.stop_position("sink") - 1)  # all but the last segment
+    kept = [r.payload for r in ar.replay("sink", ar.recording("sink").start_position)]
+    assert kept
+    assert not [p for p in kept if p in (b"x" * 1000, b"other")]  # q's records are gone
+    ar.close()
+    ar = Archive(d, owner=True)
+    w = ar.writer("sink")
+    w.append([b"retry"] * 10, [PRODUCER] * 10, 1,
+             [encode_key("q", 0, 1, seq) for seq in range(10)])  # batch 1 again
+    assert w.duplicates_dropped == 10
+    w.append([b"new"], [PRODUCER], 1, [encode_key("q", 0, 2, 0)])
+    w.append([b"old"], [PRODUCER], 1, [encode_key("q2", 3, 1, 0)])  # on disk: dropped too
+    assert w.duplicates_dropped == 11
+    assert [r.payload for r in ar.replay("sink", ar.recording("sink").start_position)] == \
+        [*kept, b"new"]
+    ar.close()

@@ -85,6 +85,28 @@ def test_truncate(directory: str) -> None:
     assert "outside" in out.stderr
 
 
+def test_truncate_of_a_missing_directory_creates_nothing(tmp_path) -> None:
+    typo = tmp_path / "arhcive"
+    out = run("truncate", "--dir", str(typo), "orders", "--before", "0")
+    assert out.returncode == 1
+    assert "no such archive directory" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("catalog", ["[]", "null", '"text"', '{"version": 1, "next_id": 2, '
+                                     '"recordings": [1]}'])
+def test_a_catalog_of_the_wrong_shape_is_named_not_a_traceback(tmp_path, catalog: str) -> None:
+    d = tmp_path / "arch"
+    d.mkdir()
+    (d / "catalog.json").write_text(catalog)
+    for args in (["list", "--dir", str(d)], ["replay", "--dir", str(d), "orders", "--from", "0"]):
+        out = run(*args)
+        assert out.returncode == 1, out
+        assert "catalog" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
+
+
 @pytest.mark.net
 def test_serve_prints_its_address_and_refuses_a_held_directory(directory: str) -> None:
     proc = subprocess.Popen([*EXON, "serve", "--dir", directory, "--ingest", "orders=10",
