@@ -15,6 +15,7 @@ fsync policies (Aeron Archive's file sync levels):
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -29,6 +30,10 @@ from exon.archive.segments import recover_segments, segment_path
 FsyncPolicy = Literal["none", "data", "full"]
 FSYNC_POLICIES: tuple[str, ...] = ("none", "data", "full")
 WRITE_BUFFER = 4 * 1024 * 1024
+#: seconds close() waits for an append in progress (its write and sync) to end
+CLOSE_WAIT = 30.0
+
+log = logging.getLogger("exon.archive")
 
 
 class RecordingWriter:
@@ -62,6 +67,7 @@ class RecordingWriter:
         #: thread) and keyed ingest (the keyed thread); the framing buffer, the file and
         #: the stop position are the appender's own
         self._appending = threading.Lock()
+        self.closed = False
         self._fd = -1
         self._base = -1
         #: spans are framed here: a segment, at most WRITE_BUFFER (a record always fits)
@@ -88,10 +94,23 @@ class RecordingWriter:
         if created and self.fsync == "full":
             fsync_dir(self.directory)
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+    def close(self, timeout: float = CLOSE_WAIT) -> None:
+        """Stop appending: wait (up to ``timeout`` s) for an append in progress to end, then
+        close the file. Later appends raise :class:`ArchiveFull` ("closed"). If the append
+        does not end in time (a disk that hangs) the file is left open: closing it under
+        the write could let the number go to another file that the write then hits."""
+        idle = self._appending.acquire(timeout=timeout)
+        try:
+            self.closed = True
+            if idle and self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            elif not idle:
+                log.warning("recording %r: an append still runs after %.0f s; its file is "
+                            "left open", self.entry.name, timeout)
+        finally:
+            if idle:
+                self._appending.release()
         with self.changed:
             self.changed.notify_all()
 
@@ -157,7 +176,10 @@ class RecordingWriter:
             return [[q, p, b, n] for (q, p), (b, n) in sorted(self.dedup.items())]
 
     def check_running(self) -> None:
-        """Raise :class:`ArchiveFull` (with the reason) once the recording has stopped."""
+        """Raise :class:`ArchiveFull` (with the reason) once the recording has stopped, or
+        the writer was closed."""
+        if self.closed:
+            raise ArchiveFull(f"recording {self.entry.name!r}: its writer is closed")
         if self.failed is not None:
             raise ArchiveFull(f"recording {self.entry.name!r} stopped: {self.failed}")
 

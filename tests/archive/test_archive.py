@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -313,3 +314,40 @@ def test_keyed_dedup_outlives_the_truncation_of_its_records(tmp_path) -> None:
     assert [r.payload for r in ar.replay("sink", ar.recording("sink").start_position)] == \
         [*kept, b"new"]
     ar.close()
+
+
+def test_closing_a_writer_waits_for_the_append_in_progress(owned: Archive) -> None:
+    """close() during an append (a slow disk) lets it finish whole, then refuses more;
+    it closed the file under the write before, which then failed (or hit another file
+    given the same number)."""
+    import threading
+
+    writer = owned.writer("orders")
+    real_write = writer._write
+    entered = threading.Event()
+
+    def slow_write(position: int, data: Any) -> None:
+        entered.set()
+        time.sleep(0.3)
+        real_write(position, data)
+
+    writer._write = slow_write  # type: ignore[method-assign]
+    outcome: list[Any] = []
+
+    def append() -> None:
+        try:
+            outcome.append(writer.append([b"slow"] * 3, [PRODUCER] * 3, 1))
+        except Exception as exc:  # reported by the assertions below
+            outcome.append(exc)
+
+    t = threading.Thread(target=append)
+    t.start()
+    assert entered.wait(5)
+    writer.close()
+    t.join(10)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], int), outcome
+    with pytest.raises(ArchiveFull, match="closed"):
+        writer.append([b"late"], [PRODUCER], 1)
+    with Archive(owned.directory) as ro:
+        assert [r.payload for r in ro.replay("orders")] == [b"slow"] * 3
