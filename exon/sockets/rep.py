@@ -4,6 +4,13 @@
 which call is expected). The reply goes to the peer of the last request with the request's
 envelope (see :mod:`exon.sockets.req`) in front. If that requester's link is gone, the
 reply is dropped and counted in :attr:`replies_dropped`, as ZeroMQ does.
+
+A ``send`` that fails before the reply went out (:class:`exon.MessageTooLarge`: over what
+the requester accepts; :class:`exon.Timeout` or :class:`exon.BackPressured`: no credit)
+leaves the request unanswered: the next call is ``send`` again (a smaller reply, an error
+reply, the same one later) or :meth:`reset`, which gives the request up (its REQ times
+out). Any other failure gives the request up itself, so no failure leaves the REP unable to
+take the next request.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from exon.sockets.socket import Socket, _payload
 from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["RepSocket"]
+
+#: send failures raised before anything went out: the request still waits for its answer
+_NOT_SENT = (errors.MessageTooLarge, errors.Timeout, errors.BackPressured)
 
 
 class RepSocket(Socket):
@@ -62,6 +72,11 @@ class RepSocket(Socket):
                 self._send_locked(envelope + payload, cookie, peer, deadline, nowait)
             except (errors.SocketNotLinked, errors.BrokenLink):
                 self.replies_dropped += 1  # the requester is gone
+            except _NOT_SENT:
+                raise  # nothing went out: the request still waits for its answer
+            except BaseException:
+                self._replying = None  # a reply that may be half gone is not sent again
+                raise
             self._replying = None
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
@@ -72,3 +87,10 @@ class RepSocket(Socket):
         """Send the reply now or raise :class:`exon.BackPressured` (the requester has no credit for
         us)."""
         self._reply(data, cookie, None, True)
+
+    def reset(self) -> None:
+        """Give up the request being answered, if any (its REQ gets no reply and times out):
+        the next call is ``receive``. For a reply that cannot be sent (see the module's
+        doc)."""
+        with self._lock:
+            self._replying = None

@@ -202,3 +202,63 @@ def test_link_limit_then_retry_succeeds_when_a_slot_frees(make_node) -> None:
     r2.send(b"hi")
     assert rep.receive(timeout=5).payload == b"hi"
     assert a.statistics().refusals_sent >= 1
+
+
+def test_a_reply_too_large_for_the_requester_leaves_the_request_to_answer(make_node) -> None:
+    """Nothing went out: the REP still owes the answer, and a smaller one reaches the REQ."""
+    a, b = make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    req = b.socket("req", max_message_size=1024)
+    req.link(f"{a.address}/1", timeout=5)
+    req.send(b"q", timeout=5)
+    assert rep.receive(timeout=5).payload == b"q"
+    with pytest.raises(exon.MessageTooLarge):
+        rep.send(b"x" * 2048, timeout=5)
+    with pytest.raises(exon.StateError, match="send"):
+        rep.receive(timeout=1)
+    rep.send(b"short", timeout=5)
+    assert req.receive(timeout=5).payload == b"short"
+    req.send(b"next", timeout=5)
+    assert rep.receive(timeout=5).payload == b"next"
+
+
+def test_rep_reset_gives_the_request_up(make_node) -> None:
+    a, b = make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    req = b.socket("req", max_message_size=1024)
+    req.link(f"{a.address}/1", timeout=5)
+    req.send(b"first", timeout=5)
+    assert rep.receive(timeout=5).payload == b"first"
+    with pytest.raises(exon.MessageTooLarge):
+        rep.send(b"x" * 2048, timeout=5)
+    rep.reset()  # the REP cannot answer: it takes the next request instead
+    req.reset()
+    req.send(b"second", timeout=5)
+    assert rep.receive(timeout=5).payload == b"second"
+    rep.send(b"answer", timeout=5)
+    assert req.receive(timeout=5).payload == b"answer"
+    assert req.stale_dropped == 0  # nothing was sent for the request given up
+
+
+def test_a_rep_send_failing_otherwise_gives_the_request_up(make_node, monkeypatch) -> None:
+    """A failure that may have sent part of the reply (here: any unexpected error) must not
+    leave the REP owing it: every later receive() would raise StateError."""
+    a, b = make_node(), make_node()
+    rep = a.socket("rep", tag=1)
+    req = b.socket("req")
+    req.link(f"{a.address}/1", timeout=5)
+    req.send(b"first", timeout=5)
+    assert rep.receive(timeout=5).payload == b"first"
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug below the REP")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rep, "_send_locked", broken)
+        with pytest.raises(RuntimeError):
+            rep.send(b"reply", timeout=5)
+    req.reset()
+    req.send(b"second", timeout=5)
+    assert rep.receive(timeout=5).payload == b"second"
+    rep.send(b"answer", timeout=5)
+    assert req.receive(timeout=5).payload == b"answer"
