@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import msgpack
 
+from exon.archive.catalog import NAME_MAX
 from exon.archive.errors import BY_NAME, ArchiveError, ControlError
 
 REPLAY_HEADER: Final = struct.Struct("<B3xIq")
@@ -41,6 +42,15 @@ REPLAY_KEEPALIVE: Final = 4
 KEYED_HEADER: Final = struct.Struct("<IiqqH")
 #: the largest control message either side accepts
 MAX_CONTROL_LENGTH: Final = 64 * 1024
+#: the largest encoded answer: the REP puts the request's 8-byte envelope in front of it
+#: (exon.sockets.req), and the client's REQ takes MAX_CONTROL_LENGTH
+MAX_REPLY_LENGTH: Final = MAX_CONTROL_LENGTH - 8
+#: characters of an error message an answer carries at most
+MAX_ERROR_MESSAGE: Final = 2048
+#: characters of a request's value that an error message quotes at most
+MAX_QUOTED: Final = 64
+#: integer fields are signed 64-bit on disk and in native code
+I64_MAX: Final = 2**63 - 1
 
 #: operation -> (required fields, optional fields with defaults)
 OPERATIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
@@ -81,7 +91,7 @@ def decode_request(data: bytes) -> Request:
     op = doc.pop("op")
     spec = OPERATIONS.get(op)
     if spec is None:
-        raise ControlError(f"unknown control operation {op!r} "
+        raise ControlError(f"unknown control operation {_quote(op)} "
                            f"(known: {', '.join(sorted(OPERATIONS))})")
     required, optional = spec
     args: dict[str, Any] = dict(optional)
@@ -90,7 +100,7 @@ def decode_request(data: bytes) -> Request:
             raise ControlError(f"{op}: missing field {name!r}")
     for name, value in doc.items():
         if name not in required and name not in optional:
-            raise ControlError(f"{op}: unknown field {name!r}")
+            raise ControlError(f"{op}: unknown field {_quote(name)}")
         args[name] = value
     for name, value in args.items():
         _check_field(op, name, value)
@@ -98,23 +108,43 @@ def decode_request(data: bytes) -> Request:
 
 
 _INT_FIELDS = {"start", "end", "max_records", "position", "before", "replay_id"}
-_STR_FIELDS = {"reply_to", "consumer"}
+#: (op, field) -> the smallest value, where it is not 0
+_INT_MINIMUM = {("boundaries", "max_records"): 1}
+#: string field -> its longest value (a consumer name is kept in the catalog and comes back
+#: in every RecordingInfo; reply_to is HOST:PORT/TAG)
+_STR_FIELDS = {"reply_to": 512, "consumer": NAME_MAX}
+
+
+def _quote(value: Any) -> str:
+    """``repr(value)``, cut to MAX_QUOTED characters: an error message never echoes a
+    request's value whole."""
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED else text[:MAX_QUOTED - 3] + "..."
 
 
 def _check_field(op: str, name: str, value: Any) -> None:
     if name in _INT_FIELDS:
         if value is None and name == "end":
             return
-        if type(value) is not int or value < 0:
-            raise ControlError(f"{op}: {name} must be a non-negative integer, not {value!r}")
+        low = _INT_MINIMUM.get((op, name), 0)
+        if type(value) is not int or not low <= value <= I64_MAX:
+            raise ControlError(f"{op}: {name} must be an integer {low}..2**63-1, "
+                               f"not {_quote(value)}")
     elif name in _STR_FIELDS:
-        if not isinstance(value, str) or not value:
-            raise ControlError(f"{op}: {name} must be a non-empty string")
+        longest = _STR_FIELDS[name]
+        if not isinstance(value, str) or not 1 <= len(value) <= longest:
+            raise ControlError(f"{op}: {name} must be a string of 1..{longest} characters, "
+                               f"not {_quote(value)}")
     elif name == "recording":
-        if not isinstance(value, str | int) or isinstance(value, bool):
-            raise ControlError(f"{op}: recording must be a name or an id")
+        if isinstance(value, str):
+            if not 1 <= len(value) <= NAME_MAX:
+                raise ControlError(f"{op}: recording must be a name of 1..{NAME_MAX} "
+                                   f"characters or an id, not {_quote(value)}")
+        elif type(value) is not int or not 0 <= value <= I64_MAX:
+            raise ControlError(f"{op}: recording must be a name or an id (an integer "
+                               f"0..2**63-1), not {_quote(value)}")
     elif name in ("follow", "truncate") and not isinstance(value, bool):
-        raise ControlError(f"{op}: {name} must be true or false")
+        raise ControlError(f"{op}: {name} must be true or false, not {_quote(value)}")
 
 
 def encode_ok(**fields: Any) -> bytes:
@@ -122,8 +152,14 @@ def encode_ok(**fields: Any) -> bytes:
 
 
 def encode_error(exc: BaseException) -> bytes:
+    """An error answer naming ``exc``'s class (ArchiveError if it is not an archive error's)
+    with its message cut to MAX_ERROR_MESSAGE characters: always far below
+    MAX_REPLY_LENGTH."""
     name = type(exc).__name__ if type(exc).__name__ in BY_NAME else "ArchiveError"
-    return msgpack.packb({"ok": False, "error": name, "message": str(exc)})  # type: ignore[no-any-return]
+    message = str(exc)
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE - 3] + "..."
+    return msgpack.packb({"ok": False, "error": name, "message": message})  # type: ignore[no-any-return]
 
 
 def decode_response(data: bytes) -> dict[str, Any]:
