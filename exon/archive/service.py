@@ -64,6 +64,8 @@ INGEST_START_CREDITS = 64
 #: (1 GiB) a producer's link then gets all of INGEST_CREDITS (a window is budget / max size)
 DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
+#: seconds the control thread waits for its requester's credit before giving the request up
+CONTROL_SEND_TIMEOUT = 5.0
 #: seconds between a recorder's looks at its links' windows (ArchiveService.batch_limit):
 #: a new link's window doubles at its first FLOW, and a 64 B recording of 500,000 messages
 #: is over in about 70 ms (looking every 50 ms, it ran on the half window's batches)
@@ -352,20 +354,43 @@ class ArchiveService:
     # ---- control -------------------------------------------------------------------------
 
     def _control_loop(self) -> None:
+        """Answer every request: with an error when the answer does not fit, and when even
+        that cannot go (no credit for CONTROL_SEND_TIMEOUT), give the request up (its REQ
+        times out) rather than leave the REP owing it (no later receive() would work)."""
         sock = self.control
         for msg in self._taking(sock, lambda: sock.receive(timeout=POLL)):
+            reply = self.answer(msg.payload)
             try:
-                req = control.decode_request(msg.payload)
-                reply = self.handle(req)
-            except (ArchiveError, ValueError) as exc:
-                reply = control.encode_error(exc)
-            except Exception as exc:  # a bug must not stop the service
-                log.exception("control request failed")
-                reply = control.encode_error(ArchiveError(f"internal error: {exc!r}"))
-            try:
-                sock.send(reply, timeout=5.0)
-            except errors.ExonError:
-                continue
+                try:
+                    sock.send(reply, timeout=CONTROL_SEND_TIMEOUT)
+                except errors.MessageTooLarge as exc:  # the requester takes less than 64 KiB
+                    sock.send(control.encode_error(ControlError(str(exc))),
+                              timeout=CONTROL_SEND_TIMEOUT)
+            except errors.ExonError as exc:
+                if not sock.closed:
+                    log.warning("control: no answer sent to %s: %s", msg.peer, exc)
+                sock.reset()
+
+    def answer(self, request: bytes) -> bytes:
+        """The encoded answer to one encoded control request: never more than
+        control.MAX_REPLY_LENGTH bytes (a ControlError saying so instead)."""
+        op = "control"
+        try:
+            req = control.decode_request(request)
+            op = req.op
+            reply = self.handle(req)
+        except (ArchiveError, ValueError) as exc:
+            reply = control.encode_error(exc)
+        except Exception as exc:  # a bug must not stop the service
+            log.exception("control request failed")
+            reply = control.encode_error(ArchiveError(f"internal error: {exc!r}"))
+        if len(reply) > control.MAX_REPLY_LENGTH:
+            hint = (" (ask for fewer positions: a larger max_records or a shorter range)"
+                    if op == "boundaries" else "")
+            reply = control.encode_error(ControlError(
+                f"{op}: the answer is {len(reply)} bytes, over the "
+                f"{control.MAX_REPLY_LENGTH} a control reply holds{hint}"))
+        return reply
 
     def handle(self, req: control.Request) -> bytes:
         """Answer one decoded control request (the service's control logic)."""

@@ -32,7 +32,7 @@ from exon.archive.service import (
     INGEST_START_CREDITS,
     take_size,
 )
-from tests.archive.conftest import SEGMENT
+from tests.archive.conftest import SEGMENT, fill
 
 pytestmark = pytest.mark.net
 
@@ -527,3 +527,47 @@ def test_the_lock_file_names_the_bound_address(tmp_path) -> None:
         assert svc.address.endswith(":0") is False
         with pytest.raises(ArchiveLocked, match=svc.address.replace(".", r"\.")):
             ArchiveService(d, ingest={"orders": 10})
+
+
+def control_req(node: exon.Node, service: ArchiveService, **kwargs: Any) -> Any:
+    req = node.socket("req", **kwargs)
+    req.link(f"{service.address}/1", timeout=5)
+    return req
+
+
+def ask(req: Any, op: str, **fields: Any) -> dict[str, Any]:
+    req.send(control.encode_request(op, **fields), timeout=5)
+    return control.decode_response(req.receive(timeout=5).payload)
+
+
+def test_an_answer_over_a_control_reply_is_an_error_and_the_service_goes_on(
+        service: ArchiveService) -> None:
+    """An answer over 64 KiB could not be sent: the REP kept owing it, and no client got an
+    answer again (the control thread spun on StateError)."""
+    fill(service.archive, "orders", [b"x"] * 14000, batch=1000)
+    with ArchiveClient(service.address, timeout=5) as ac:
+        with pytest.raises(ControlError, match=r"boundaries: the answer is \d+ bytes, over the "
+                           f"{control.MAX_REPLY_LENGTH}"):
+            ac.boundaries("orders", 0, None, 1)
+        assert len(ac.boundaries("orders", 0, None, 1000)) == 15
+        stop = ac.stop_position("orders")
+    with ArchiveClient(service.address, timeout=5) as ac:
+        assert ac.stop_position("orders") == stop
+
+
+def test_a_requester_taking_less_than_the_answer_gets_an_error(
+        service: ArchiveService, producer: exon.Node) -> None:
+    req = control_req(producer, service, max_message_size=200)
+    with pytest.raises(ControlError, match="exceed the 200"):
+        ask(req, "recordings")  # two RecordingInfo maps: over 200 bytes
+    assert ask(req, "stop_position", recording="orders") == {"position": 0}
+
+
+def test_a_long_recording_name_is_not_echoed(service: ArchiveService,
+                                             producer: exon.Node) -> None:
+    """A 65 KB name came back whole in RecordingNotFound: over a control reply, a wedge."""
+    req = control_req(producer, service)
+    with pytest.raises(ControlError, match="recording must be a name") as info:
+        ask(req, "stop_position", recording="A" * 65000)
+    assert len(str(info.value)) < 300
+    assert ask(req, "stop_position", recording="orders") == {"position": 0}
