@@ -16,6 +16,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
@@ -66,6 +67,12 @@ DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
 #: seconds the control thread waits for its requester's credit before giving the request up
 CONTROL_SEND_TIMEOUT = 5.0
+#: events kept (the newest), characters kept of each, and the UTF-8 bytes of them that an
+#: ``info`` answer carries at most (the newest that fit): the events never make an answer
+#: too large for a control reply (control.MAX_REPLY_LENGTH)
+MAX_EVENTS = 256
+MAX_EVENT_TEXT = 1024
+INFO_EVENTS_BYTES = 16 * 1024
 #: seconds between a recorder's looks at its links' windows (ArchiveService.batch_limit):
 #: a new link's window doubles at its first FLOW, and a 64 B recording of 500,000 messages
 #: is over in about 70 ms (looking every 50 ms, it ran on the half window's batches)
@@ -137,7 +144,8 @@ class ArchiveService:
         self._replays: dict[int, threading.Event] = {}
         self._replay_ids = itertools.count(1)
         self._lock = threading.Lock()
-        self.events: list[str] = []  # what went wrong (also logged)
+        #: what went wrong (also logged), oldest first: the last MAX_EVENTS
+        self.events: deque[str] = deque(maxlen=MAX_EVENTS)
         try:
             sizes = {name: self._ingest_message_size(name, segment_length, max_message_size)
                      for name in ingest}  # checked before anything is created
@@ -260,9 +268,25 @@ class ArchiveService:
 
     def _event(self, text: str) -> None:
         log.error(text)
+        if len(text) > MAX_EVENT_TEXT:
+            text = text[:MAX_EVENT_TEXT - 3] + "..."
         with self._lock:
             self.events.append(text)
         print(f"exon archive: {text}", file=sys.stderr, flush=True)
+
+    def _recent_events(self) -> list[str]:
+        """The newest events whose UTF-8 holds at most INFO_EVENTS_BYTES, oldest first."""
+        with self._lock:
+            events = list(self.events)
+        kept: list[str] = []
+        size = 0
+        for text in reversed(events):
+            size += len(text.encode()) + 5  # and msgpack's string header
+            if size > INFO_EVENTS_BYTES:
+                break
+            kept.append(text)
+        kept.reverse()
+        return kept
 
     # ---- recording -----------------------------------------------------------------------
 
@@ -401,7 +425,7 @@ class ArchiveService:
             return control.encode_ok(
                 version=exon.__version__, fsync=ar.fsync, keyed_tag=self.keyed_tag,
                 control_tag=CONTROL_TAG,
-                ingest={n: s.tag for n, s in self.ingest.items()}, events=list(self.events))
+                ingest={n: s.tag for n, s in self.ingest.items()}, events=self._recent_events())
         if op == "recordings":
             return control.encode_ok(recordings=[asdict(r) for r in ar.recordings()])
         if op == "recording":

@@ -28,8 +28,11 @@ from exon.archive.service import (
     BATCH,
     BATCH_BYTES,
     DEFAULT_INGEST_MESSAGE,
+    INFO_EVENTS_BYTES,
     INGEST_CREDITS,
     INGEST_START_CREDITS,
+    MAX_EVENT_TEXT,
+    MAX_EVENTS,
     take_size,
 )
 from tests.archive.conftest import SEGMENT, fill
@@ -571,3 +574,19 @@ def test_a_long_recording_name_is_not_echoed(service: ArchiveService,
         ask(req, "stop_position", recording="A" * 65000)
     assert len(str(info.value)) < 300
     assert ask(req, "stop_position", recording="orders") == {"position": 0}
+
+
+def test_events_are_bounded_and_info_carries_what_fits(service: ArchiveService,
+                                                       producer: exon.Node) -> None:
+    """Every malformed keyed message added an event for good: past 64 KiB of them, the info
+    answer was too large and wedged the control socket."""
+    push_all(producer, f"{service.address}/2", [b"bad"] * 800)  # confirmed: events written
+    assert len(service.events) == MAX_EVENTS
+    with ArchiveClient(service.address, timeout=5) as ac:
+        events = ac.info()["events"]
+    assert 0 < len(events) <= MAX_EVENTS
+    assert sum(len(e.encode()) for e in events) <= INFO_EVENTS_BYTES
+    assert events == list(service.events)[-len(events):]  # the newest, oldest first
+    assert all("keyed ingest message of 3 bytes" in e for e in events)
+    service._event("y" * 100_000)
+    assert len(service.events[-1]) == MAX_EVENT_TEXT
