@@ -292,15 +292,25 @@ class ArchiveService:
 
     def _taking(self, sock: Any, take: Any) -> Iterator[Any]:
         """What ``take()`` returns, again and again, until the service stops or ``sock``
-        closes; a timeout (nothing came) or a broken producer link waits again."""
+        closes; a timeout (nothing came) or a broken producer link waits again. Any other
+        error is logged (once while it lasts) and ``take`` tried again after POLL."""
+        failing = ""
         while not self._stop.is_set():
             try:
-                yield take()
-            except errors.Timeout:
+                item = take()
+            except (errors.Timeout, errors.BrokenLink):
                 continue
-            except errors.ExonError:
+            except errors.ExonError as exc:
                 if self._stop.is_set() or sock.closed:
                     return
+                if str(exc) != failing:
+                    failing = str(exc)
+                    log.error("%s: %s: %s (trying again every %s s)",
+                              threading.current_thread().name, type(exc).__name__, exc, POLL)
+                self._stop.wait(POLL)
+                continue
+            failing = ""
+            yield item
 
     def _record_loop(self, name: str, sock: Any) -> None:
         writer = self.archive.writer(name)

@@ -33,6 +33,7 @@ from exon.archive.service import (
     INGEST_START_CREDITS,
     MAX_EVENT_TEXT,
     MAX_EVENTS,
+    POLL,
     take_size,
 )
 from tests.archive.conftest import SEGMENT, fill
@@ -590,3 +591,25 @@ def test_events_are_bounded_and_info_carries_what_fits(service: ArchiveService,
     assert all("keyed ingest message of 3 bytes" in e for e in events)
     service._event("y" * 100_000)
     assert len(service.events[-1]) == MAX_EVENT_TEXT
+
+
+def test_a_persistent_take_error_is_logged_once_and_waited_on(
+        service: ArchiveService, caplog: pytest.LogCaptureFixture) -> None:
+    """A take that kept raising (the wedged REP's StateError) ran ~500,000 times a second."""
+    class Sock:
+        closed = False
+
+    sock = Sock()
+    calls: list[float] = []
+
+    def take() -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 3:
+            sock.closed = True
+        raise exon.StateError("the same error, again and again")
+
+    with caplog.at_level("ERROR", logger="exon.archive"):
+        assert list(service._taking(sock, take)) == []
+    assert len(calls) == 3
+    assert calls[2] - calls[0] >= 2 * POLL * 0.99
+    assert [r.getMessage().count("the same error") for r in caplog.records] == [1]
