@@ -484,9 +484,10 @@ class ArchiveService:
     def _replay_loop(self, replay_id: int, recording_id: int, peer: exon.Peer, start: int,
                      end: int, follow: bool, stop: threading.Event) -> None:
         push = None
-        files = self.archive.files(recording_id)
-        writer = self.archive.writer(recording_id)
+        files = None
         try:
+            files = self.archive.files(recording_id)
+            writer = self.archive.writer(recording_id)
             push = self.node.socket("push", max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
             push.link(str(peer), timeout=10.0)
             position = start
@@ -525,11 +526,13 @@ class ArchiveService:
                 except errors.ExonError:
                     pass
         finally:
-            files.close()
+            if files is not None:
+                files.close()
             if push is not None and not push.closed:
                 push.close(timeout=1.0)
             with self._lock:
                 self._replays.pop(replay_id, None)
+                self._threads.remove(threading.current_thread())  # close() joins live ones
 
     def _push(self, push: Any, data: bytes, stop: threading.Event) -> None:
         """Send, waiting for credit in slices so that a stop request is seen."""

@@ -613,3 +613,23 @@ def test_a_persistent_take_error_is_logged_once_and_waited_on(
     assert len(calls) == 3
     assert calls[2] - calls[0] >= 2 * POLL * 0.99
     assert [r.getMessage().count("the same error") for r in caplog.records] == [1]
+
+
+def replay_threads(service: ArchiveService) -> list[str]:
+    with service._lock:
+        return [t.name for t in service._threads if t.name.startswith("exon-archive-replay")]
+
+
+def test_finished_replays_leave_the_service_thread_list(service: ArchiveService,
+                                                         producer: exon.Node) -> None:
+    """Each finished replay's thread stayed in ArchiveService._threads for good."""
+    push_all(producer, f"{service.address}/10", [b"r"] * 5)
+    with ArchiveClient(service.address, timeout=5) as ac:
+        for _ in range(20):
+            assert len(list(ac.replay("orders"))) == 5
+    deadline = time.monotonic() + 10
+    while replay_threads(service) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert replay_threads(service) == []
+    assert len(service._threads) == 4  # control, two recorders, keyed ingest
+    assert all(t.is_alive() for t in service._threads)
