@@ -67,6 +67,8 @@ DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
 #: seconds the control thread waits for its requester's credit before giving the request up
 CONTROL_SEND_TIMEOUT = 5.0
+#: seconds a replay waits for its reader's credit to send why it stopped (REPLAY_ERROR)
+STOP_NOTICE_TIMEOUT = 0.5
 #: events kept (the newest), characters kept of each, and the UTF-8 bytes of them that an
 #: ``info`` answer carries at most (the newest that fit): the events never make an answer
 #: too large for a control reply (control.MAX_REPLY_LENGTH)
@@ -516,15 +518,16 @@ class ArchiveService:
                     self._push(push, control.encode_replay(control.REPLAY_KEEPALIVE,
                                                            replay_id, position), stop)
                     last_sent = time.monotonic()
+            raise self._stopped()  # the reader hears why nothing more comes
         except (errors.ExonError, OSError) as exc:
             if push is not None and not isinstance(exc, errors.BrokenLink | errors.Timeout):
                 try:
                     body = msgpack.packb({"error": type(exc).__name__,
                                           "message": str(exc)})
-                    push.send_nowait(control.encode_replay(control.REPLAY_ERROR, replay_id,
-                                                           0, body))
+                    push.send(control.encode_replay(control.REPLAY_ERROR, replay_id, 0, body),
+                              timeout=STOP_NOTICE_TIMEOUT)
                 except errors.ExonError:
-                    pass
+                    pass  # best effort: the reader is gone or has no credit for us
         finally:
             if files is not None:
                 files.close()
@@ -534,6 +537,12 @@ class ArchiveService:
                 self._replays.pop(replay_id, None)
                 self._threads.remove(threading.current_thread())  # close() joins live ones
 
+    def _stopped(self) -> ArchiveError:
+        """Why a replay the service stopped ends."""
+        if self._stop.is_set():
+            return ArchiveError(f"the archive service at {self.address} is closing")
+        return ArchiveError("the replay was stopped (stop_replay)")
+
     def _push(self, push: Any, data: bytes, stop: threading.Event) -> None:
         """Send, waiting for credit in slices so that a stop request is seen."""
         while True:
@@ -542,4 +551,4 @@ class ArchiveService:
                 return
             except errors.Timeout:
                 if stop.is_set() or self._stop.is_set():
-                    raise errors.ClosedError("replay stopped") from None
+                    raise self._stopped() from None

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, cast
 
+import msgpack
 import pytest
 
 import exon
@@ -633,3 +634,52 @@ def test_finished_replays_leave_the_service_thread_list(service: ArchiveService,
     assert replay_threads(service) == []
     assert len(service._threads) == 4  # control, two recorders, keyed ingest
     assert all(t.is_alive() for t in service._threads)
+
+
+def test_a_follow_replay_hears_that_the_service_closes(service: ArchiveService,
+                                                       producer: exon.Node) -> None:
+    """The replays stopped without a word: their readers waited for their timeout."""
+    push_all(producer, f"{service.address}/10", [b"a", b"b"])
+    got: list[Any] = []
+    closer = threading.Thread(target=service.close, daemon=True)
+
+    def follow(ac: ArchiveClient) -> None:
+        try:
+            for rec in ac.replay("orders", follow=True):
+                got.append(rec.payload)
+                if len(got) == 2:
+                    closer.start()
+        except exon.ExonError as exc:
+            got.append(exc)
+
+    with ArchiveClient(service.address, timeout=60) as ac:
+        reader = threading.Thread(target=follow, args=(ac,), daemon=True)
+        reader.start()
+        reader.join(20)
+        assert not reader.is_alive(), "the follower waits for its timeout"
+    closer.join(20)
+    assert not closer.is_alive()
+    assert got[:2] == [b"a", b"b"]
+    assert len(got) == 3
+    assert type(got[2]) is ArchiveError
+    assert f"the archive service at {service.address} is closing" in str(got[2])
+
+
+def test_a_stopped_replay_tells_its_reader(service: ArchiveService,
+                                           producer: exon.Node) -> None:
+    pull = producer.socket("pull")
+    req = control_req(producer, service)
+    replay_id = ask(req, "replay", recording="orders", follow=True,
+                    reply_to=f"{producer.address}/{pull.tag}")["replay_id"]
+    assert ask(req, "stop_replay", replay_id=replay_id) == {"stopped": True}
+    kinds = []
+    for _ in range(100):  # keepalives (one a second) before it, at most
+        data = pull.receive(timeout=5).payload
+        kind, rid, _ = control.REPLAY_HEADER.unpack_from(data)
+        assert rid == replay_id
+        kinds.append(kind)
+        if kind != control.REPLAY_KEEPALIVE:
+            break
+    assert kinds[-1] == control.REPLAY_ERROR
+    body = msgpack.unpackb(data[control.REPLAY_HEADER.size:])
+    assert body == {"error": "ArchiveError", "message": "the replay was stopped (stop_replay)"}
