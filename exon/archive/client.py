@@ -247,7 +247,9 @@ class ArchiveClient:
                 elif kind == control.REPLAY_ERROR:
                     replay_id = 0
                     body = msgpack.unpackb(data[header.size:], raw=False)
-                    raise control.error_from(body.get("error"), body.get("message", ""))
+                    if not isinstance(body, dict):
+                        raise ControlError(f"{source}: a replay ERROR that is not a map")
+                    raise control.error_from(body)
                 elif kind != control.REPLAY_KEEPALIVE:
                     raise ControlError(f"{source}: unknown replay message kind {kind}")
         finally:

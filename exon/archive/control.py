@@ -155,11 +155,25 @@ def encode_error(exc: BaseException) -> bytes:
     """An error answer naming ``exc``'s class (ArchiveError if it is not an archive error's)
     with its message cut to MAX_ERROR_MESSAGE characters: always far below
     MAX_REPLY_LENGTH."""
+    return msgpack.packb({"ok": False, **error_fields(exc)})  # type: ignore[no-any-return]
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """``{"error": CLASS, "message": TEXT}`` for ``exc`` (ArchiveError if it is not an
+    archive error's class, the text cut to MAX_ERROR_MESSAGE characters), and for
+    ArchiveCorrupt its ``"path"`` and ``"offset"``: an error answer's, and a replay ERROR's
+    body."""
+    from exon.archive.errors import ArchiveCorrupt
+
     name = type(exc).__name__ if type(exc).__name__ in BY_NAME else "ArchiveError"
     message = str(exc)
     if len(message) > MAX_ERROR_MESSAGE:
         message = message[:MAX_ERROR_MESSAGE - 3] + "..."
-    return msgpack.packb({"ok": False, "error": name, "message": message})  # type: ignore[no-any-return]
+    fields: dict[str, Any] = {"error": name, "message": message}
+    if isinstance(exc, ArchiveCorrupt):
+        fields["path"] = exc.path[:MAX_ERROR_MESSAGE]
+        fields["offset"] = exc.offset
+    return fields
 
 
 def decode_response(data: bytes) -> dict[str, Any]:
@@ -174,10 +188,16 @@ def decode_response(data: bytes) -> dict[str, Any]:
     if doc["ok"]:
         doc.pop("ok")
         return doc
-    raise error_from(doc.get("error"), doc.get("message", ""))
+    raise error_from(doc)
 
 
-def error_from(name: Any, message: str) -> ArchiveError:
+def error_from(fields: dict[str, Any]) -> ArchiveError:
+    """The archive error an error answer (or a replay ERROR's body) names: its class, its
+    message, and an ArchiveCorrupt's path and offset ("" and -1 when not given)."""
+    name = fields.get("error")
+    message = fields.get("message", "")
+    if not isinstance(message, str):
+        message = repr(message)
     from exon.archive.errors import ArchiveCorrupt, RecordingNotFound
 
     cls = BY_NAME.get(name) if isinstance(name, str) else None
@@ -189,7 +209,9 @@ def error_from(name: Any, message: str) -> ArchiveError:
     if cls is ArchiveCorrupt:
         exc2 = ArchiveCorrupt.__new__(ArchiveCorrupt)
         ArchiveError.__init__(exc2, message)
-        exc2.path, exc2.offset = "", -1
+        path, offset = fields.get("path", ""), fields.get("offset", -1)
+        exc2.path = path if isinstance(path, str) else ""
+        exc2.offset = offset if isinstance(offset, int) else -1
         return exc2
     return (cls or ArchiveError)(message)
 

@@ -522,8 +522,7 @@ class ArchiveService:
         except (errors.ExonError, OSError) as exc:
             if push is not None and not isinstance(exc, errors.BrokenLink | errors.Timeout):
                 try:
-                    body = msgpack.packb({"error": type(exc).__name__,
-                                          "message": str(exc)})
+                    body = msgpack.packb(control.error_fields(exc))
                     push.send(control.encode_replay(control.REPLAY_ERROR, replay_id, 0, body),
                               timeout=STOP_NOTICE_TIMEOUT)
                 except errors.ExonError:

@@ -96,3 +96,20 @@ def test_an_error_answer_holds_a_bounded_message() -> None:
     assert str(info.value).startswith("no recording 'AAA")
     assert str(info.value).endswith("...")
     assert len(str(info.value)) == control.MAX_ERROR_MESSAGE
+
+
+def test_an_archive_corrupt_answer_keeps_its_file_and_offset() -> None:
+    from exon.archive import ArchiveCorrupt, ArchiveError
+
+    answer = control.encode_error(ArchiveCorrupt("checksum mismatch", path="/a/1-0.rec",
+                                                 offset=4096))
+    with pytest.raises(ArchiveCorrupt) as info:
+        control.decode_response(answer)
+    assert (info.value.path, info.value.offset) == ("/a/1-0.rec", 4096)
+    assert "checksum mismatch" in str(info.value)
+    # a peer that sends neither (or junk) gets the unknown markers, not a crash
+    for extra in ({}, {"path": 7, "offset": "x"}):
+        err = control.error_from({"error": "ArchiveCorrupt", "message": "m", **extra})
+        assert isinstance(err, ArchiveCorrupt)
+        assert (err.path, err.offset) == ("", -1)
+    assert type(control.error_from({"error": "NoSuchError", "message": 5})) is ArchiveError
