@@ -25,11 +25,13 @@ position and everything after it, so a torn or misplaced record fails it.
 
 ``decode_records`` turns a span of a segment into :class:`Record` tuples in one pass (the
 native twin in ``exon/native/fast/exon_archive.c`` does the same, checked by a parity
-test); ``scan_records`` finds where the valid records of a span end (recovery).
+test); ``scan_records`` finds where the valid records of a span end (recovery);
+``find_record`` whether a valid record follows where they end (damage, not a torn tail).
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -57,6 +59,7 @@ KEY: Final = struct.Struct("<iqq")  # partition, batch, seq; then the query id (
 MAX_META_LENGTH: Final = 0xFFFF
 _BODY = struct.Struct("<Iqq")  # frame_length, position, timestamp (the checksummed prefix)
 _U32 = struct.Struct("<I")
+_POSITION = struct.Struct("<q")
 
 
 def align(n: int) -> int:
@@ -161,33 +164,80 @@ def encode_batch(position: int, payloads: Sequence[bytes], producers: Sequence[b
     return out
 
 
+def _problem(buf: Any, offset: int, end: int, base: int, verify: bool
+             ) -> tuple[str | None, tuple[int, int, int, int, int, int] | None]:
+    """The header checks of the record at ``offset`` (segment base position ``base``):
+    ``(None, None)`` at the end of the written data (a zero length), ``(problem, None)``
+    for a bad record, ``(None, fields)`` for a good one."""
+    if end - offset < HEADER_LENGTH:
+        if end - offset >= 8 and _U32.unpack_from(buf, offset + 4)[0] != 0:
+            return "record header runs past the end of the data", None
+        return None, None
+    (checksum, frame_length, position, timestamp, meta_length, rtype, version, key_length,
+     _) = HEADER.unpack_from(buf, offset)
+    if frame_length == 0:
+        return None, None
+    aligned = align(frame_length)
+    if frame_length < HEADER_LENGTH or offset + aligned > end:
+        return f"bad frame length {frame_length}", None
+    if position != base + offset:
+        return f"position {position} where {base + offset} belongs", None
+    if version != RECORD_VERSION or rtype not in (TYPE_DATA, TYPE_PAD):
+        return f"unknown record type {rtype} / version {version}", None
+    if key_length > meta_length or HEADER_LENGTH + meta_length > frame_length:
+        return "metadata longer than the record", None
+    if verify and crc32c(memoryview(buf)[offset + 4:offset + frame_length]) != checksum:
+        return "checksum mismatch", None
+    return None, (frame_length, aligned, timestamp, meta_length, rtype, key_length)
+
+
 def _check(buf: Any, offset: int, end: int, base: int, path: str,
            verify: bool) -> tuple[int, int, int, int, int, int] | None:
     """Header checks of the record at ``offset`` (segment base position ``base``): None at
     the end of the written data; raises ArchiveCorrupt on a bad record."""
+    problem, fields = _problem(buf, offset, end, base, verify)
+    if problem is not None:
+        raise ArchiveCorrupt(problem, path=path, offset=offset)
+    return fields
+
+
+def record_problem(buf: Any, offset: int, end: int, base: int) -> str:
+    """Why no valid record starts at ``offset`` of ``buf[:end]`` (where a scan stopped),
+    for an :class:`ArchiveCorrupt` message."""
+    if offset >= end:
+        return "the data ends here"
+    problem, fields = _problem(buf, offset, end, base, True)
+    if problem is not None:
+        return problem
+    if fields is None:
+        return "zero record length where the data goes on"
+    return "no record here"  # pragma: no cover - a scan does not stop at a good record
+
+
+#: the type and version bytes of a record header (DATA or PAD, version 1): where
+#: find_record looks for candidate headers
+_TYPE_VERSION = re.compile(rb"(?=[\x01\x02]\x01)")
+
+
+def find_record(buf: Any, offset: int, end: int, base: int) -> int:
+    """The first aligned offset at or after ``offset`` (below ``end``) where a record starts
+    that passes every check, checksum included; -1 if none. Recovery and the read-only stop
+    use it to tell damage followed by valid records from a torn tail (nothing valid after
+    it). Candidates are found by their type and version bytes (a regular expression scans
+    at C speed: zeroed or random stretches cost little)."""
+    offset = align(max(offset, 0))
     if end - offset < HEADER_LENGTH:
-        if end - offset >= 8 and _U32.unpack_from(buf, offset + 4)[0] != 0:
-            raise ArchiveCorrupt("record header runs past the end of the data", path=path,
-                                 offset=offset)
-        return None
-    (checksum, frame_length, position, timestamp, meta_length, rtype, version, key_length,
-     _) = HEADER.unpack_from(buf, offset)
-    if frame_length == 0:
-        return None
-    aligned = align(frame_length)
-    if frame_length < HEADER_LENGTH or offset + aligned > end:
-        raise ArchiveCorrupt(f"bad frame length {frame_length}", path=path, offset=offset)
-    if position != base + offset:
-        raise ArchiveCorrupt(f"position {position} where {base + offset} belongs", path=path,
-                             offset=offset)
-    if version != RECORD_VERSION or rtype not in (TYPE_DATA, TYPE_PAD):
-        raise ArchiveCorrupt(f"unknown record type {rtype} / version {version}", path=path,
-                             offset=offset)
-    if key_length > meta_length or HEADER_LENGTH + meta_length > frame_length:
-        raise ArchiveCorrupt("metadata longer than the record", path=path, offset=offset)
-    if verify and crc32c(memoryview(buf)[offset + 4:offset + frame_length]) != checksum:
-        raise ArchiveCorrupt("checksum mismatch", path=path, offset=offset)
-    return frame_length, aligned, timestamp, meta_length, rtype, key_length
+        return -1
+    for m in _TYPE_VERSION.finditer(buf, offset + TYPE_OFFSET, end):
+        at = m.start() - TYPE_OFFSET
+        if at % ALIGNMENT or end - at < HEADER_LENGTH:
+            continue
+        if _POSITION.unpack_from(buf, at + POSITION_OFFSET)[0] != base + at:
+            continue
+        problem, fields = _problem(buf, at, end, base, True)
+        if problem is None and fields is not None:
+            return at
+    return -1
 
 
 def decode_records(buf: Any, offset: int, end: int, base: int, *, limit: int = 1 << 62,

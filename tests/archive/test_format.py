@@ -22,6 +22,8 @@ from exon.archive.format import (
     encode_batch,
     encode_key,
     encode_pad,
+    find_record,
+    record_problem,
     scan_records,
     walk_headers,
 )
@@ -369,3 +371,34 @@ def test_negative_offsets_are_refused_not_read_or_written_out_of_bounds() -> Non
     assert lines[-1] == "ok"
     assert len(lines) == 11, lines
     assert all("ValueError" in line for line in lines[:-1]), lines
+
+
+def test_find_record_finds_the_next_valid_record_past_damage() -> None:
+    data = encode_batch(0, [b"\x01" * 100, b"\x01\x02" * 200, b"x" * 30], [PRODUCER] * 3, 1)
+    second = ALIGNMENT * ((HEADER_LENGTH + len(PRODUCER) + 100 + 31) // 32)
+    third = scan_records(bytes(data), second, len(data), 0, limit=1)[0]
+    assert find_record(data, 0, len(data), 0) == 0
+    # a search from inside a record (its payload is all type/version look-alikes) skips it
+    assert find_record(data, 32, len(data), 0) == second
+    assert find_record(data, second + 32, len(data), 0) == third
+    data[second + 40] ^= 1  # a bad checksum: not a record
+    assert find_record(data, 32, len(data), 0) == third
+    assert record_problem(data, second, len(data), 0) == "checksum mismatch"
+    # a torn tail: nothing valid after the damage
+    assert find_record(data, third + 32, len(data), 0) == -1
+    assert find_record(data[:third + 40], second + 32, third + 40, 0) == -1
+    assert find_record(bytes(4096), 0, 4096, 0) == -1
+    assert record_problem(bytes(4096), 64, 4096, 0).startswith("zero record length")
+    # the same record moved elsewhere: its position gives it away
+    moved = bytes(64) + bytes(data)
+    assert find_record(moved, 0, len(moved), 0) == -1
+    assert find_record(moved, 0, len(moved), -64) == 64
+
+
+@given(st.binary(max_size=600), st.integers(0, 700))
+def test_find_record_on_garbage_finds_only_records_that_scan(blob: bytes, offset: int) -> None:
+    at = find_record(blob, offset, len(blob), 0)
+    if at >= 0:
+        assert at >= offset
+        assert at % ALIGNMENT == 0
+        assert scan_records(blob, at, len(blob), 0)[0] > at
