@@ -29,7 +29,6 @@ from exon.archive.errors import (
 )
 from exon.archive.format import (
     ALIGNMENT,
-    HEADER,
     HEADER_LENGTH,
     Record,
     scan_records,
@@ -334,18 +333,29 @@ class Archive:
         return entry, start, end
 
     def _is_boundary(self, entry: CatalogEntry, position: int, stop: int) -> bool:
+        """Whether a record starts at ``position``: the record headers walked from the
+        segment's first record land on it (a payload can hold bytes that look like a
+        header; only the chain of lengths tells)."""
         if position in (entry.start_position, stop):
             return True
         length = entry.segment_length
         base = position - position % length
         if position == base:
             return True
+        path = segment_path(self.directory, entry.id, base)
         try:
-            with open(segment_path(self.directory, entry.id, base), "rb") as f:
-                header = os.pread(f.fileno(), HEADER_LENGTH, position - base)
+            seg = MappedSegment(path, base)
         except FileNotFoundError:
             return False
-        return len(header) == HEADER_LENGTH and HEADER.unpack(header)[2] == position
+        try:
+            first = max(base, entry.start_position) - base
+            walked, _ = codec.walk(seg.map, first, position - base, 1 << 62)
+            if walked < position - base and walked + HEADER_LENGTH <= seg.size:
+                raise ArchiveCorrupt(f"zero record length before position {position}",
+                                     path=path, offset=walked)
+        finally:
+            seg.close()
+        return bool(walked == position - base)
 
     def replay_batches(self, recording: str | int, start: int = 0, end: int | None = None, *,
                        follow: bool = False, verify: bool = True,

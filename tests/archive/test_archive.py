@@ -351,3 +351,18 @@ def test_closing_a_writer_waits_for_the_append_in_progress(owned: Archive) -> No
         writer.append([b"late"], [PRODUCER], 1)
     with Archive(owned.directory) as ro:
         assert [r.payload for r in ro.replay("orders")] == [b"slow"] * 3
+def test_a_start_inside_a_record_is_not_a_boundary(owned: Archive) -> None:
+    """A payload holding a well-formed record at an aligned position is not a record."""
+    from exon.archive.format import encode_record
+
+    fake = bytearray(64)
+    encode_record(fake, 0, 64, b"FORGED", b"evil", 0)  # a record at position 64
+    payload = (bytes(64 - 32 - len(PRODUCER)) + bytes(fake))[:128 - 32 - len(PRODUCER)]
+    owned.writer("orders").append([payload, b"second"], [PRODUCER] * 2, 1)
+    assert [r.position for r in owned.replay("orders")] == [0, 128]
+    for ar in (owned, Archive(owned.directory)):
+        with pytest.raises(ReplayRangeError, match="not a record boundary"):
+            list(ar.replay("orders", 64))
+        with pytest.raises(ReplayRangeError):
+            ar.advance("orders", 64, 1)
+        assert [r.payload for r in ar.replay("orders", 128)] == [b"second"]
