@@ -31,6 +31,7 @@ from exon.archive.format import (
     ALIGNMENT,
     HEADER_LENGTH,
     Record,
+    find_record,
     scan_records,
 )
 from exon.archive.recording import (
@@ -247,7 +248,10 @@ class Archive:
 
     def _scan_stop(self, entry: CatalogEntry) -> int:
         """Where the valid records end, read-only (a live recording of another process: an
-        incomplete tail record is simply not there yet)."""
+        incomplete tail record is simply not there yet). Damage followed by valid data (a
+        later segment file holding bytes, or a valid record further on in the file) does
+        not end them: the stop lies past it, so that a replay meets the damage and names
+        it (ArchiveCorrupt) instead of ending early."""
         length = entry.segment_length
         bases = [b for b in segment_bases(self.directory, entry.id)
                  if b + length > entry.start_position]
@@ -267,11 +271,18 @@ class Archive:
             finally:
                 seg.close()
             offset = end
-            if end < length or base + length not in bases:
+            later = [b for b in bases if b > base]
+            if not later or (end < length and not self._holds_data(entry, later[0])):
                 break
-            base, offset = base + length, 0
+            base, offset = later[0], 0
         self._tails[entry.id] = (base, offset)
         return base + offset
+
+    def _holds_data(self, entry: CatalogEntry, base: int) -> bool:
+        try:
+            return os.path.getsize(segment_path(self.directory, entry.id, base)) > 0
+        except FileNotFoundError:
+            return False
 
     @staticmethod
     def _scan_segment(data: Any, offset: int, size: int, base: int) -> int:
@@ -279,16 +290,18 @@ class Archive:
         in the middle of a write (a write is at most ``WRITE_BUFFER`` bytes), so the
         headers are walked first and the checksums verified over the last stretch."""
         if size - offset > 2 * WRITE_BUFFER:
-            offset, _ = codec.scan(data, offset, size - WRITE_BUFFER, base, checksum=False)
+            walked, _ = codec.scan(data, offset, size - WRITE_BUFFER, base, checksum=False)
+            if walked <= size:  # a damaged length can throw the walk past the file
+                offset = walked
         end, _ = codec.scan(data, offset, size, base)
-        if end < size:
-            # a bad record: the tail being written (or torn), or damage in the middle of
-            # the data? Past damage the lengths still chain up to the file's end: then the
-            # data goes on and a replay must meet (and name) the bad record
-            walked, _ = codec.walk(data, end, size, 1 << 62)
-            first, _ = codec.walk(data, end, size, 1)
-            if walked == size and walked > first > end:
-                end = walked
+        while end < size:
+            # a bad record or a zero length before the end of the file: the tail being
+            # written (nothing valid after it yet), or damage that valid records follow,
+            # which a replay must meet and name
+            following = find_record(data, end + ALIGNMENT, size, base)
+            if following < 0:
+                break
+            end, _ = codec.scan(data, following, size, base)
         return end
 
     def _info(self, entry: CatalogEntry) -> RecordingInfo:

@@ -120,8 +120,17 @@ class RecordingFiles:
             if offset >= span_end:
                 raise ArchiveCorrupt(f"segment ends before position {end}", path=seg.path,
                                      offset=offset)
-            records, offset = codec.decode(seg.map, offset, span_end, base, batch, verify,
-                                           seg.path, self.producers)
+            try:
+                records, offset = codec.decode(seg.map, offset, span_end, base, batch,
+                                               verify, seg.path, self.producers)
+            except ArchiveCorrupt as exc:
+                # the good records of the batch come first, then the bad one is named
+                if offset < exc.offset <= span_end:
+                    records, _ = codec.decode(seg.map, offset, exc.offset, base, batch,
+                                              verify, seg.path, self.producers)
+                    if records:
+                        yield records
+                raise
             if offset == position - base:  # no progress: zero length before `end`
                 raise ArchiveCorrupt(f"no record at position {position} (stop {end})",
                                      path=seg.path, offset=offset)

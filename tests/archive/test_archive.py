@@ -107,10 +107,12 @@ def test_verify_finds_a_flipped_byte(owned: Archive) -> None:
         assert report["records"] == 150
         assert report["bad"]["path"] == path
         assert report["bad"]["offset"] == victim.position - base
+        got: list[object] = []
         with pytest.raises(ArchiveCorrupt) as info:
-            list(ro.replay("orders"))
+            got.extend(ro.replay("orders"))
         assert info.value.path == path
         assert info.value.offset == victim.position - base
+        assert got == records[:150]  # the good records of the bad one's batch too
     cli = subprocess.run([sys.executable, "-m", "exon.cli", "archive", "verify", "--dir",
                           owned.directory], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 1
@@ -366,3 +368,21 @@ def test_a_start_inside_a_record_is_not_a_boundary(owned: Archive) -> None:
         with pytest.raises(ReplayRangeError):
             ar.advance("orders", 64, 1)
         assert [r.payload for r in ar.replay("orders", 128)] == [b"second"]
+
+
+def test_a_zeroed_header_does_not_end_a_local_replay_early(owned: Archive) -> None:
+    fill(owned, "orders", [b"%04d" % i + b"x" * 1000 for i in range(300)], batch=30)
+    records = list(owned.replay("orders"))
+    stop = owned.stop_position("orders")
+    owned.close()
+    path = segment_path(owned.directory, 1, SEGMENT)
+    with open(path, "r+b") as f:  # the 5th record of segment 1
+        f.seek(4 * 1056)
+        f.write(bytes(32))
+    with Archive(owned.directory) as ro:
+        assert ro.stop_position("orders") == stop
+        got = []
+        with pytest.raises(ArchiveCorrupt) as info:
+            got.extend(ro.replay("orders"))
+        assert (info.value.path, info.value.offset) == (path, 4 * 1056)
+        assert got == [r for r in records if r.position < SEGMENT + 4 * 1056]
