@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import logging
 import os
 import threading
 import time
@@ -53,6 +54,7 @@ LOCK_FILE = "archive.lock"
 DEFAULT_SEGMENT_LENGTH = 128 * 1024 * 1024
 MIN_SEGMENT_LENGTH = 64 * 1024
 FOLLOW_POLL = 0.005  # seconds between looks at a recording written by another process
+log = logging.getLogger("exon.archive")
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class Archive:
         self._lock_fd = -1
         self._writers: dict[int, RecordingWriter] = {}
         self._tails: dict[int, tuple[int, int]] = {}  # non-owner: id -> (base, end offset)
+        #: owner: recordings whose recovery found damage (not a torn tail): id -> the error
+        #: (they are read, not written, until the damage is moved aside and the directory
+        #: is opened again)
+        self._refused: dict[int, ArchiveCorrupt] = {}
         if create if create is not None else owner:
             os.makedirs(self.directory, exist_ok=True)
         elif not os.path.isdir(self.directory):
@@ -101,12 +107,21 @@ class Archive:
             self.catalog = Catalog.load(self.directory)
             if owner:
                 for entry in self.catalog.entries.values():
-                    self._writers[entry.id] = RecordingWriter(self.directory, entry, fsync)
+                    self._open_writer(entry)
         except BaseException:
             self.close()
             raise
 
     # ---- owning ----------------------------------------------------------------------------
+
+    def _open_writer(self, entry: CatalogEntry) -> None:
+        """Recover a recording and keep its writer; a recording whose recovery finds
+        damage is refused for writing (see :meth:`writer`) instead of failing the rest."""
+        try:
+            self._writers[entry.id] = RecordingWriter(self.directory, entry, self.fsync)
+        except ArchiveCorrupt as exc:
+            log.error("recording %r is not recovered and takes no writes: %s", entry.name, exc)
+            self._refused[entry.id] = exc
 
     def _take_lock(self, note: str) -> None:
         path = os.path.join(self.directory, LOCK_FILE)
@@ -163,7 +178,7 @@ class Archive:
                 entry = self.catalog.find(name)
             except RecordingNotFound:
                 entry = self.catalog.add(name, segment_length, ingest_tag)
-                self._writers[entry.id] = RecordingWriter(self.directory, entry, self.fsync)
+                self._open_writer(entry)
                 return entry
             if entry.ingest_tag != ingest_tag and ingest_tag is not None:
                 entry.ingest_tag = ingest_tag
@@ -171,9 +186,20 @@ class Archive:
             return entry
 
     def writer(self, recording: str | int) -> RecordingWriter:
-        """The appender of a recording (owner only: the service uses it)."""
+        """The appender of a recording (owner only: the service uses it). Raises
+        :class:`ArchiveCorrupt` (the damaged file and offset) for a recording whose
+        recovery found a bad record followed by valid data when the directory was opened:
+        it takes no writes until the damage is moved aside and the directory reopened (its
+        records before the damage still replay)."""
         self._require_owner()
-        return self._writers[self.entry(recording).id]
+        entry = self.entry(recording)
+        refused = self._refused.get(entry.id)
+        if refused is not None:
+            problem = str(refused).removeprefix(f"{refused.path} at offset {refused.offset}: ")
+            raise ArchiveCorrupt(f"recording {entry.name!r} takes no writes (recovery "
+                                 f"refused): {problem}", path=refused.path,
+                                 offset=refused.offset)
+        return self._writers[entry.id]
 
     def mark_keyed(self, recording: str | int) -> None:
         """Mark a recording as taking keyed (exactly-once) ingest; recovery then scans all of its
@@ -307,6 +333,9 @@ class Archive:
     def _info(self, entry: CatalogEntry) -> RecordingInfo:
         writer = self._writers.get(entry.id)
         state = "ok" if writer is None or writer.failed is None else f"failed: {writer.failed}"
+        refused = self._refused.get(entry.id)
+        if refused is not None:
+            state = f"failed: recovery refused: {refused}"
         return RecordingInfo(name=entry.name, id=entry.id, start_position=entry.start_position,
                              stop_position=self.stop_position(entry.id),
                              segment_length=entry.segment_length, created_ns=entry.created_ns,

@@ -9,6 +9,7 @@ decoder is built).
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import re
@@ -18,12 +19,19 @@ from typing import Any
 from exon.archive import codec
 from exon.archive.catalog import CatalogEntry
 from exon.archive.errors import ArchiveCorrupt, ReplayRangeError
-from exon.archive.format import Record, scan_records
+from exon.archive.format import (
+    ALIGNMENT,
+    Record,
+    find_record,
+    record_problem,
+    scan_records,
+)
 
 SEGMENT_SUFFIX = ".rec"
 _SEGMENT_NAME = re.compile(r"^(\d+)-(\d+)\.rec$")
 #: records decoded per batch
 BATCH_RECORDS = 4096
+log = logging.getLogger("exon.archive")
 
 
 def segment_path(directory: str, recording_id: int, base: int) -> str:
@@ -180,10 +188,19 @@ class RecordingFiles:
 
 def recover_segments(directory: str, entry: CatalogEntry,
                      on_key: Any = None) -> tuple[int, int]:
-    """Find where the recording's valid records end, truncating a torn tail and deleting
-    segment files below the start position or past the end: ``(stop_position, records
-    in the last segment)``. ``on_key(key, position)`` sees the dedup keys of every keyed
-    record (only walked when the entry is keyed)."""
+    """Find where the recording's valid records end, cutting a torn tail and deleting
+    segment files below the start position: ``(stop_position, records in the last
+    segment)``. ``on_key(key, position)`` sees the dedup keys of every keyed record (all
+    segments are read when the entry is keyed; otherwise a full segment followed by
+    another is taken as it is).
+
+    Where the valid records stop before the data does, the rest is a torn tail only when
+    nothing valid follows it: no record passing every check at an aligned offset further
+    on in that file, and no later segment file holding any byte. Then the file is cut there
+    (and empty later files deleted). Otherwise the recording is damaged, not torn: nothing
+    is cut or deleted and :class:`ArchiveCorrupt` names the file and the offset where the
+    valid records stop (a missing segment file between others is named the same way,
+    offset 0). See docs/protocol.md 3.2."""
     length = entry.segment_length
     bases = segment_bases(directory, entry.id)
     for base in bases:
@@ -192,20 +209,26 @@ def recover_segments(directory: str, entry: CatalogEntry,
     bases = [b for b in bases if b + length > entry.start_position]
     if not bases:
         return entry.start_position, 0
+    sizes = [os.path.getsize(segment_path(directory, entry.id, b)) for b in bases]
     stop = bases[0] if bases[0] > entry.start_position else entry.start_position
     count = 0
     for i, base in enumerate(bases):
         path = segment_path(directory, entry.id, base)
+        data_follows = any(sizes[i + 1:])  # a later file holds bytes
         if base != stop:
-            # a gap (or a file past a short segment): nothing from here is reachable
-            for later in bases[i:]:
+            if data_follows or sizes[i]:
+                raise ArchiveCorrupt(f"segment file missing: the recording's data jumps from "
+                                     f"position {stop} to the next file at {base}",
+                                     path=segment_path(directory, entry.id,
+                                                       stop - stop % length),
+                                     offset=stop % length)
+            for later in bases[i:]:  # empty files past the end of the data
                 os.unlink(segment_path(directory, entry.id, later))
             break
-        last = i + 1 == len(bases)
         with open(path, "r+b") as f:
             size = os.fstat(f.fileno()).st_size
-            if not last and size == length and not entry.keyed:
-                stop = base + length  # a full segment before the last: not torn
+            if data_follows and size == length and not entry.keyed:
+                stop = base + length  # a full segment followed by data: not torn
                 continue
             data = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
             try:
@@ -213,16 +236,23 @@ def recover_segments(directory: str, entry: CatalogEntry,
                     end, count = scan_records(data, 0, size, base, on_key=on_key)
                 else:
                     end, count = codec.scan(data, 0, size, base)
+                if end < length and (data_follows or (
+                        end < size and find_record(data, end + ALIGNMENT, size, base) >= 0)):
+                    raise ArchiveCorrupt(
+                        f"{record_problem(data, end, size, base)}, and valid data follows: "
+                        f"not a torn tail, nothing cut", path=path, offset=end)
             finally:
                 if not isinstance(data, bytes):
                     data.close()
-            if end < size:
+            if end < size:  # a torn tail: nothing valid after it
+                log.warning("%s: cut a torn tail of %d bytes at offset %d", path,
+                            size - end, end)
                 f.truncate(end)
                 f.flush()
                 os.fsync(f.fileno())
         stop = base + end
         if end < length:
-            for later in bases[i + 1:]:
+            for later in bases[i + 1:]:  # empty files (data_follows is false)
                 os.unlink(segment_path(directory, entry.id, later))
             break
     return stop, count

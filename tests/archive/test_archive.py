@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pathlib
 import subprocess
 import sys
 import time
@@ -386,3 +387,123 @@ def test_a_zeroed_header_does_not_end_a_local_replay_early(owned: Archive) -> No
             got.extend(ro.replay("orders"))
         assert (info.value.path, info.value.offset) == (path, 4 * 1056)
         assert got == [r for r in records if r.position < SEGMENT + 4 * 1056]
+
+
+def _flip(path: str, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x10]))
+
+
+def _files(directory: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(pathlib.Path(directory).glob("*.rec"))}
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_recovery_refuses_damage_that_valid_records_follow(owned: Archive, keyed: bool) -> None:
+    """One flipped byte is not a torn tail: the restart cuts and deletes nothing, the
+    recording refuses writes naming the file and offset, and its records before the
+    damage still replay (then the replay names the damage)."""
+    from exon.archive.format import encode_key
+
+    if keyed:
+        owned.mark_keyed("orders")
+    w = owned.writer("orders")
+    for b in range(40):
+        keys = [encode_key("q", 0, b, i) for i in range(10)] if keyed else None
+        w.append([b"%05d" % (b * 10 + i) + b"z" * 900 for i in range(10)], [PRODUCER] * 10,
+                 1, keys)
+    records = list(owned.replay("orders"))
+    stop = owned.stop_position("orders")
+    owned.close()
+    bases = segment_bases(owned.directory, 1)
+    assert len(bases) > 3
+    # keyed: every segment is scanned for dedup keys, so damage in the first one counts
+    base = bases[0] if keyed else bases[-1]
+    victims = [r for r in records if r.position >= base]
+    victim = victims[2]
+    path = segment_path(owned.directory, 1, base)
+    _flip(path, victim.position - base + 500)
+    before = _files(owned.directory)
+    with Archive(owned.directory, owner=True) as again:  # the service restarting: no error
+        assert _files(owned.directory) == before  # nothing cut, nothing deleted
+        with pytest.raises(ArchiveCorrupt) as info:
+            again.writer("orders")
+        assert info.value.path == path
+        assert info.value.offset == victim.position - base
+        assert "orders" in str(info.value)
+        assert again.recording("orders").state.startswith("failed: recovery refused")
+        assert again.stop_position("orders") == stop
+        got = []
+        with pytest.raises(ArchiveCorrupt) as info:
+            got.extend(again.replay("orders"))
+        assert (info.value.path, info.value.offset) == (path, victim.position - base)
+        assert got == records[:records.index(victim)]
+    with Archive(owned.directory) as ro:
+        assert ro.verify()[0]["bad"]["offset"] == victim.position - base
+
+
+@pytest.mark.parametrize("damage", ["zeroed-header", "short-segment", "missing-segment"])
+def test_recovery_refuses_a_hole_before_later_data(owned: Archive, damage: str) -> None:
+    fill(owned, "orders", [b"%04d" % i + b"x" * 1000 for i in range(300)], batch=30)
+    owned.close()
+    bases = segment_bases(owned.directory, 1)
+    assert len(bases) >= 4
+    path = segment_path(owned.directory, 1, bases[1])
+    if damage == "zeroed-header":  # the 5th record of the last segment; the rest is valid
+        path = segment_path(owned.directory, 1, bases[-1])
+        with open(path, "r+b") as f:
+            f.seek(4 * 1056)
+            f.write(bytes(32))
+        where = (path, 4 * 1056)
+    elif damage == "short-segment":  # segment 1 ends early, segments 2.. hold data
+        os.truncate(path, 10 * 1056)
+        where = (path, 10 * 1056)
+    else:  # segment 1 is gone, segments 2.. hold data
+        os.unlink(path)
+        where = (path, 0)
+    before = _files(owned.directory)
+    with Archive(owned.directory, owner=True) as again:
+        assert _files(owned.directory) == before
+        with pytest.raises(ArchiveCorrupt) as info:
+            again.writer("orders")
+        assert (info.value.path, info.value.offset) == where
+
+
+@pytest.mark.parametrize("damage", ["zero-page", "short-zero-page"])
+def test_a_zeroed_tail_is_cut_on_recovery(owned: Archive, damage: str) -> None:
+    """A power cut can leave unsynced pages zero at the end: nothing valid after them."""
+    payloads = random_payloads(40, seed=4, max_size=1000)
+    fill(owned, "orders", payloads)
+    stop = owned.stop_position("orders")
+    owned.close()
+    path = segment_path(owned.directory, 1, stop - stop % SEGMENT)
+    with open(path, "ab") as f:
+        f.write(bytes(4096 if damage == "zero-page" else 20))
+    with Archive(owned.directory, owner=True) as again:
+        assert again.stop_position("orders") == stop
+        assert os.path.getsize(path) == stop % SEGMENT
+        assert [r.payload for r in again.replay("orders")] == payloads
+
+
+def test_a_write_torn_at_any_byte_is_cut_to_the_last_whole_record(owned: Archive) -> None:
+    """kill -9 stops a write part way: whatever byte the file ends at, recovery keeps the
+    whole records before it and cuts the rest, with no error."""
+    fill(owned, "orders", [b"a" * 100, b"b" * 300])
+    first = owned.stop_position("orders")
+    fill(owned, "orders", [b"c" * 200, b"d" * 50, b"e" * 700])
+    records = list(owned.replay("orders"))
+    owned.close()
+    path = segment_path(owned.directory, 1, 0)
+    whole = pathlib.Path(path).read_bytes()
+    ends = [r.position for r in records[2:]] + [len(whole)]
+    for cut in range(first, len(whole) + 1, 7):
+        with open(path, "wb") as f:
+            f.write(whole[:cut])
+        with Archive(owned.directory, owner=True) as again:
+            expect = max(e for e in [first, *ends] if e <= cut)
+            assert again.stop_position("orders") == expect
+            assert os.path.getsize(path) == expect
+            assert list(again.replay("orders")) == [r for r in records if r.position < expect]
