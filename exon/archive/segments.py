@@ -13,6 +13,7 @@ import logging
 import mmap
 import os
 import re
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from exon.archive.errors import ArchiveCorrupt, ReplayRangeError
 from exon.archive.format import (
     ALIGNMENT,
     Record,
+    align,
     find_record,
     record_problem,
     scan_records,
@@ -31,6 +33,7 @@ SEGMENT_SUFFIX = ".rec"
 _SEGMENT_NAME = re.compile(r"^(\d+)-(\d+)\.rec$")
 #: records decoded per batch
 BATCH_RECORDS = 4096
+_U32 = struct.Struct("<I")
 log = logging.getLogger("exon.archive")
 
 
@@ -147,8 +150,12 @@ class RecordingFiles:
                 yield records
 
     def raw(self, start: int, end: int, max_bytes: int) -> tuple[bytes, int, int]:
-        """Up to ``max_bytes`` of whole records from ``start`` (one segment at most):
-        ``(bytes, their start, their end)`` for shipping to a remote replay."""
+        """Up to ``max_bytes`` of whole records from ``start`` (one segment at most; a
+        single record larger than the budget is sent whole): ``(bytes, their start, their
+        end)`` for shipping to a remote replay. Every record sent passes its checks
+        (checksum included): a bad one raises :class:`ArchiveCorrupt` naming this
+        segment's file and the record's offset, once the good records before it are
+        sent."""
         length = self.entry.segment_length
         base = start - start % length
         seg = self.segment(base)
@@ -157,14 +164,20 @@ class RecordingFiles:
             seg.refresh()
         offset = start - base
         stop = min(limit, seg.size)
-        if stop - offset > max_bytes:
-            # whole records only: walk headers up to the byte budget
-            cut, _ = codec.walk(seg.map, offset, offset + max_bytes, 1 << 62)
-            if cut == offset:  # one record larger than the budget: send it whole
-                cut, _ = codec.walk(seg.map, offset, stop, 1)
-                cut = cut if cut > offset else stop
-            stop = cut
-        return bytes(seg.map[offset:stop]), start, base + stop
+        if offset >= stop:
+            raise ArchiveCorrupt(f"segment ends before position {end}", path=seg.path,
+                                 offset=offset)
+        # the valid records that fit the budget (the scan stops at one that runs past it)
+        cut, _ = codec.scan(seg.map, offset, min(stop, offset + max_bytes), base)
+        if cut == offset:
+            # the first record is larger than the budget (sent whole), or bad
+            frame_length = _U32.unpack_from(seg.map, offset + 4)[0] if stop - offset >= 8 else 0
+            cut = offset + align(frame_length)
+            if frame_length == 0 or cut > stop or codec.scan(seg.map, offset, cut,
+                                                             base)[0] != cut:
+                raise ArchiveCorrupt(f"{record_problem(seg.map, offset, stop, base)} "
+                                     f"(replay to {end})", path=seg.path, offset=offset)
+        return bytes(seg.map[offset:cut]), start, base + cut
 
     def skip(self, start: int, end: int, max_records: int) -> tuple[int, int]:
         """The position after at most ``max_records`` records from ``start`` (never past

@@ -507,3 +507,41 @@ def test_a_write_torn_at_any_byte_is_cut_to_the_last_whole_record(owned: Archive
             assert again.stop_position("orders") == expect
             assert os.path.getsize(path) == expect
             assert list(again.replay("orders")) == [r for r in records if r.position < expect]
+
+
+def test_raw_chunks_keep_to_their_budget(owned: Archive) -> None:
+    fill(owned, "orders", [b"p" * 560] * 40 + [b"big" * 1000])  # 608-byte records
+    stop = owned.stop_position("orders")
+    files = owned.files("orders")
+    try:
+        for budget in (608, 1000, 1216, 5000):
+            position, chunks = 0, []
+            while position < stop:
+                data, first, position = files.raw(position, stop, budget)
+                assert first + len(data) == position
+                assert len(data) <= budget or len(data) == 3072  # the big record alone
+                chunks.append(data)
+            assert b"".join(chunks) == pathlib.Path(
+                segment_path(owned.directory, 1, 0)).read_bytes()[:stop]
+    finally:
+        files.close()
+
+
+def test_raw_names_the_file_and_offset_of_a_bad_record(owned: Archive) -> None:
+    """What the service ships to a remote replay is checked: the good records first, then
+    ArchiveCorrupt with the segment's path and the bad record's offset."""
+    fill(owned, "orders", [b"p" * 560] * 40)
+    records = list(owned.replay("orders"))
+    stop = owned.stop_position("orders")
+    files = owned.files("orders")
+    try:
+        path = segment_path(owned.directory, 1, 0)
+        _flip(path, records[5].position + 100)
+        _, first, position = files.raw(0, stop, 1 << 20)  # the good records before it
+        assert (first, position) == (0, records[5].position)
+        with pytest.raises(ArchiveCorrupt) as info:
+            files.raw(position, stop, 1 << 20)
+        assert (info.value.path, info.value.offset) == (path, records[5].position)
+        assert "checksum" in str(info.value)
+    finally:
+        files.close()
