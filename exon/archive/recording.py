@@ -25,7 +25,7 @@ from exon.archive import codec
 from exon.archive.catalog import CatalogEntry, fsync_dir
 from exon.archive.errors import ArchiveFull
 from exon.archive.format import HEADER_LENGTH, decode_key, encode_pad
-from exon.archive.segments import recover_segments, segment_path
+from exon.archive.segments import recover_segments, segment_bases, segment_path
 
 FsyncPolicy = Literal["none", "data", "full"]
 FSYNC_POLICIES: tuple[str, ...] = ("none", "data", "full")
@@ -262,11 +262,13 @@ class RecordingWriter:
             os.close(self._fd)
             self._fd = -1
         self._base = -1
+        # later segments first, the newest first, then the cut: a crash in between leaves
+        # a torn tail that recovery cuts, never a short segment that data follows (which
+        # recovery refuses as damage)
+        later = [b for b in segment_bases(self.directory, self.entry.id) if b > base]
+        for b in sorted(later, reverse=True):
+            os.unlink(segment_path(self.directory, self.entry.id, b))
         os.truncate(segment_path(self.directory, self.entry.id, base), start - base)
-        later = base + length
-        while os.path.exists(segment_path(self.directory, self.entry.id, later)):
-            os.unlink(segment_path(self.directory, self.entry.id, later))
-            later += length
 
     def _fail(self, start: int, exc: OSError) -> None:
         """Cut the files back to ``start`` (the last acknowledged position) and stop."""

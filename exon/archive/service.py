@@ -315,7 +315,12 @@ class ArchiveService:
             yield item
 
     def _record_loop(self, name: str, sock: Any) -> None:
-        writer = self.archive.writer(name)
+        try:
+            writer = self.archive.writer(name)
+        except ArchiveError as exc:  # recovery refused it (damage): producers get CookieLost
+            self._event(f"recording {name!r} not recording: {exc}")
+            sock.close(timeout=0)
+            return
         producers: dict[int, tuple[Any, bytes]] = {}
 
         def producer_of(peer: Any) -> bytes:
@@ -382,7 +387,7 @@ class ArchiveService:
                 self.archive.writer(rid).append(payloads, origins, time.time_ns(), keys)
             except RecordingNotFound:
                 self._event(f"keyed ingest for unknown recording id {rid} (dropped)")
-            except (OSError, ValueError) as exc:  # ArchiveFull among them
+            except (ArchiveError, OSError, ValueError) as exc:  # ArchiveFull, ArchiveCorrupt
                 self._event(f"keyed ingest into recording {rid} failed: {exc}")
                 on_disk = False
         return on_disk
@@ -489,9 +494,11 @@ class ArchiveService:
         files = None
         try:
             files = self.archive.files(recording_id)
-            writer = self.archive.writer(recording_id)
             push = self.node.socket("push", max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
             push.link(str(peer), timeout=10.0)
+            # a follower waits on the writer; one of a recording that recovery refused gets
+            # the ArchiveCorrupt (a bounded replay reads up to the damage, then gets it)
+            writer = self.archive.writer(recording_id) if follow else None
             position = start
             last_sent = time.monotonic()
             while not stop.is_set() and not self._stop.is_set():
@@ -506,6 +513,7 @@ class ArchiveService:
                                                            end), stop)
                     push.close(timeout=10.0)
                     return
+                assert writer is not None  # follow
                 with writer.changed:
                     if writer.stop_position <= position and writer.failed is None:
                         writer.changed.wait(POLL)

@@ -545,3 +545,38 @@ def test_raw_names_the_file_and_offset_of_a_bad_record(owned: Archive) -> None:
         assert "checksum" in str(info.value)
     finally:
         files.close()
+
+
+def test_a_crash_while_cutting_back_leaves_a_recording_recovery_takes(owned: Archive,
+                                                                       monkeypatch) -> None:
+    """A failed batch is cut back later segments first, then the cut: a crash between the
+    two leaves a torn tail, which recovery cuts; cutting first left a short segment that
+    data followed, which recovery refuses as damage."""
+    import errno
+
+    writer = owned.writer("orders")
+    writer.append([b"a" * 1000] * 40, [PRODUCER] * 40, 1)  # most of segment 0
+    real_write = writer._write
+
+    def fail_in_segment_1(position: int, data: Any) -> None:
+        if position >= SEGMENT:  # half of the span reaches the disk, then it is full
+            real_write(position, memoryview(data)[:len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(position, data)
+
+    def crash(path: Any) -> None:
+        raise RuntimeError("the process died here")
+
+    writer._write = fail_in_segment_1  # type: ignore[method-assign]
+    monkeypatch.setattr(os, "unlink", crash)
+    with pytest.raises(RuntimeError, match="died"):
+        writer.append([b"b" * 1000] * 60, [PRODUCER] * 60, 1)  # over into segment 1
+    monkeypatch.undo()
+    directory = owned.directory
+    owned.close()
+    with Archive(directory, owner=True) as again:
+        again.writer("orders").append([b"c"], [PRODUCER], 1)  # recovery took it
+        payloads = [r.payload for r in again.replay("orders")]
+    assert payloads[:40] == [b"a" * 1000] * 40
+    assert payloads[-1] == b"c"
+    assert set(payloads[40:-1]) <= {b"b" * 1000}  # unconfirmed, but whole records

@@ -683,3 +683,49 @@ def test_a_stopped_replay_tells_its_reader(service: ArchiveService,
     assert kinds[-1] == control.REPLAY_ERROR
     body = msgpack.unpackb(data[control.REPLAY_HEADER.size:])
     assert body == {"error": "ArchiveError", "message": "the replay was stopped (stop_replay)"}
+
+
+def test_a_service_on_a_damaged_recording_refuses_it_and_goes_on(tmp_path) -> None:
+    """Recovery refuses a recording with damage that valid records follow: the service
+    starts, says so, does not record into it, still replays it up to the damage (then
+    ArchiveCorrupt naming file and offset), and records the others."""
+    from exon.archive import Archive, ArchiveCorrupt
+    from exon.archive.segments import segment_path
+    from tests.archive.conftest import PRODUCER
+
+    d = str(tmp_path / "arch")
+    with Archive(d, owner=True) as ar:
+        ar.create_recording("orders", segment_length=SEGMENT, ingest_tag=10)
+        w = ar.writer("orders")
+        for i in range(100):
+            w.append([bytes([i]) * 1500], [PRODUCER], 1)  # over 2 segments
+        rid = ar.recording("orders").id
+        records = list(ar.replay("orders"))
+    last = records[-1].position - records[-1].position % SEGMENT  # the last segment's base
+    first_bad = next(i for i, r in enumerate(records) if r.position >= last) + 2
+    bad = records[first_bad].position  # in the last segment, valid records after it
+    assert first_bad + 2 < len(records)
+    path = segment_path(d, rid, last)
+    with open(path, "r+b") as f:
+        f.seek(bad - last + 200)
+        byte = f.read(1)
+        f.seek(bad - last + 200)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with ArchiveService(d, ingest={"orders": 10, "clicks": 11},
+                        segment_length=SEGMENT) as svc, exon.Node() as node, \
+            ArchiveClient(svc.address, timeout=5) as ac:
+        deadline = time.monotonic() + 5
+        while not any("not recording" in e for e in svc.events) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert any("'orders' not recording" in e and "at offset" in e for e in svc.events)
+        got: list[bytes] = []
+        replay = ac.replay("orders")
+        with pytest.raises(ArchiveCorrupt) as info:
+            got.extend(rec.payload for rec in replay)
+        assert got == [bytes([i]) * 1500 for i in range(first_bad)]
+        assert (os.path.basename(info.value.path), info.value.offset) == (
+            os.path.basename(path), bad - last)
+        with pytest.raises(ArchiveCorrupt):
+            next(iter(ac.replay("orders", follow=True)))
+        push_all(node, f"{svc.address}/11", [b"c1", b"c2"])  # the others record
+        assert [r.payload for r in ac.replay("clicks")] == [b"c1", b"c2"]
