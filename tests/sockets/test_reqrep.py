@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -204,8 +205,9 @@ def test_link_limit_then_retry_succeeds_when_a_slot_frees(make_node) -> None:
     assert a.statistics().refusals_sent >= 1
 
 
-def test_a_reply_too_large_for_the_requester_leaves_the_request_to_answer(make_node) -> None:
-    """Nothing went out: the REP still owes the answer, and a smaller one reaches the REQ."""
+def _a_reply_too_large(make_node: Any) -> tuple[Any, Any]:
+    """A REP and its REQ (which takes at most 1 KiB): the REP took b"q" and its 2 KiB
+    reply was refused (MessageTooLarge)."""
     a, b = make_node(), make_node()
     rep = a.socket("rep", tag=1)
     req = b.socket("req", max_message_size=1024)
@@ -214,6 +216,12 @@ def test_a_reply_too_large_for_the_requester_leaves_the_request_to_answer(make_n
     assert rep.receive(timeout=5).payload == b"q"
     with pytest.raises(exon.MessageTooLarge):
         rep.send(b"x" * 2048, timeout=5)
+    return rep, req
+
+
+def test_a_reply_too_large_for_the_requester_leaves_the_request_to_answer(make_node) -> None:
+    """Nothing went out: the REP still owes the answer, and a smaller one reaches the REQ."""
+    rep, req = _a_reply_too_large(make_node)
     with pytest.raises(exon.StateError, match="send"):
         rep.receive(timeout=1)
     rep.send(b"short", timeout=5)
@@ -223,14 +231,7 @@ def test_a_reply_too_large_for_the_requester_leaves_the_request_to_answer(make_n
 
 
 def test_rep_reset_gives_the_request_up(make_node) -> None:
-    a, b = make_node(), make_node()
-    rep = a.socket("rep", tag=1)
-    req = b.socket("req", max_message_size=1024)
-    req.link(f"{a.address}/1", timeout=5)
-    req.send(b"first", timeout=5)
-    assert rep.receive(timeout=5).payload == b"first"
-    with pytest.raises(exon.MessageTooLarge):
-        rep.send(b"x" * 2048, timeout=5)
+    rep, req = _a_reply_too_large(make_node)
     rep.reset()  # the REP cannot answer: it takes the next request instead
     req.reset()
     req.send(b"second", timeout=5)
