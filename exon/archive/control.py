@@ -74,7 +74,18 @@ class Request:
 
 
 def encode_request(op: str, **args: Any) -> bytes:
-    return msgpack.packb({"op": op, **args})  # type: ignore[no-any-return]
+    """A request's bytes; ControlError (naming the field) for a value msgpack cannot carry,
+    such as an integer beyond 64 bits."""
+    try:
+        return msgpack.packb({"op": op, **args})  # type: ignore[no-any-return]
+    except (OverflowError, TypeError, ValueError):
+        for name, value in args.items():
+            try:
+                msgpack.packb(value)
+            except (OverflowError, TypeError, ValueError) as exc:
+                raise ControlError(f"{op}: {name} cannot be sent ({exc}): {value!r:.64}") \
+                    from None
+        raise
 
 
 def decode_request(data: bytes) -> Request:

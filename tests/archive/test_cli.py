@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 import exon
-from exon.archive import Archive
+from exon.archive import Archive, ArchiveService
 from tests.archive.conftest import SEGMENT, fill
 
 EXON = [sys.executable, "-m", "exon.cli", "archive"]
@@ -92,6 +92,15 @@ def test_truncate_of_a_missing_directory_creates_nothing(tmp_path) -> None:
     assert "no such archive directory" in out.stderr
     assert "Traceback" not in out.stderr
     assert not typo.exists()
+
+
+@pytest.mark.net
+def test_truncate_through_a_service_with_a_position_beyond_64_bits(directory: str) -> None:
+    with ArchiveService(directory, ingest={"orders": 10, "clicks": 11}) as svc:
+        out = run("truncate", "--archive", svc.address, "orders", "--before", str(10**23))
+    assert out.returncode == 1
+    assert "before cannot be sent" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("catalog", ["[]", "null", '"text"', '{"version": 1, "next_id": 2, '

@@ -113,3 +113,11 @@ def test_an_archive_corrupt_answer_keeps_its_file_and_offset() -> None:
         assert isinstance(err, ArchiveCorrupt)
         assert (err.path, err.offset) == ("", -1)
     assert type(control.error_from({"error": "NoSuchError", "message": 5})) is ArchiveError
+
+
+def test_a_request_field_beyond_64_bits_is_a_control_error_naming_it() -> None:
+    with pytest.raises(ControlError, match="truncate: before cannot be sent"):
+        control.encode_request("truncate", recording="r", before=10**23)
+    with pytest.raises(ControlError, match="replay: start"):
+        control.encode_request("replay", recording="r", start=object())
+    assert control.encode_request("truncate", recording="r", before=2**63 - 1)
