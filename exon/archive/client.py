@@ -209,12 +209,13 @@ class ArchiveClient:
         the client stops the replays still open."""
         pull = self.node.socket("pull", credits=REPLAY_CREDITS,
                                 max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
-        replay_id = 0
+        replay_id = 0  # while not 0: the service's replay may still run (stop it at the end)
+        registered = 0  # the id this replay is listed under in _replays
         try:
             reply = self._request("replay", recording=recording, start=start, end=end,
                                   follow=follow, reply_to=f"{self.node.address}/{pull.tag}")
-            replay_id = int(reply["replay_id"])
-            self._replays[replay_id] = pull
+            replay_id = registered = int(reply["replay_id"])
+            self._replays[registered] = pull
             producers: dict[bytes, str] = {}
             header = control.REPLAY_HEADER
             source = f"archive {self.address} replay {replay_id}"
@@ -224,7 +225,6 @@ class ArchiveClient:
                     msg = pull.receive(timeout=wait)
                 except (errors.Timeout, errors.BrokenLink):
                     # the service is gone or stuck: no stop_replay to wait on as well
-                    self._replays.pop(replay_id, None)
                     replay_id = 0
                     raise
                 data = msg[0]
@@ -254,7 +254,7 @@ class ArchiveClient:
                     raise ControlError(f"{source}: unknown replay message kind {kind}")
         finally:
             pull.close(timeout=0)  # done, or abandoned: nothing more is wanted
-            self._replays.pop(replay_id, None)
+            self._replays.pop(registered, None)
             if replay_id and not self._closed:
                 try:
                     self._request("stop_replay", replay_id=replay_id)

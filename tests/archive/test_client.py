@@ -112,3 +112,18 @@ def test_a_follow_replay_outwaits_the_keepalives_whatever_the_timeout(tmp_path) 
             t.join(10)
             assert not t.is_alive()
         assert got == [b"only", b"then"]
+
+
+def test_finished_replays_are_not_kept_by_the_client(tmp_path) -> None:
+    """A replay that ended (END, or an error) leaves the client's list of open replays:
+    they piled up, and close() asked the service to stop each (1 s each once it is gone)."""
+    with ArchiveService(str(tmp_path / "a"), ingest={"orders": 10},
+                        segment_length=SEGMENT) as svc:
+        _record(svc.address, [b"x"])
+        ac = ArchiveClient(svc.address, timeout=5)
+        for _ in range(5):
+            assert [r.payload for r in ac.replay("orders")] == [b"x"]
+        with pytest.raises(exon.ExonError):
+            list(ac.replay("orders", start=10**6))  # refused: nothing was listed
+        assert ac._replays == {}
+        ac.close()
