@@ -63,6 +63,8 @@ class RecordingWriter:
         self.failed: str | None = None  # why recording stopped (disk full, I/O error)
         self.records_written = 0
         self.duplicates_dropped = 0
+        #: keyed rows dropped for coming past a gap in their (query, partition)'s sequence
+        self.gaps_dropped = 0
         #: one append at a time: a recording can have both an ingest PULL (the recorder
         #: thread) and keyed ingest (the keyed thread); the framing buffer, the file and
         #: the stop position are the appender's own
@@ -230,6 +232,13 @@ class RecordingWriter:
             last = seen.get((query, partition))
             if last is not None and (batch, seq) <= last:
                 self.duplicates_dropped += 1
+                continue
+            if seq != (last[1] + 1 if last is not None and batch == last[0] else 0):
+                # a row past a gap: the rows before it were not recorded (their batch was
+                # rejected and their writer told CookieLost; these came from the same link
+                # before it closed). Recording it would raise the mark past them, and the
+                # writer's retry would then be dropped as duplicates: it waits for that retry
+                self.gaps_dropped += 1
                 continue
             seen[(query, partition)] = (batch, seq)
             out_p.append(payload)

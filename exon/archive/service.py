@@ -384,7 +384,15 @@ class ArchiveService:
         for rid, (payloads, origins, keys) in groups.items():
             try:
                 self.archive.mark_keyed(rid)
-                self.archive.writer(rid).append(payloads, origins, time.time_ns(), keys)
+                writer = self.archive.writer(rid)
+                gaps = writer.gaps_dropped
+                writer.append(payloads, origins, time.time_ns(), keys)
+                if writer.gaps_dropped != gaps:
+                    # rows past a gap were not recorded: no cookie may say they were
+                    self._event(f"keyed ingest into recording {rid}: "
+                                f"{writer.gaps_dropped - gaps} row(s) past a gap in their "
+                                f"sequence dropped; their writers retry")
+                    on_disk = False
             except RecordingNotFound:
                 self._event(f"keyed ingest for unknown recording id {rid} (dropped)")
             except (ArchiveError, OSError, ValueError) as exc:  # ArchiveFull, ArchiveCorrupt

@@ -580,3 +580,32 @@ def test_a_crash_while_cutting_back_leaves_a_recording_recovery_takes(owned: Arc
     assert payloads[:40] == [b"a" * 1000] * 40
     assert payloads[-1] == b"c"
     assert set(payloads[40:-1]) <= {b"b" * 1000}  # unconfirmed, but whole records
+
+
+def test_keyed_rows_past_a_gap_wait_for_the_retry(tmp_path) -> None:
+    """Rows of a (query, partition) are recorded only in sequence: rows that come past a
+    gap (their predecessors' batch was rejected) are dropped, so that the writer's retry of
+    the whole batch is recorded from the first missing row and nothing is lost."""
+    from exon.archive.format import encode_key
+
+    ar = Archive(str(tmp_path / "arch"), owner=True)
+    ar.create_recording("sink", segment_length=SEGMENT)
+    ar.mark_keyed("sink")
+    w = ar.writer("sink")
+
+    def rows(batch: int, seqs: range) -> None:
+        w.append([b"%d-%d" % (batch, s) for s in seqs], [PRODUCER] * len(seqs), 1,
+                 [encode_key("q", 0, batch, s) for s in seqs])
+
+    rows(7, range(0, 3))       # recorded: 0..2
+    # rows 3..5 were in a batch that could not be written; 6..9 of the same link come next
+    rows(7, range(6, 10))
+    assert w.gaps_dropped == 4
+    rows(7, range(0, 10))      # the retry of the whole batch
+    assert w.duplicates_dropped == 3
+    rows(8, range(1, 2))       # a later batch must start at seq 0
+    assert w.gaps_dropped == 5
+    rows(8, range(0, 2))
+    assert [r.payload for r in ar.replay("sink")] == \
+        [b"7-%d" % s for s in range(10)] + [b"8-0", b"8-1"]
+    ar.close()

@@ -729,3 +729,48 @@ def test_a_service_on_a_damaged_recording_refuses_it_and_goes_on(tmp_path) -> No
             next(iter(ac.replay("orders", follow=True)))
         push_all(node, f"{svc.address}/11", [b"c1", b"c2"])  # the others record
         assert [r.payload for r in ac.replay("clicks")] == [b"c1", b"c2"]
+
+
+def test_a_keyed_batch_that_failed_once_is_recorded_whole_by_its_retry(tmp_path) -> None:
+    """A keyed batch whose first rows could not be written (the catalog save failed once)
+    is rejected; its writer's later rows, already received, must not be recorded past the
+    gap, or the retry of the whole batch would be dropped as duplicates (rows lost)."""
+    import errno
+
+    n = 200
+    with ArchiveService(str(tmp_path / "a"), ingest={"sink": 12},
+                        segment_length=1 << 20) as svc, \
+            ArchiveClient(svc.address, timeout=5) as ac:
+        real_save = svc.archive.catalog.save
+        calls = [0]
+
+        def save_failing_once() -> None:
+            calls[0] += 1
+            if calls[0] == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real_save()
+
+        svc.archive.catalog.save = save_failing_once  # type: ignore[method-assign]
+        record_keyed = svc._record_keyed
+
+        def slow(batch: Any) -> bool:  # the other rows queue behind the first batch
+            time.sleep(0.2)
+            return record_keyed(batch)
+
+        svc._record_keyed = slow  # type: ignore[method-assign]
+        w = ac.keyed_writer("sink", "q")
+        try:
+            for s in range(n):
+                w.send(7, 0, s, b"row-%d" % s)
+                if s == 0:
+                    time.sleep(0.1)  # row 0 is taken alone
+            w.flush(timeout=5)
+        except exon.ExonError:
+            pass  # the task fails: Spark retries the batch
+        w.close()
+        retry = ac.keyed_writer("sink", "q")
+        for s in range(n):
+            retry.send(7, 0, s, b"row-%d" % s)
+        retry.flush(timeout=5)
+        retry.close()
+        assert [r.payload for r in ac.replay("sink")] == [b"row-%d" % s for s in range(n)]
