@@ -32,6 +32,7 @@ from exon.archive.format import (
     ALIGNMENT,
     HEADER_LENGTH,
     Record,
+    decode_key,
     find_record,
     scan_records,
 )
@@ -224,14 +225,39 @@ class Archive:
             new_start = max(entry.start_position, before - before % length)
             if new_start == entry.start_position:
                 return new_start
-            entry.start_position = new_start
             if entry.keyed:  # the dedup keys of the deleted records live on in the catalog
-                entry.dedup = self._writers[entry.id].dedup_marks()
+                entry.dedup = self._dedup_marks(entry, new_start)
+            entry.start_position = new_start
             self.catalog.save()  # first the catalog, then the files (recovery agrees)
             for base in segment_bases(self.directory, entry.id):
                 if base + length <= new_start:
                     os.unlink(segment_path(self.directory, entry.id, base))
             return new_start
+
+    def _dedup_marks(self, entry: CatalogEntry, below: int) -> list[list[Any]]:
+        """A keyed recording's dedup marks once its segments below ``below`` are gone: its
+        writer's, or (a recording that recovery refused has none) the catalog's marks
+        raised by the keys of the records in those segments, up to any damage."""
+        writer = self._writers.get(entry.id)
+        if writer is not None:
+            return writer.dedup_marks()
+        marks = {(str(q), int(p)): (int(b), int(n)) for q, p, b, n in entry.dedup}
+
+        def on_key(key: bytes, position: int) -> None:
+            query, partition, batch, seq = decode_key(key)
+            last = marks.get((query, partition))
+            if last is None or (batch, seq) > last:
+                marks[(query, partition)] = (batch, seq)
+
+        length = entry.segment_length
+        for base in segment_bases(self.directory, entry.id):
+            if base + length > below:
+                continue
+            with open(segment_path(self.directory, entry.id, base), "rb") as f:
+                data = f.read()
+            scan_records(data, max(0, entry.start_position - base), len(data), base,
+                         on_key=on_key)
+        return [[q, p, b, n] for (q, p), (b, n) in sorted(marks.items())]
 
     def commit(self, recording: str | int, consumer: str, position: int, *,
                truncate: bool = False) -> int:

@@ -609,3 +609,28 @@ def test_keyed_rows_past_a_gap_wait_for_the_retry(tmp_path) -> None:
     assert [r.payload for r in ar.replay("sink")] == \
         [b"7-%d" % s for s in range(10)] + [b"8-0", b"8-1"]
     ar.close()
+
+
+def test_truncating_a_refused_keyed_recording_keeps_the_dropped_keys(tmp_path) -> None:
+    """A keyed recording that recovery refused has no writer; truncating it (what an
+    operator does about damage) still keeps the dedup marks of the segments it drops."""
+    from exon.archive.format import encode_key
+
+    d = str(tmp_path / "arch")
+    with Archive(d, owner=True) as ar:
+        rid = ar.create_recording("k", segment_length=SEGMENT).id
+        ar.mark_keyed("k")
+        w = ar.writer("k")
+        for seq in range(40):  # 4 KB records over 3 segments
+            w.append([b"x" * 4000], [PRODUCER], 1, [encode_key("q", 0, 1, seq)])
+        in_segment_0 = [r for r in ar.replay("k") if r.position < SEGMENT]
+        damaged = [r for r in ar.replay("k") if r.position >= SEGMENT][3].position
+    with open(segment_path(d, rid, SEGMENT), "r+b") as f:  # damage in segment 1
+        f.seek(damaged - SEGMENT + 100)
+        byte = f.read(1)
+        f.seek(damaged - SEGMENT + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with Archive(d, owner=True) as ar:
+        assert ar.recording("k").state.startswith("failed: recovery refused")
+        assert ar.truncate("k", SEGMENT) == SEGMENT
+        assert ar.entry("k").dedup == [["q", 0, 1, len(in_segment_0) - 1]]
