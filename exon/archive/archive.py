@@ -32,6 +32,7 @@ from exon.archive.format import (
     ALIGNMENT,
     HEADER_LENGTH,
     Record,
+    after_bad_record,
     decode_key,
     find_record,
     scan_records,
@@ -319,7 +320,7 @@ class Archive:
             except FileNotFoundError:
                 break
             try:
-                end = self._scan_segment(seg.map, offset, seg.size, base)
+                end = self._scan_segment(seg.map, offset, seg.size, base, length)
             finally:
                 seg.close()
             offset = end
@@ -337,7 +338,7 @@ class Archive:
             return False
 
     @staticmethod
-    def _scan_segment(data: Any, offset: int, size: int, base: int) -> int:
+    def _scan_segment(data: Any, offset: int, size: int, base: int, length: int) -> int:
         """Where the valid records of a segment end, from ``offset``. Only the tail can be
         in the middle of a write (a write is at most ``WRITE_BUFFER`` bytes), so the
         headers are walked first and the checksums verified over the last stretch."""
@@ -350,7 +351,8 @@ class Archive:
             # a bad record or a zero length before the end of the file: the tail being
             # written (nothing valid after it yet), or damage that valid records follow,
             # which a replay must meet and name
-            following = find_record(data, end + ALIGNMENT, size, base)
+            after = after_bad_record(data, end, size, length)
+            following = find_record(data, after, size, base) if after >= 0 else -1
             if following < 0:
                 break
             end, _ = codec.scan(data, following, size, base)

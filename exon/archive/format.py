@@ -219,6 +219,23 @@ def record_problem(buf: Any, offset: int, end: int, base: int) -> str:
 _TYPE_VERSION = re.compile(rb"(?=[\x01\x02]\x01)")
 
 
+def after_bad_record(buf: Any, offset: int, end: int, segment_length: int) -> int:
+    """Where valid data could follow the record at ``offset`` that failed its checks (in
+    data ending at ``end``, a segment of ``segment_length``): -1 when that record's own
+    length is plausible (at least a header, within the segment) and runs past ``end``: a
+    write stopped part way (kill -9), and every byte after ``offset`` is its payload, which
+    may hold anything, records included. Else past its length when that ends within the
+    data, or the next aligned offset when the length is zero or implausible."""
+    if end - offset < FRAME_LENGTH_OFFSET + 4:
+        return -1  # not even a length: the torn start of a header
+    frame_length = _U32.unpack_from(buf, offset + FRAME_LENGTH_OFFSET)[0]
+    if HEADER_LENGTH <= frame_length <= segment_length - offset % segment_length:
+        if offset + align(frame_length) > end:
+            return -1
+        return offset + align(frame_length)
+    return offset + ALIGNMENT
+
+
 def find_record(buf: Any, offset: int, end: int, base: int) -> int:
     """The first aligned offset at or after ``offset`` (below ``end``) where a record starts
     that passes every check, checksum included; -1 if none. Recovery and the read-only stop

@@ -21,8 +21,8 @@ from exon.archive import codec
 from exon.archive.catalog import CatalogEntry
 from exon.archive.errors import ArchiveCorrupt, ReplayRangeError
 from exon.archive.format import (
-    ALIGNMENT,
     Record,
+    after_bad_record,
     align,
     find_record,
     record_problem,
@@ -249,8 +249,9 @@ def recover_segments(directory: str, entry: CatalogEntry,
                     end, count = scan_records(data, 0, size, base, on_key=on_key)
                 else:
                     end, count = codec.scan(data, 0, size, base)
+                after = after_bad_record(data, end, size, length) if end < size else -1
                 if end < length and (data_follows or (
-                        end < size and find_record(data, end + ALIGNMENT, size, base) >= 0)):
+                        after >= 0 and find_record(data, after, size, base) >= 0)):
                     raise ArchiveCorrupt(
                         f"{record_problem(data, end, size, base)}, and valid data follows: "
                         f"not a torn tail, nothing cut", path=path, offset=end)

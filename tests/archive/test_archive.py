@@ -634,3 +634,32 @@ def test_truncating_a_refused_keyed_recording_keeps_the_dropped_keys(tmp_path) -
         assert ar.recording("k").state.startswith("failed: recovery refused")
         assert ar.truncate("k", SEGMENT) == SEGMENT
         assert ar.entry("k").dedup == [["q", 0, 1, len(in_segment_0) - 1]]
+
+
+def test_a_torn_write_whose_payload_holds_a_record_is_still_a_torn_tail(tmp_path) -> None:
+    """A payload may hold anything, a well-formed record for its offset included: when
+    kill -9 tears the record carrying it, the bytes after the torn record's start are its
+    payload, not valid data that follows, and recovery cuts them (it refused the
+    recording as damaged)."""
+    from exon.archive.format import encode_pad
+
+    d = str(tmp_path / "arch")
+    with Archive(d, owner=True) as ar:
+        rid = ar.create_recording("r", segment_length=1 << 20).id
+        w = ar.writer("r")
+        acked = w.append([b"acked-%d" % i for i in range(10)], [PRODUCER] * 10, 1)
+        header_and_producer = 32 + len(PRODUCER)
+        inner = acked + 96  # an aligned offset inside the next record's payload
+        pad = bytearray(32)
+        encode_pad(pad, 0, inner, 32)
+        payload = b"\0" * (inner - acked - header_and_producer) + bytes(pad) + b"z" * 8000
+        w.append([payload], [PRODUCER], 1)
+    os.truncate(segment_path(d, rid, 0), inner + 32 + 1000)  # the write, torn
+    with Archive(d) as ro:
+        assert ro.stop_position("r") == acked  # the read-only view agrees
+    with Archive(d, owner=True) as ar:
+        assert ar.recording("r").state == "ok"
+        assert ar.stop_position("r") == acked
+        ar.writer("r").append([b"next"], [PRODUCER], 1)
+        assert [r.payload for r in ar.replay("r")] == \
+            [b"acked-%d" % i for i in range(10)] + [b"next"]
