@@ -236,13 +236,25 @@ def encode_keyed(recording_id: int, partition: int, batch: int, seq: int, query:
     return KEYED_HEADER.pack(recording_id, partition, batch, seq, len(query)) + query + payload
 
 
+#: bytes a keyed ingest message's query id holds at most (protocol 3.6)
+MAX_QUERY = 128
+
+
 def decode_keyed(data: bytes) -> tuple[int, bytes, bytes]:
-    """-> (recording_id, key as recorded, payload); raises ControlError when short."""
+    """-> (recording_id, key as recorded, payload); raises ControlError when the message is
+    short or its query id is not 1..MAX_QUERY bytes of UTF-8 (protocol 3.6)."""
     n = KEYED_HEADER.size
     if len(data) < n:
         raise ControlError(f"keyed ingest message of {len(data)} bytes (header is {n})")
     recording_id, partition, batch, seq, qlen = KEYED_HEADER.unpack_from(data, 0)
+    if not 1 <= qlen <= MAX_QUERY:
+        raise ControlError(f"keyed ingest query id of {qlen} bytes (1..{MAX_QUERY})")
     if len(data) < n + qlen:
         raise ControlError("keyed ingest message shorter than its query id")
-    key = struct.pack("<iqq", partition, batch, seq) + data[n:n + qlen]
+    query = data[n:n + qlen]
+    try:
+        query.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ControlError("keyed ingest query id is not UTF-8") from None
+    key = struct.pack("<iqq", partition, batch, seq) + query
     return recording_id, key, data[n + qlen:]

@@ -38,7 +38,7 @@ CONTROL_TAG = 1
 KEYED_TAG = 2
 #: longest producer identity recorded ("[v6 host]:port/tag")
 MAX_PRODUCER = 96
-MAX_QUERY = 128
+MAX_QUERY = control.MAX_QUERY  # the longest query id of a keyed message
 #: record bytes a replay sends per message (or one record, when larger): with its headers
 #: one unfragmented transport message on any term of 512 KiB or more (a message is at most
 #: an eighth of a term: docs/protocol.md 2.14). 256 KiB chunks were just above the default

@@ -121,3 +121,18 @@ def test_a_request_field_beyond_64_bits_is_a_control_error_naming_it() -> None:
     with pytest.raises(ControlError, match="replay: start"):
         control.encode_request("replay", recording="r", start=object())
     assert control.encode_request("truncate", recording="r", before=2**63 - 1)
+
+
+@pytest.mark.parametrize(("query", "problem"), [
+    (b"", "query id of 0 bytes"),
+    (b"q" * 129, "query id of 129 bytes"),
+    (b"\xff\xfe", "not UTF-8"),
+])
+def test_a_keyed_message_with_a_bad_query_id_is_malformed(query: bytes, problem: str) -> None:
+    """Dropped as malformed (an event), not an append that fails and rejects its batch
+    on every retry."""
+    data = control.KEYED_HEADER.pack(1, 0, 0, 0, len(query)) + query + b"payload"
+    with pytest.raises(ControlError, match=problem):
+        control.decode_keyed(data)
+    good = control.KEYED_HEADER.pack(1, 0, 0, 0, 1) + b"q" + b"payload"
+    assert control.decode_keyed(good)[2] == b"payload"
