@@ -137,9 +137,11 @@ class PullSocket(Socket):
         safe: the links its messages came from are dropped at once, as :meth:`close`
         drops them (their UNLINK goes out; their senders get CookieLost for every message
         not confirmed, this batch's included, and may link and send again), and the batch
-        no longer holds back the confirming of later ones. Messages of those links in
-        batches held after it are ignored when those are confirmed. The socket stays open
-        and its other links go on. Thread-safe; a batch settled already is left alone."""
+        no longer holds back the confirming of later ones. Messages of those links that
+        were already received still come out in later batches (their senders were told
+        CookieLost: they may come twice, at least once); confirming them counts nothing.
+        The socket stays open and its other links go on. Thread-safe; a batch settled
+        already is left alone."""
         with self._lock:
             if batch._settled:
                 return
