@@ -95,6 +95,9 @@ class Archive:
         self._lock_fd = -1
         self._writers: dict[int, RecordingWriter] = {}
         self._tails: dict[int, tuple[int, int]] = {}  # non-owner: id -> (base, end offset)
+        #: non-owner: id -> (file, offset) of the first damage a scan went past (an owner's
+        #: recovery refuses such a recording; see _info)
+        self._damage: dict[int, tuple[str, int]] = {}
         #: owner: recordings whose recovery found damage (not a torn tail): id -> the error
         #: (they are read, not written, until the damage is moved aside and the directory
         #: is opened again)
@@ -313,6 +316,7 @@ class Archive:
         base, offset = self._tails.get(entry.id, (bases[0], 0))
         if base < bases[0]:
             base, offset = bases[0], 0
+            self._damage.pop(entry.id, None)  # truncated: what it noted may be gone
         while True:
             path = segment_path(self.directory, entry.id, base)
             try:
@@ -320,13 +324,17 @@ class Archive:
             except FileNotFoundError:
                 break
             try:
-                end = self._scan_segment(seg.map, offset, seg.size, base, length)
+                end, damage = self._scan_segment(seg.map, offset, seg.size, base, length)
             finally:
                 seg.close()
+            if damage >= 0:
+                self._damage.setdefault(entry.id, (path, damage))
             offset = end
             later = [b for b in bases if b > base]
             if not later or (end < length and not self._holds_data(entry, later[0])):
                 break
+            if end < length:  # a short segment that data follows
+                self._damage.setdefault(entry.id, (path, end))
             base, offset = later[0], 0
         self._tails[entry.id] = (base, offset)
         return base + offset
@@ -338,15 +346,18 @@ class Archive:
             return False
 
     @staticmethod
-    def _scan_segment(data: Any, offset: int, size: int, base: int, length: int) -> int:
-        """Where the valid records of a segment end, from ``offset``. Only the tail can be
-        in the middle of a write (a write is at most ``WRITE_BUFFER`` bytes), so the
-        headers are walked first and the checksums verified over the last stretch."""
+    def _scan_segment(data: Any, offset: int, size: int, base: int,
+                      length: int) -> tuple[int, int]:
+        """Where the valid records of a segment end, from ``offset``, and the offset of the
+        first damage passed on the way (-1: none). Only the tail can be in the middle of a
+        write (a write is at most ``WRITE_BUFFER`` bytes), so the headers are walked first
+        and the checksums verified over the last stretch."""
         if size - offset > 2 * WRITE_BUFFER:
             walked, _ = codec.scan(data, offset, size - WRITE_BUFFER, base, checksum=False)
             if walked <= size:  # a damaged length can throw the walk past the file
                 offset = walked
         end, _ = codec.scan(data, offset, size, base)
+        damage = -1
         while end < size:
             # a bad record or a zero length before the end of the file: the tail being
             # written (nothing valid after it yet), or damage that valid records follow,
@@ -355,17 +366,24 @@ class Archive:
             following = find_record(data, after, size, base) if after >= 0 else -1
             if following < 0:
                 break
+            if damage < 0:
+                damage = end
             end, _ = codec.scan(data, following, size, base)
-        return end
+        return end, damage
 
     def _info(self, entry: CatalogEntry) -> RecordingInfo:
+        stop = self.stop_position(entry.id)  # read-only: notes damage it goes past
         writer = self._writers.get(entry.id)
         state = "ok" if writer is None or writer.failed is None else f"failed: {writer.failed}"
         refused = self._refused.get(entry.id)
         if refused is not None:
             state = f"failed: recovery refused: {refused}"
+        elif not self.owner and entry.id in self._damage:
+            path, offset = self._damage[entry.id]
+            state = (f"damaged: {path} at offset {offset} (an owner's recovery refuses it; "
+                     f"run exon archive verify)")
         return RecordingInfo(name=entry.name, id=entry.id, start_position=entry.start_position,
-                             stop_position=self.stop_position(entry.id),
+                             stop_position=stop,
                              segment_length=entry.segment_length, created_ns=entry.created_ns,
                              ingest_tag=entry.ingest_tag, consumers=dict(entry.consumers),
                              state=state)

@@ -160,3 +160,26 @@ def test_an_ingest_message_size_beyond_a_segment_is_refused(tmp_path) -> None:
     assert "max_message_size 65536: recording 'events' takes 1 to" in out.stderr
     with Archive(directory) as ar:
         assert ar.recordings() == []  # refused before anything was created
+
+
+def test_list_without_the_service_names_damage_an_owner_refuses(tmp_path) -> None:
+    """A record that fails its checks with valid records after it: an owner's recovery
+    refuses the recording, and `list` without the service says so (it said ok)."""
+    from exon.archive.segments import segment_path
+
+    d = str(tmp_path / "arch")
+    with Archive(d, owner=True) as ar:
+        rid = ar.create_recording("orders", segment_length=SEGMENT).id
+        fill(ar, "orders", [b"x" * 900] * 30)
+        bad = list(ar.replay("orders"))[10].position
+    with open(segment_path(d, rid, 0), "r+b") as f:
+        f.seek(bad + 100)
+        byte = f.read(1)
+        f.seek(bad + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    out = run("list", "--dir", d, "--json")
+    assert out.returncode == 0, out.stderr
+    (info,) = [json.loads(line) for line in out.stdout.splitlines()]
+    assert info["state"].startswith(f"damaged: {segment_path(d, rid, 0)} at offset {bad}")
+    with Archive(d, owner=True) as ar:  # what the note announces
+        assert ar.recording("orders").state.startswith("failed: recovery refused")
