@@ -196,8 +196,8 @@ class SocketCore(LinkActions):
         both directions are delivered and confirmed (or the unlink timeout expires). Only
         the link incarnation ``incarnation`` (ours), when given."""
         sock = self._socket(tag)
-        link = sock.links.get(PeerId(*peer))
-        if link is not None and (incarnation is None or link.incarnation == incarnation):
+        link = self._link_of(sock, peer, incarnation)
+        if link is not None:
             self._input(sock, link, LinkInput.CLOSE, None, now)
 
     def abort(self, tag: int, peer: PeerId | tuple[str, int], *, now: float,
@@ -208,11 +208,20 @@ class SocketCore(LinkActions):
         learns it from the ERROR its next frame gets (an UNLINK sent before, by
         :meth:`unlink` or a graceful :meth:`close_socket`, makes it send one)."""
         sock = self._socket(tag)
-        link = sock.links.get(PeerId(*peer))
-        if link is None or (incarnation is not None and link.incarnation != incarnation):
+        link = self._link_of(sock, peer, incarnation)
+        if link is None:
             return
         self._last_now = now
         self._force_close(sock, link, "CLOSED", error=True)
+
+    @staticmethod
+    def _link_of(sock: _Socket, peer: PeerId | tuple[str, int],
+                 incarnation: int | None) -> _Link | None:
+        """``sock``'s link with ``peer``, if it is of ``incarnation`` (any, when None)."""
+        link = sock.links.get(PeerId(*peer))
+        if link is None or (incarnation is not None and link.incarnation != incarnation):
+            return None
+        return link
 
     def peer_gone(self, address: str, *, now: float) -> None:
         """The transport lost the peer node at ``address``: break every link with it."""
