@@ -219,6 +219,14 @@ def record_problem(buf: Any, offset: int, end: int, base: int) -> str:
 _TYPE_VERSION = re.compile(rb"(?=[\x01\x02]\x01)")
 
 
+def frame_length_at(buf: Any, offset: int, end: int) -> int:
+    """The frame length field of the record at ``offset`` (0 when ``buf[:end]`` ends before
+    it)."""
+    if end - offset < FRAME_LENGTH_OFFSET + 4:
+        return 0
+    return int(_U32.unpack_from(buf, offset + FRAME_LENGTH_OFFSET)[0])
+
+
 def after_bad_record(buf: Any, offset: int, end: int, segment_length: int) -> int:
     """Where valid data could follow the record at ``offset`` that failed its checks (in
     data ending at ``end``, a segment of ``segment_length``): -1 when that record's own
@@ -228,7 +236,7 @@ def after_bad_record(buf: Any, offset: int, end: int, segment_length: int) -> in
     data, or the next aligned offset when the length is zero or implausible."""
     if end - offset < FRAME_LENGTH_OFFSET + 4:
         return -1  # not even a length: the torn start of a header
-    frame_length = _U32.unpack_from(buf, offset + FRAME_LENGTH_OFFSET)[0]
+    frame_length = frame_length_at(buf, offset, end)
     if HEADER_LENGTH <= frame_length <= segment_length - offset % segment_length:
         if offset + align(frame_length) > end:
             return -1

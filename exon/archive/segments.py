@@ -13,7 +13,6 @@ import logging
 import mmap
 import os
 import re
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from exon.archive.format import (
     after_bad_record,
     align,
     find_record,
+    frame_length_at,
     record_problem,
     scan_records,
 )
@@ -33,7 +33,6 @@ SEGMENT_SUFFIX = ".rec"
 _SEGMENT_NAME = re.compile(r"^(\d+)-(\d+)\.rec$")
 #: records decoded per batch
 BATCH_RECORDS = 4096
-_U32 = struct.Struct("<I")
 log = logging.getLogger("exon.archive")
 
 
@@ -171,7 +170,7 @@ class RecordingFiles:
         cut, _ = codec.scan(seg.map, offset, min(stop, offset + max_bytes), base)
         if cut == offset:
             # the first record is larger than the budget (sent whole), or bad
-            frame_length = _U32.unpack_from(seg.map, offset + 4)[0] if stop - offset >= 8 else 0
+            frame_length = frame_length_at(seg.map, offset, stop)
             cut = offset + align(frame_length)
             if frame_length == 0 or cut > stop or codec.scan(seg.map, offset, cut,
                                                              base)[0] != cut:
