@@ -33,7 +33,6 @@ from exon.archive.format import (
     HEADER_LENGTH,
     Record,
     after_bad_record,
-    decode_key,
     find_record,
     scan_records,
 )
@@ -42,6 +41,9 @@ from exon.archive.recording import (
     WRITE_BUFFER,
     FsyncPolicy,
     RecordingWriter,
+    marks_from_rows,
+    marks_to_rows,
+    raise_mark,
 )
 from exon.archive.segments import (
     BATCH_RECORDS,
@@ -245,23 +247,18 @@ class Archive:
         writer = self._writers.get(entry.id)
         if writer is not None:
             return writer.dedup_marks()
-        marks = {(str(q), int(p)): (int(b), int(n)) for q, p, b, n in entry.dedup}
-
-        def on_key(key: bytes, position: int) -> None:
-            query, partition, batch, seq = decode_key(key)
-            last = marks.get((query, partition))
-            if last is None or (batch, seq) > last:
-                marks[(query, partition)] = (batch, seq)
-
+        marks = marks_from_rows(entry.dedup)
         length = entry.segment_length
         for base in segment_bases(self.directory, entry.id):
             if base + length > below:
                 continue
-            with open(segment_path(self.directory, entry.id, base), "rb") as f:
-                data = f.read()
-            scan_records(data, max(0, entry.start_position - base), len(data), base,
-                         on_key=on_key)
-        return [[q, p, b, n] for (q, p), (b, n) in sorted(marks.items())]
+            seg = MappedSegment(segment_path(self.directory, entry.id, base), base)
+            try:
+                scan_records(seg.map, max(0, entry.start_position - base), seg.size, base,
+                             on_key=lambda key, position: raise_mark(marks, key))
+            finally:
+                seg.close()
+        return marks_to_rows(marks)
 
     def commit(self, recording: str | int, consumer: str, position: int, *,
                truncate: bool = False) -> int:

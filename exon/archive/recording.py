@@ -35,6 +35,27 @@ CLOSE_WAIT = 30.0
 
 log = logging.getLogger("exon.archive")
 
+#: keyed ingest's dedup state: (query, partition) -> the last (batch, seq) recorded
+DedupMarks = dict[tuple[str, int], tuple[int, int]]
+
+
+def marks_from_rows(rows: Sequence[Sequence[Any]]) -> DedupMarks:
+    """Dedup marks from the catalog's ``[query, partition, batch, seq]`` rows."""
+    return {(str(q), int(p)): (int(b), int(n)) for q, p, b, n in rows}
+
+
+def marks_to_rows(marks: DedupMarks) -> list[list[Any]]:
+    """The catalog's ``[query, partition, batch, seq]`` rows of ``marks``."""
+    return [[q, p, b, n] for (q, p), (b, n) in sorted(marks.items())]
+
+
+def raise_mark(marks: DedupMarks, key: bytes) -> None:
+    """Raise ``marks`` to a recorded record's dedup ``key`` (never lower them)."""
+    query, partition, batch, seq = decode_key(key)
+    last = marks.get((query, partition))
+    if last is None or (batch, seq) > last:
+        marks[(query, partition)] = (batch, seq)
+
 
 class RecordingWriter:
     """Appends batches of messages to a recording (recovering its tail first)."""
@@ -45,19 +66,11 @@ class RecordingWriter:
         self.directory = directory
         self.entry = entry
         self.fsync = fsync
-        #: (query, partition) -> the last (batch, seq) recorded
-        self.dedup: dict[tuple[str, int], tuple[int, int]] = {}
-
-        for query, partition, batch, seq in entry.dedup:  # what truncation deleted
-            self.dedup[(str(query), int(partition))] = (int(batch), int(seq))
-
-        def on_key(key: bytes, position: int) -> None:
-            query, partition, batch, seq = decode_key(key)
-            last = self.dedup.get((query, partition))
-            if last is None or (batch, seq) > last:
-                self.dedup[(query, partition)] = (batch, seq)
-
-        stop, _ = recover_segments(directory, entry, on_key)
+        #: (query, partition) -> the last (batch, seq) recorded: the catalog's marks of
+        #: what truncation deleted, raised by the keys of the records on disk
+        self.dedup: DedupMarks = marks_from_rows(entry.dedup)
+        stop, _ = recover_segments(directory, entry,
+                                   lambda key, position: raise_mark(self.dedup, key))
         self.stop_position = stop
         self.changed = threading.Condition()
         self.failed: str | None = None  # why recording stopped (disk full, I/O error)
@@ -175,7 +188,7 @@ class RecordingWriter:
         """The keyed ingest's high-water marks, ``[query, partition, batch, seq]`` each (a
         snapshot between appends): what a truncation keeps in the catalog."""
         with self._appending:
-            return [[q, p, b, n] for (q, p), (b, n) in sorted(self.dedup.items())]
+            return marks_to_rows(self.dedup)
 
     def check_running(self) -> None:
         """Raise :class:`ArchiveFull` (with the reason) once the recording has stopped, or
