@@ -32,7 +32,13 @@ from typing import Any, Final
 import msgpack
 
 from exon.archive.catalog import NAME_MAX
-from exon.archive.errors import BY_NAME, ArchiveError, ControlError
+from exon.archive.errors import (
+    BY_NAME,
+    ArchiveCorrupt,
+    ArchiveError,
+    ControlError,
+    RecordingNotFound,
+)
 
 REPLAY_HEADER: Final = struct.Struct("<B3xIq")
 REPLAY_RECORDS: Final = 1
@@ -51,6 +57,8 @@ MAX_ERROR_MESSAGE: Final = 2048
 MAX_QUOTED: Final = 64
 #: integer fields are signed 64-bit on disk and in native code
 I64_MAX: Final = 2**63 - 1
+#: bytes a keyed ingest message's query id holds at most (protocol 3.6)
+MAX_QUERY: Final = 128
 
 #: operation -> (required fields, optional fields with defaults)
 OPERATIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
@@ -174,8 +182,6 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     archive error's class, the text cut to MAX_ERROR_MESSAGE characters), and for
     ArchiveCorrupt its ``"path"`` and ``"offset"``: an error answer's, and a replay ERROR's
     body."""
-    from exon.archive.errors import ArchiveCorrupt
-
     name = type(exc).__name__ if type(exc).__name__ in BY_NAME else "ArchiveError"
     message = str(exc)
     if len(message) > MAX_ERROR_MESSAGE:
@@ -209,8 +215,6 @@ def error_from(fields: dict[str, Any]) -> ArchiveError:
     message = fields.get("message", "")
     if not isinstance(message, str):
         message = repr(message)
-    from exon.archive.errors import ArchiveCorrupt, RecordingNotFound
-
     cls = BY_NAME.get(name) if isinstance(name, str) else None
     if cls is RecordingNotFound:
         exc = RecordingNotFound.__new__(RecordingNotFound)
@@ -234,10 +238,6 @@ def encode_replay(kind: int, replay_id: int, position: int, body: bytes = b"") -
 def encode_keyed(recording_id: int, partition: int, batch: int, seq: int, query: bytes,
                  payload: bytes) -> bytes:
     return KEYED_HEADER.pack(recording_id, partition, batch, seq, len(query)) + query + payload
-
-
-#: bytes a keyed ingest message's query id holds at most (protocol 3.6)
-MAX_QUERY = 128
 
 
 def decode_keyed(data: bytes) -> tuple[int, bytes, bytes]:
