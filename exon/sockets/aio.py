@@ -1,12 +1,17 @@
 """The asyncio face of every socket: ``asend``, ``areceive``, ``alink`` and ``async for``.
 
 An async call first tries its non-blocking form under the node's lock. When that would
-block, the task parks on a future in the socket's FIFO of async waiters, and the event loop
-never blocks. Wake-ups come from the node itself: when the node's polling thread hands
-something to a socket that has async waiters (a message, a cookie, credit, a link event,
-a close), it writes an eventfd that the loop watches (``loop.add_reader``; one per loop).
-The loop then retries that socket's waiters in order, stopping at the first that would
-still block, so a wake-up costs the waiters it completes plus one, however many wait.
+block, the task parks on a future in one of the socket's lines of async waiters, and the
+event loop never blocks. A line holds the waiters of one kind that wait for the same thing:
+receives; sends (one line per ROUTER destination); the links with one peer. Wake-ups come
+from the node itself: when the node's polling thread hands something to a socket that has
+async waiters (a message, a cookie, credit, a link event, a close), it writes an eventfd
+that the loop watches (``loop.add_reader``; one per loop). The loop then retries each of
+that socket's lines in order, stopping in each at the first waiter that would still block,
+so a wake-up costs the waiters it completes plus one per line, however many wait. A line
+never waits behind another: a send waiting for credit is not held up by the receives
+waiting for its replies, nor they by it (issue #33: one FIFO for all made a DEALER whose
+sends outran its credit wait behind its own receives until they timed out).
 While any task waits, the node's dispatcher thread keeps polling the transport (a thread
 that blocks in a sync call would do it otherwise), so the sync and async faces can share
 a socket.
@@ -39,7 +44,7 @@ import os
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
@@ -69,14 +74,31 @@ def _running_loop(what: str) -> asyncio.AbstractEventLoop:
             f"coroutine run by asyncio; from plain threads use the blocking calls)") from None
 
 
+#: the line of the waiting receives (a send's line is ("send", its options), a link's
+#: ("link", the peer))
+RECEIVE_LINE = "receive"
+
+
+def _send_line(options: dict[str, Any]) -> Hashable:
+    """The line of a send: one per destination (a ROUTER's ``peer=``), so that a send
+    waiting for one peer's credit holds up no send to another."""
+    key: Hashable = ("send", tuple(sorted(options.items())))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option value: the socket's one send line
+        return ("send", ())
+    return key
+
+
 class _Waiter:
-    __slots__ = ("attempt", "future", "waker")
+    __slots__ = ("attempt", "future", "line", "waker")
 
     def __init__(self, attempt: Callable[[], Any], future: asyncio.Future[Any],
-                 waker: LoopWaker) -> None:
+                 waker: LoopWaker, line: Hashable) -> None:
         self.attempt = attempt
         self.future = future
         self.waker = waker
+        self.line = line
 
 
 class LoopWaker:
@@ -140,7 +162,7 @@ class LoopWaker:
 class AsyncSocketMixin:
     """``asend`` / ``areceive`` / ``alink`` and ``async for`` for :class:`Socket`."""
 
-    _aio_waiters: deque[_Waiter]
+    _aio_waiters: dict[Hashable, deque[_Waiter]]  # the lines, by what they wait for
     _aio_spin: Any  # exon_spin_policy_t *: when areceive spins (exon_spin_policy.h)
 
     # ---- called by the node (its lock held) ---------------------------------------------
@@ -153,9 +175,18 @@ class AsyncSocketMixin:
     # ---- on the loop ----------------------------------------------------------------------
 
     def _retry_async_waiters(self: Socket) -> None:  # type: ignore[misc]
-        """Complete the waiters, in order, until one would still block. The FIFO is only
-        changed on the loops' threads; the node reads the per-loop counts, under its lock."""
-        waiters = self._aio_waiters
+        """Complete the waiters of each line, in order, until one would still block. The
+        lines are only changed on the loops' threads; the node reads the per-loop counts,
+        under its lock."""
+        lines = self._aio_waiters
+        for line in list(lines):
+            waiters = lines.get(line)
+            if waiters is not None:
+                self._retry_line(waiters)
+                if not waiters and lines.get(line) is waiters:
+                    del lines[line]
+
+    def _retry_line(self: Socket, waiters: deque[_Waiter]) -> None:  # type: ignore[misc]
         while waiters:
             w = waiters[0]
             if w.future.done():  # cancelled or timed out meanwhile
@@ -214,9 +245,9 @@ class AsyncSocketMixin:
 
     async def _park(self: Socket, what: str, attempt: Callable[[], Any],  # type: ignore[misc]
                     timeout: float | None, on_timeout: Callable[[], None] | None = None,
-                    spin: float = 0.0) -> Any:
+                    spin: float = 0.0, line: Hashable = RECEIVE_LINE) -> Any:
         """Try ``attempt`` now; else (``spin`` > 0) retry it between yields for ``spin``
-        seconds; else wait in line for it, up to ``timeout`` seconds."""
+        seconds; else wait in ``line`` for it, up to ``timeout`` seconds."""
         loop = _running_loop(what)
         try:
             return attempt()
@@ -226,7 +257,8 @@ class AsyncSocketMixin:
             if on_timeout is not None:
                 on_timeout()
             raise errors.Timeout(f"{what}: would block")
-        if spin > 0 and not self._aio_waiters:
+        lines = self._aio_waiters
+        if spin > 0 and line not in lines:
             policy = self._aio_spin
             if _spin_budget(policy, 1):
                 started = loop.time()
@@ -241,12 +273,15 @@ class AsyncSocketMixin:
                 if timeout is not None:
                     timeout = max(0.0, timeout - (loop.time() - started))
         future: asyncio.Future[Any] = loop.create_future()
-        waiter = _Waiter(attempt, future, LoopWaker.of(loop))
-        self._aio_waiters.append(waiter)
+        waiter = _Waiter(attempt, future, LoopWaker.of(loop), line)
+        waiters = lines.get(line)
+        if waiters is None:
+            waiters = lines[line] = deque()
+        waiters.append(waiter)
         self._async_waiting(waiter.waker, +1)
-        if self._aio_waiters[0] is waiter:
+        if waiters[0] is waiter:
             # anything that arrived between the first attempt and joining the line
-            self._retry_async_waiters()
+            self._retry_line(waiters)
         try:
             if timeout is None:
                 return await future
@@ -260,11 +295,15 @@ class AsyncSocketMixin:
         finally:
             if not future.done():
                 future.cancel()
-            with contextlib.suppress(ValueError):
-                self._aio_waiters.remove(waiter)  # timed out or cancelled: out of line
-                self._async_waiting(waiter.waker, -1)
-            if self._aio_waiters and not self._aio_waiters[0].future.done():
-                self._retry_async_waiters()  # the next in line may go now
+            waiters = lines.get(line)
+            if waiters is not None:
+                with contextlib.suppress(ValueError):
+                    waiters.remove(waiter)  # timed out or cancelled: out of line
+                    self._async_waiting(waiter.waker, -1)
+                if waiters and not waiters[0].future.done():
+                    self._retry_line(waiters)  # the next in line may go now
+                if not waiters and lines.get(line) is waiters:
+                    del lines[line]
 
     # ---- the API ------------------------------------------------------------------------------
 
@@ -287,7 +326,7 @@ class AsyncSocketMixin:
                     raise broke from None
                 raise WOULD_BLOCK from None
 
-        return self._park("asend", attempt, timeout)
+        return self._park("asend", attempt, timeout, line=_send_line(options))
 
     def areceive(self: Socket,  # type: ignore[misc]
                  timeout: float | None = None) -> Any:
@@ -349,14 +388,14 @@ class AsyncSocketMixin:
             started = loop.time()
             if not established:
                 try:
-                    await self._park("alink", attempt, timeout)
+                    await self._park("alink", attempt, timeout, line=("link", pid))
                 except errors.Timeout:
                     with self._lock:
                         self._link_conclude(pid, False, timeout)  # raises the precise error
                     raise
             # what the socket type still needs once linked (a SUB: the PUB has its prefixes)
             left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
-            await self._park("alink", applied, left)
+            await self._park("alink", applied, left, line=("link", pid))
 
         return run()
 

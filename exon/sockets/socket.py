@@ -150,7 +150,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._broken_epoch = 0
         self._broken: dict[PeerId, str] = {}
         self._closed = False
-        self._aio_waiters: deque[Any] = deque()  # asyncio tasks in line (exon.sockets.aio)
+        self._aio_waiters: dict[Any, deque[Any]] = {}  # lines of asyncio tasks (sockets.aio)
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
         self._aio_spin: Any = ffi.new("exon_spin_policy_t *")  # when areceive spins
         # a "plain" socket takes every message as it comes (no gate, no envelope): its
