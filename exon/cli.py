@@ -265,8 +265,8 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--asyncio", "use_asyncio", is_flag=True,
               help="instead: a req/rep round trip from a coroutine beside zmq.asyncio")
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1),
-              help="--asyncio: rounds, each exon then pyzmq; reported: the medians and "
-                   "each round's figures")
+              help="--asyncio, --scrape: rounds (--asyncio: each exon then pyzmq); "
+                   "reported: the medians and each round's figures")
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
@@ -274,11 +274,20 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="--patterns: the IPC term length of the bench's driver (default: the "
                    "driver's, 2 MiB; "
                    "the guide's tuning page shows its effect)")
+@click.option("--scrape", "scrape", is_flag=True,
+              help="instead: push/pull with an 'exon stat --serve' scraped 10 times a "
+                   "second, beside the same run not scraped (--runs rounds, medians; "
+                   "exon/bench/scrape.py)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
                   use_asyncio: bool, runs: int, patterns: bool,
-                  ipc_term_length: int | None) -> None:
+                  ipc_term_length: int | None, scrape: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if scrape:
+        from exon.bench.scrape import run_scrape_bench
+
+        run_scrape_bench(sizes=sizes or (64,), messages=messages, credits=credits, runs=runs)
+        return
     if patterns:
         from exon.bench.patterns import run_patterns_bench
 

@@ -11,8 +11,11 @@ from exon.archive.client import ArchiveClient
 from exon.archive.service import ArchiveService
 from exon.transport.aeron.cnc import CncFile
 from exon.transport.aeron.stat import add_rates, snapshot
-from tests.sockets.helpers import driver, make_node  # noqa: F401
+from tests.sockets import helpers
 from tests.transport.aeron.driver_fixtures import wait_until
+
+driver = helpers.driver  # the fixtures of tests/sockets
+make_node = helpers.make_node
 
 
 def series(directory: str) -> dict[tuple[str, str, str], int]:

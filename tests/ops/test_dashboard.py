@@ -52,8 +52,10 @@ def test_the_ten_alerts_name_existing_metrics() -> None:
     assert len(alerts) == 10
     known = known_metrics()
     for alert, expr in alerts:
-        unknown = [n for n in METRIC.findall(expr) if n not in known]
-        assert METRIC.findall(expr) and not unknown, (alert, unknown)
+        names = METRIC.findall(expr)
+        assert names, alert
+        unknown = [n for n in names if n not in known]
+        assert not unknown, (alert, unknown)
     doc = (OPS.parents[1] / "docs" / "guide" / "observability.md").read_text()
     missing = [alert for alert, _ in alerts if f"`{alert}`" not in doc]
     assert not missing, f"alerts not explained in observability.md: {missing}"

@@ -14,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import exon
 from exon.ops.metrics import DriverCollector, known_metrics, serve_metrics
-from tests.sockets.helpers import read_line, run_cli
 from tests.sockets.helpers import exon_cli as start_cli
 from tests.sockets.helpers import kill as stop
+from tests.sockets.helpers import read_line, run_cli
 from tests.transport.aeron.driver_fixtures import wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -67,11 +67,16 @@ def test_watchdog_keeps_alive_only_while_alive(notify_socket: tuple[str, Any]) -
     try:
         assert [receive(sock) for _ in range(3)] == ["WATCHDOG=1"] * 3
         alive[0] = "the driver does not answer"
-        # drain what was in flight, then nothing more comes
+        # what was in flight may still come (one at most), then nothing more
         sock.settimeout(0.3)
-        with pytest.raises(TimeoutError):
-            for _ in range(5):
+        late = 0
+        while late < 5:
+            try:
                 receive(sock)
+            except TimeoutError:
+                break
+            late += 1
+        assert late <= 1
     finally:
         dog.close()
 

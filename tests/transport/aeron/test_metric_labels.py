@@ -11,7 +11,8 @@ from exon.transport.aeron.counters import metric_label, parse_metric_label
 def test_a_label_round_trips() -> None:
     label = metric_label("exon_socket_links", "ab" * 16, "127.0.0.1:4000",
                          {"type": "pull", "tag": "5"})
-    assert label == f"exon metric exon_socket_links: node {'ab' * 16} 127.0.0.1:4000 tag=5 type=pull"
+    assert label == (f"exon metric exon_socket_links: node {'ab' * 16} 127.0.0.1:4000 "
+                     f"tag=5 type=pull")
     assert parse_metric_label(label) == ("exon_socket_links", "ab" * 16, "127.0.0.1:4000",
                                          {"tag": "5", "type": "pull"})
 
