@@ -201,9 +201,10 @@ _NODE_WHAT: Final = {
 
 #: a metric a node publishes for what it hosts (a socket, an archive recording, ...), one
 #: counter per labelled series: a gauge (its value now) or a counter (a total that only
-#: grows); label :func:`metric_label`, key the node id's 16 bytes (docs/protocol.md 4.4)
-METRIC_GAUGE_TYPE: Final = 2090
-METRIC_COUNTER_TYPE: Final = 2091
+#: grows); label :func:`metric_label`, key the node id's 16 bytes (docs/protocol.md 4.4).
+#: Outside the node counters' range: a reader of those finds only NodeCounter types there
+METRIC_GAUGE_TYPE: Final = 2100
+METRIC_COUNTER_TYPE: Final = 2101
 METRIC_TYPES: Final = (METRIC_GAUGE_TYPE, METRIC_COUNTER_TYPE)
 
 _METRIC_PREFIX: Final = "exon metric "

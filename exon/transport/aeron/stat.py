@@ -14,7 +14,7 @@ groups them:
   by cause, refusals, cookies), one counter per statistic that each node allocated through
   the driver (:class:`~.counters.NodeCounter`, type ids 2000..2099), grouped by node;
 * **metrics** that nodes publish for what they host: per socket (credits, inbox, cookies,
-  links, drops) and per archive recording (``exon.Node.add_metric``; type ids 2090, 2091),
+  links, drops) and per archive recording (``exon.Node.add_metric``; type ids 2100, 2101),
   shown with their node;
 * every other counter (clients, doorbells, channel status, and counters of types this
   version does not know, e.g. a newer exon's) under ``other``, with totals and rates.
@@ -117,7 +117,7 @@ def group_of(counter: dict[str, Any]) -> str:
             return SYSTEM_GROUPS[SystemCounter(counter["id"])]
         except ValueError:
             return "other"
-    if NODE_COUNTER_TYPE_FIRST <= type_id <= NODE_COUNTER_TYPE_LAST:
+    if NODE_COUNTER_TYPE_FIRST <= type_id <= NODE_COUNTER_TYPE_LAST or type_id in METRIC_TYPES:
         return NODE_GROUP
     return TYPE_GROUPS.get(type_id, "other")
 
@@ -136,8 +136,7 @@ def nodes(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     a type id this version does not know keeps its ``type-N`` name)."""
     found: dict[tuple[str, int], dict[str, Any]] = {}
     for c in counters:
-        if (not NODE_COUNTER_TYPE_FIRST <= c["type_id"] <= NODE_COUNTER_TYPE_LAST
-                or c["type_id"] in METRIC_TYPES):
+        if not NODE_COUNTER_TYPE_FIRST <= c["type_id"] <= NODE_COUNTER_TYPE_LAST:
             continue
         node_id, address = _parse_node_label(c["label"])
         node = found.setdefault((node_id, c["owner_id"]), {
