@@ -12,6 +12,7 @@ System counters always occupy ids ``0 .. len(SystemCounter) - 1`` in the order o
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -243,6 +244,7 @@ def parse_metric_label(label: str) -> tuple[str, str, str, dict[str, str]] | Non
     return name, words[0], words[1], labels
 
 
+@functools.lru_cache(maxsize=1024)  # exon stat --serve names every counter at each scrape
 def type_name(type_id: int) -> str:
     """Short name of a counter type id (``pub-pos``, ``exon-links``...), or ``type-<n>``
     if unknown."""
