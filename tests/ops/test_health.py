@@ -15,7 +15,7 @@ import exon
 from exon.archive import cli as archive_cli
 from exon.archive import service as archive_service
 from exon.ops.health import HealthServer, serve_health
-from tests.sockets.helpers import exon_cli, kill, read_line
+from tests.sockets.helpers import exon_cli, kill, read_line, run_cli
 from tests.transport.aeron.driver_fixtures import unique_dir, wait_until
 
 
@@ -126,3 +126,20 @@ def test_driver_and_node_commands_answer_health() -> None:
             kill(node, 15)
         kill(driver, 15)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.parametrize("command", [("node",), ("driver", "--dir", "DIR"),
+                                     ("archive", "serve", "--dir", "DIR")])
+def test_each_command_stops_at_once_on_a_health_port_in_use(command: tuple[str, ...],
+                                                           tmp_path: Any) -> None:
+    directory = str(tmp_path / "d")
+    args = [directory if a == "DIR" else a for a in command]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(*args, "--health", f"127.0.0.1:{port}", timeout=60)
+    assert result.returncode in (1, 2), result
+    assert f"127.0.0.1:{port}: cannot listen: the port is in use" in result.stderr
+    assert not result.stdout  # nothing started: no address, no directory printed
+    assert not (tmp_path / "d").exists()
