@@ -28,6 +28,7 @@ The names (every series labelled ``dir``, the driver directory):
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import os
 import threading
@@ -96,6 +97,11 @@ def _system_metric(counter: SystemCounter) -> tuple[str, str]:
 def known_metrics() -> dict[str, tuple[str, str]]:
     """Every metric name this exporter may serve: {name: (kind, help)} (a counter's name
     with its ``_total``)."""
+    return dict(_known())
+
+
+@functools.cache
+def _known() -> dict[str, tuple[str, str]]:
     names: dict[str, tuple[str, str]] = dict(_DRIVER_METRICS)
     for counter in SystemCounter:
         name, kind = _system_metric(counter)
@@ -117,7 +123,7 @@ class _Families:
     """Metric families being filled for one scrape, by name."""
 
     def __init__(self) -> None:
-        self._known = known_metrics()
+        self._known = _known()  # read only
         self._families: dict[str, tuple[Metric, tuple[str, ...]]] = {}
 
     def add(self, name: str, kind: str, labels: dict[str, str], value: float) -> None:
