@@ -7,6 +7,7 @@ optional peer (pyzmq, java) only matters to the command that uses it.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -15,6 +16,24 @@ import click
 @click.version_option(package_name="exon")
 def main() -> None:
     """exon: messaging sockets over an Aeron-compatible transport."""
+
+
+_HEALTH = click.option(
+    "--health", default=None, metavar="HOST:PORT",
+    help="answer /healthz (alive, its driver answers) and /readyz (ready for work) on "
+         "HOST:PORT; under systemd it also sends READY=1 and watchdog keep-alives")
+
+
+def _lifecycle(health: str | None, waiting: str) -> Any:
+    """The --health endpoint and systemd notifications of a service command
+    (exon.ops.lifecycle); a bad address or a port in use is a usage error, at once."""
+    from exon.errors import ConfigurationError
+    from exon.ops.lifecycle import ServiceLifecycle
+
+    try:
+        return ServiceLifecycle(health, waiting=waiting)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--health") from None
 
 
 @main.command()
@@ -28,23 +47,34 @@ def main() -> None:
     help="how the conductor, sender and receiver agents share threads",
 )
 @click.option("--delete-dir/--keep-dir", default=True, help="remove the directory on shutdown")
-def driver(driver_dir: str | None, threading_mode: str | None, delete_dir: bool) -> None:
+@_HEALTH
+def driver(driver_dir: str | None, threading_mode: str | None, delete_dir: bool,
+           health: str | None) -> None:
     """Run an external media driver until SIGINT/SIGTERM."""
     from exon.errors import ExonError
+    from exon.ops.probes import DriverProbe
     from exon.transport.aeron.driver_main import run_driver
 
     overrides: dict[str, object] = {"dir_delete_on_shutdown": delete_dir}
     if threading_mode:
         overrides["threading_mode"] = threading_mode.upper()
     try:
-        status = run_driver(driver_dir, overrides)
+        with _lifecycle(health, "the driver is starting") as life:
+
+            def ready(directory: str) -> None:
+                life.set_alive(DriverProbe(directory))
+                life.ready(f"driver {directory}")
+
+            status = run_driver(driver_dir, overrides, on_ready=ready)
     except ExonError as exc:  # e.g. another driver is active there: one line, exit 1
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     sys.exit(status)
 
 
 @main.command()
-@click.option("--dir", "driver_dir", default=None, help="driver directory (default: EXON_DIR)")
+@click.option("--dir", "driver_dirs", multiple=True,
+              help="driver directory (default: EXON_DIR); with --serve, repeat it for "
+                   "several")
 @click.option("--watch", "watch", type=click.FloatRange(min=0.01), default=None,
               metavar="SECONDS", help="refresh every SECONDS  [default: 1]")
 @click.option("--count", type=click.IntRange(min=1), default=None,
@@ -54,17 +84,55 @@ def driver(driver_dir: str | None, threading_mode: str | None, delete_dir: bool)
               help="one JSON object per sample instead of the table")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=None, hidden=True,
               help="older name of --watch")
-def stat(driver_dir: str | None, watch: float | None, count: int | None, once: bool,
-         as_json: bool, interval: float | None) -> None:
+@click.option("--serve", "serve", default=None, metavar="HOST:PORT",
+              help="instead: serve every counter in Prometheus's text format at "
+                   "http://HOST:PORT/metrics until SIGINT/SIGTERM: of the --dir driver(s) "
+                   "(repeat --dir for several), or without --dir of every driver of the "
+                   "host (its nodes, sockets and archives)")
+def stat(driver_dirs: tuple[str, ...], watch: float | None, count: int | None, once: bool,
+         as_json: bool, interval: float | None, serve: str | None) -> None:
     """Show the driver's counters, live, like AeronStat: totals and rates per second,
     grouped (traffic, loss, flow control, drops, health, links). Exit status 1 when no
-    driver is there or it goes away."""
+    driver is there or it goes away. With --serve, serve them to Prometheus instead."""
     from exon.transport.aeron.settings import DriverSettings
     from exon.transport.aeron.stat import run_stat
+
+    if serve is not None:
+        _serve_metrics(serve, list(driver_dirs))
+        return
+    if len(driver_dirs) > 1:
+        raise click.UsageError("one --dir, but with --serve")
+    driver_dir = driver_dirs[0] if driver_dirs else None
 
     directory = driver_dir or DriverSettings.from_env().dir
     period = watch if watch is not None else (interval if interval is not None else 1.0)
     sys.exit(run_stat(directory, once=once, as_json=as_json, interval=period, count=count))
+
+
+def _serve_metrics(address: str, directories: list[str]) -> None:
+    """``exon stat --serve``: /metrics until SIGINT/SIGTERM (exon.ops.metrics)."""
+    import signal
+    import threading
+
+    from exon.errors import ConfigurationError
+
+    try:
+        from exon.ops.metrics import serve_metrics
+    except ImportError as exc:  # prometheus_client missing from a partial install
+        raise click.ClickException(f"exon stat --serve needs prometheus_client: {exc}") from None
+    try:
+        server = serve_metrics(address, directories or None)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--serve") from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with server:
+        what = ", ".join(directories) if directories else "every driver of the host"
+        click.echo(f"serving {server.url} ({what})")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
 
 
 @main.group()
@@ -132,12 +200,22 @@ _STEP_TIMEOUT = click.option("--timeout", default=5.0, show_default=True,
 @click.option("--echo", "echo", multiple=True, type=int, help="host an echo REP on this tag")
 @click.option("--sink", "sink", multiple=True, type=int, help="host a counting PULL on this tag")
 @_DRIVER_DIR
+@_HEALTH
 def node_command(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
-                 driver_dir: str | None) -> None:
+                 driver_dir: str | None, health: str | None) -> None:
     """Run an exon node until SIGINT/SIGTERM; prints its address first."""
     from exon.middleware.tools import run_node
+    from exon.ops.probes import DriverProbe
 
-    sys.exit(run_node(endpoint, echo, sink, driver_dir))
+    with _lifecycle(health, "the node is starting") as life:
+
+        def ready(node: Any) -> None:
+            probe = DriverProbe(node.driver_dir)
+            life.set_alive(lambda: "the node is closed" if node.closed else probe())
+            life.ready(f"node {node.address}")
+
+        status = run_node(endpoint, echo, sink, driver_dir, on_ready=ready)
+    sys.exit(status)
 
 
 @main.command("request")
@@ -187,8 +265,8 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--asyncio", "use_asyncio", is_flag=True,
               help="instead: a req/rep round trip from a coroutine beside zmq.asyncio")
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1),
-              help="--asyncio: rounds, each exon then pyzmq; reported: the medians and "
-                   "each round's figures")
+              help="--asyncio, --scrape: rounds (--asyncio: each exon then pyzmq); "
+                   "reported: the medians and each round's figures")
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
@@ -196,11 +274,20 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="--patterns: the IPC term length of the bench's driver (default: the "
                    "driver's, 2 MiB; "
                    "the guide's tuning page shows its effect)")
+@click.option("--scrape", "scrape", is_flag=True,
+              help="instead: push/pull with an 'exon stat --serve' scraped 10 times a "
+                   "second, beside the same run not scraped (--runs rounds, medians; "
+                   "exon/bench/scrape.py)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
                   use_asyncio: bool, runs: int, patterns: bool,
-                  ipc_term_length: int | None) -> None:
+                  ipc_term_length: int | None, scrape: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if scrape:
+        from exon.bench.scrape import run_scrape_bench
+
+        run_scrape_bench(sizes=sizes or (64,), messages=messages, credits=credits, runs=runs)
+        return
     if patterns:
         from exon.bench.patterns import run_patterns_bench
 

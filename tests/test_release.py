@@ -101,6 +101,8 @@ def test_a_wheel_with_the_c_core_builds_from_the_sdist_alone(tmp_path) -> None:
         assert tree, f"no {suffix} files in exon/native/{folder}"
         assert shipped == tree, f"exon/native/{folder}/*{suffix} differs in the sdist"
     assert f"{top}/exon/py.typed" in names
+    for shipped_file in ("exon/ops/dashboard.json", "exon/ops/alerts.yml"):  # issue #31
+        assert f"{top}/{shipped_file}" in names, shipped_file
     assert f"{top}/CHANGELOG.md" in names
     assert not [n for n in names if n.endswith(".so")], "a compiled module leaked into the sdist"
 
@@ -114,6 +116,7 @@ def test_a_wheel_with_the_c_core_builds_from_the_sdist_alone(tmp_path) -> None:
         assert [m for m in members
                 if m.startswith(f"exon/native/{module}.") and m.endswith(".so")], module
     assert "exon/py.typed" in members
+    assert {"exon/ops/dashboard.json", "exon/ops/alerts.yml"} <= set(members)
 
     # The built core loads and answers from the wheel's files, not from this tree.
     probe = ("import exon.native as n, exon.archive.codec as c; "

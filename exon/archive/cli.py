@@ -52,27 +52,57 @@ def archive_group() -> None:
 @click.option("--max-message-size", type=int, default=None,
               help="largest message an --ingest PULL takes (default 256 KiB, at most 1 MiB "
                    "and what a segment holds); larger ones get smaller windows")
+@click.option("--health", default=None, metavar="HOST:PORT",
+              help="answer /healthz (alive, its driver answers) and /readyz (its recordings "
+                   "are recovered, its endpoint bound) on HOST:PORT; under systemd it also "
+                   "sends READY=1 and watchdog keep-alives")
 def serve(directory: str, endpoint: str, ingest: tuple[str, ...], fsync: str,
-          segment_length: int, keyed_tag: int, max_message_size: int | None) -> None:
+          segment_length: int, keyed_tag: int, max_message_size: int | None,
+          health: str | None) -> None:
     """Run the archive service until SIGINT/SIGTERM; prints its address first."""
-    from exon import ExonError
-    from exon.archive.service import ArchiveService
-
-    try:
-        service = ArchiveService(directory, endpoint=endpoint, ingest=_ingest(ingest),
-                                 fsync=fsync,  # type: ignore[arg-type]
-                                 segment_length=segment_length, keyed_tag=keyed_tag,
-                                 max_message_size=max_message_size)
-    except (ExonError, ValueError, OSError) as exc:
-        _fail(exc)
-        return
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with service:
-        print(service.address, flush=True)
-        while not stop.wait(0.5):
-            pass
+    sys.exit(run_service(directory, endpoint=endpoint, ingest=_ingest(ingest), fsync=fsync,
+                         segment_length=segment_length, keyed_tag=keyed_tag,
+                         max_message_size=max_message_size, health=health, stop=stop))
+
+
+def run_service(directory: str, *, endpoint: str, ingest: dict[str, int], fsync: str,
+                segment_length: int = DEFAULT_SEGMENT_LENGTH, keyed_tag: int = 2,
+                max_message_size: int | None = None, health: str | None = None,
+                stop: threading.Event) -> int:
+    """``exon archive serve``: the service until ``stop``; the exit status. With
+    ``health``, ``/readyz`` answers 503 until the recordings are recovered and the
+    service runs (exon.ops.lifecycle)."""
+    from exon import ConfigurationError, ExonError
+    from exon.archive.service import ArchiveService
+    from exon.ops.lifecycle import ServiceLifecycle
+    from exon.ops.probes import DriverProbe
+
+    try:
+        life = ServiceLifecycle(health, waiting="recovering the recordings")
+    except ConfigurationError as exc:
+        _fail(exc)
+        return 1
+    with life:
+        try:
+            service = ArchiveService(directory, endpoint=endpoint, ingest=ingest,
+                                     fsync=fsync,  # type: ignore[arg-type]
+                                     segment_length=segment_length, keyed_tag=keyed_tag,
+                                     max_message_size=max_message_size)
+        except (ExonError, ValueError, OSError) as exc:
+            _fail(exc)
+            return 1
+        with service:
+            print(service.address, flush=True)
+            probe = DriverProbe(service.node.driver_dir)
+            node = service.node
+            life.set_alive(lambda: "the node is closed" if node.closed else probe())
+            life.ready(f"archive {service.address}")
+            while not stop.wait(0.5):
+                pass
+    return 0
 
 
 def _archive(directory: str) -> Any:

@@ -29,6 +29,7 @@ from exon.archive import control
 from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
 from exon.archive.errors import ArchiveError, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
+from exon.archive.metrics import REFRESH, RecordingMetrics
 from exon.archive.recording import FsyncPolicy
 from exon.sockets.pull import PullSocket
 
@@ -144,6 +145,7 @@ class ArchiveService:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._replays: dict[int, threading.Event] = {}
+        self._replay_recordings: dict[int, int] = {}  # replay id -> recording id
         self._replay_ids = itertools.count(1)
         self._lock = threading.Lock()
         #: what went wrong (also logged), oldest first: the last MAX_EVENTS
@@ -232,6 +234,7 @@ class ArchiveService:
         for name, sock in self.ingest.items():
             self._spawn(self._record_loop, f"exon-archive-record-{name}", name, sock)
         self._spawn(self._keyed_loop, "exon-archive-keyed")
+        self._spawn(self._metrics_loop, "exon-archive-metrics")
         return self
 
     def _spawn(self, target: Any, name: str, *args: Any) -> threading.Thread:
@@ -267,6 +270,30 @@ class ArchiveService:
         """Block until :meth:`close` (from a signal handler or another thread)."""
         while not self._stop.wait(0.5):
             pass
+
+    def replays_running(self) -> dict[int, int]:
+        """{recording id: replays of it running now}."""
+        counts: dict[int, int] = {}
+        with self._lock:
+            for recording_id in self._replay_recordings.values():
+                counts[recording_id] = counts.get(recording_id, 0) + 1
+        return counts
+
+    def _metrics_loop(self) -> None:
+        """Refresh the recordings' metrics (exon.archive.metrics) every REFRESH seconds."""
+        metrics = RecordingMetrics(self.node, self.archive, self.replays_running)
+        try:
+            while True:
+                try:
+                    metrics.refresh()
+                except exon.ClosedError:
+                    return  # the node closed under us: the service is stopping
+                except (exon.ExonError, OSError) as exc:
+                    log.warning("archive metrics: %s", exc)
+                if self._stop.wait(REFRESH):
+                    return
+        finally:
+            metrics.close()
 
     def _event(self, text: str) -> None:
         log.error(text)
@@ -491,6 +518,7 @@ class ArchiveService:
                 raise ArchiveError(f"too many replays running ({MAX_REPLAYS}); try later")
             replay_id = next(self._replay_ids)
             stop = self._replays[replay_id] = threading.Event()
+            self._replay_recordings[replay_id] = entry.id
         self._spawn(self._replay_loop, f"exon-archive-replay-{replay_id}", replay_id,
                     entry.id, peer, start, end, bool(a["follow"]), stop)
         return control.encode_ok(replay_id=replay_id, start=start,
@@ -550,6 +578,7 @@ class ArchiveService:
                 push.close(timeout=1.0)
             with self._lock:
                 self._replays.pop(replay_id, None)
+                self._replay_recordings.pop(replay_id, None)
                 self._threads.remove(threading.current_thread())  # close() joins live ones
 
     def _stopped(self) -> ArchiveError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from exon import errors
 from exon.core import ErrorReceived, LinkClosed, LinkEstablished, LinkRefused, MessageReceived
@@ -26,6 +26,7 @@ class HostedSocket(Protocol):
     """A socket as its node sees it (every call with the node's lock held)."""
 
     tag: int
+    type: ClassVar[str]  # "push", "pull", ...
     _cond: threading.Condition  # waiters of blocking calls: notified when touched
     _aio_wakers: dict[Any, int]  # event loops with tasks waiting on it (exon.sockets.aio)
 
@@ -38,6 +39,8 @@ class HostedSocket(Protocol):
     def _on_error(self, ev: ErrorReceived) -> None: ...
     def _wake_async(self) -> None: ...
     def _queued_bytes(self) -> int: ...  # payload bytes received, not yet taken
+    def _queued(self) -> int: ...  # messages received, not yet taken
+    def _drop_counts(self) -> dict[str, int]: ...  # messages it dropped, by reason
     def close(self, timeout: float | None = ...) -> None: ...
 
 

@@ -57,6 +57,13 @@ from exon.middleware.hosted import HostedSocket, make_socket
 from exon.middleware.node_connections import CONNECT_TIMEOUT
 from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
 from exon.middleware.node_driver import DRIVER_CHOICES, EMBEDDED_DRIVER_DEFAULTS, choose_driver
+from exon.middleware.node_metrics import (
+    MetricKind,
+    NodeMetric,
+    SocketMetrics,
+    metric_samples,
+    socket_figures,
+)
 from exon.middleware.node_polling import CLIENT_SPIN, DISPATCH_GRACE, NodePolling
 from exon.middleware.node_transport import (
     NODE_DIR_PREFIX,
@@ -188,6 +195,8 @@ class Node(NodePolling):
         #: the statistics as counters in the driver's CnC (``exon stat``)
         self._counters = NodeCounters(self._aeron, node_id=self.node_id, address=self.address)
         self._next_publish = 0.0
+        #: each socket's metrics in the CnC (exon.middleware.node_metrics), by tag
+        self._socket_metrics: dict[int, SocketMetrics] = {}
         #: what the sockets use of this node (:mod:`exon.middleware.socket_host`)
         self.socket_host = SocketHost(
             lock=self._lock, core=self._core, fast=self._fast, backlog=self._backlog,
@@ -249,9 +258,43 @@ class Node(NodePolling):
         if counters is None or not len(counters):
             return
         stats = self._core.statistics() if core_statistics is None else core_statistics
-        counters.publish(statistics_of(stats, frames_dropped=self.frames_dropped,
-                                       connects_failed=self.connects_failed,
-                                       fragments_dropped=self.fragments_dropped))
+        counters.publish(self._statistics_of(stats))
+        sockets = self._sockets
+        for tag, metrics in self._socket_metrics.items():
+            sock = sockets.get(tag)
+            if sock is not None:
+                metrics.publish(socket_figures(self._core, tag, sock))
+
+    def _statistics_of(self, core_statistics: Any) -> dict[str, int]:
+        return statistics_of(core_statistics, frames_dropped=self.frames_dropped,
+                             connects_failed=self.connects_failed,
+                             fragments_dropped=self.fragments_dropped)
+
+    def metrics(self) -> dict[str, list[dict[str, Any]]]:
+        """The node's metrics as ``exon stat --serve`` serves them, by Prometheus name:
+        ``{"exon_node_frames_received_total": [{"labels": {"node": ADDRESS}, "value": 12}],
+        "exon_socket_inbox_messages": [{"labels": {"node": ..., "tag": "5", "type":
+        "pull"}, "value": 3}], ...}``: the node statistics (drops in
+        ``exon_node_drops_total`` by ``reason``) and per socket its credits available,
+        inbox, cookies pending, links and drops by reason
+        (:mod:`exon.middleware.node_metrics`). Read now, under the node's lock."""
+        with self._lock:
+            values = self._statistics_of(self._core.statistics())
+            sockets = [(tag, sock.type, socket_figures(self._core, tag, sock))
+                       for tag, sock in self._sockets.items()]
+        return metric_samples(values, self.address, sockets)
+
+    def add_metric(self, name: str, kind: MetricKind = "gauge", **labels: str) -> NodeMetric:
+        """A metric of this node's in its driver's CnC, which ``exon stat --serve`` serves
+        with the node's (``name`` is ``exon_...``, ``_total`` for a counter; labels are
+        words without spaces): ``m = node.add_metric("exon_app_queue_depth", queue="in");
+        m.set(12)``. It goes with the node; :meth:`NodeMetric.close` frees it before.
+        Raises ConfigurationError for a bad name or label, DriverError when the driver has
+        no counter left."""
+        if self._closed or self._aeron is None:
+            raise errors.ClosedError("the node is closed")
+        return NodeMetric(self._aeron, name, kind, node_id=self.node_id,
+                          address=self.address, labels=labels)
 
     def close(self, timeout: float = 5.0) -> None:
         """Close every socket gracefully (bounded by ``timeout``), then the transport and
@@ -291,6 +334,7 @@ class Node(NodePolling):
         if counters is not None:
             with getattr(self, "_lock", contextlib.nullcontext()):
                 counters.close()  # the driver frees them with the Aeron client, below
+                getattr(self, "_socket_metrics", {}).clear()
         fast = getattr(self, "_fast", None)
         if fast is not None:
             with getattr(self, "_lock", contextlib.nullcontext()):
@@ -355,11 +399,27 @@ class Node(NodePolling):
             if size is not None:
                 self._assembler.max_total = max(self._assembler.max_total, HEADER_LENGTH + size)
             self._sockets[tag] = sock
-            return tag, self._fast.open_socket(tag)
+            slot = self._fast.open_socket(tag)
+        counters = getattr(self, "_counters", None)
+        if counters is not None and len(counters) and self._aeron is not None:
+            # a driver round trip per series: outside the lock, the poll loop goes on
+            metrics = SocketMetrics(self._aeron, node_id=self.node_id, address=self.address,
+                                    tag=tag, socket_type=socket_type,
+                                    drop_reasons=sock._drop_counts())
+            with self._lock:
+                kept = self._sockets.get(tag) is sock and not self._closed
+                if kept:
+                    self._socket_metrics[tag] = metrics
+            if not kept:
+                metrics.release()
+        return tag, slot
 
     def _forget_socket(self, tag: int) -> None:
         self._sockets.pop(tag, None)
         self._fast.close_socket(tag)
+        metrics = self._socket_metrics.pop(tag, None)
+        if metrics is not None:
+            metrics.release()
 
     def _async_waiting(self, sock: HostedSocket, delta: int, waiting: bool) -> None:
         """``delta`` asyncio tasks start or stop waiting on ``sock`` (lock held); the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from exon import errors
@@ -13,8 +14,10 @@ __all__ = ["push_once", "request_once", "run_node"]
 
 
 def run_node(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
-             driver_dir: str | None, stop: threading.Event | None = None) -> int:
-    """Run a node until SIGINT/SIGTERM (or ``stop``); prints its address first."""
+             driver_dir: str | None, stop: threading.Event | None = None,
+             on_ready: Callable[[Any], None] | None = None) -> int:
+    """Run a node until SIGINT/SIGTERM (or ``stop``); prints its address first.
+    ``on_ready(node)`` is called once its sockets are open (``exon node --health``)."""
     from exon.middleware.node import Node
 
     stop = stop or threading.Event()
@@ -28,8 +31,7 @@ def run_node(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
         with Node(endpoint, driver_dir=driver_dir) as node:
             print(node.address, flush=True)
 
-            def echo_loop(tag: int) -> None:
-                rep = node.socket("rep", tag=tag)
+            def echo_loop(rep: Any) -> None:
                 while not stop.is_set():
                     try:
                         msg = rep.receive(timeout=0.2)
@@ -44,9 +46,7 @@ def run_node(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
                     except errors.ExonError:
                         pass
 
-            def sink_loop(tag: int) -> None:
-                pull = node.socket("pull", tag=tag)
-                counts[tag] = 0
+            def sink_loop(tag: int, pull: Any) -> None:
                 while not stop.is_set():
                     try:
                         pull.receive(timeout=0.2)
@@ -58,16 +58,22 @@ def run_node(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
                         continue
                     counts[tag] += 1
 
+            # the sockets open here, before on_ready: ready means they take work
             for tag in echo:
-                threads.append(threading.Thread(target=echo_loop, args=(tag,), daemon=True))
+                threads.append(threading.Thread(
+                    target=echo_loop, args=(node.socket("rep", tag=tag),), daemon=True))
             for tag in sink:
-                threads.append(threading.Thread(target=sink_loop, args=(tag,), daemon=True))
+                counts[tag] = 0
+                threads.append(threading.Thread(
+                    target=sink_loop, args=(tag, node.socket("pull", tag=tag)), daemon=True))
             for t in threads:
                 t.start()
             for tag in echo:
                 print(f"echo {node.address}/{tag}", flush=True)
             for tag in sink:
                 print(f"sink {node.address}/{tag}", flush=True)
+            if on_ready is not None:
+                on_ready(node)
             while not stop.wait(0.2):
                 pass
             for t in threads:

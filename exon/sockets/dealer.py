@@ -20,7 +20,7 @@ envelope is dropped and counted in :attr:`malformed_dropped`.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, ClassVar
 
 from exon import errors
 from exon.core import LinkClosed, LinkEstablished, PeerId
@@ -38,6 +38,7 @@ class DealerSocket(RoutedDoorsMixin):
     fair-queued in (see :mod:`exon.sockets.dealer`)."""
 
     type = "dealer"
+    _drop_attributes: ClassVar[dict[str, str]] = {"malformed": "malformed_dropped"}
     _framed_peer_type = "rep"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

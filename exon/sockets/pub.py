@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from exon import errors
 from exon.core import LinkClosed, LinkEstablished, LinkState, MessageReceived, PeerId
@@ -67,6 +67,9 @@ class PubSocket(Socket):
     costs (see :mod:`exon.sockets.pub`)."""
 
     type = "pub"
+    _drop_attributes: ClassVar[dict[str, str]] = {
+        "malformed_subscription": "malformed_dropped",
+        "subscriber_without_credit": "_dropped_total"}
     can_receive = False
     _native_queue = False  # subscriptions are applied as they arrive (_on_fast/_on_message)
 
@@ -344,6 +347,11 @@ class PubSocket(Socket):
     def unsubscribe(self, prefix: bytes = b"", timeout: float | None = 5.0) -> None:
         """Only a SUB unsubscribes: raises :class:`exon.StateError`."""
         raise errors.StateError("unsubscribe() is for sub sockets; a pub filters for its subs")
+
+    @property
+    def _dropped_total(self) -> int:
+        """Copies dropped for subscribers without credit, all subscribers (lock held)."""
+        return sum(self._dropped.values())
 
     def statistics(self) -> PubStatistics:
         """A snapshot of the PUB's counters: messages published, and per subscriber the

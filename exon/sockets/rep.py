@@ -15,7 +15,7 @@ take the next request.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from exon import errors
 from exon.core import PeerId
@@ -36,6 +36,8 @@ class RepSocket(Socket):
     send)."""
 
     type = "rep"
+    _drop_attributes: ClassVar[dict[str, str]] = {"malformed": "malformed_dropped",
+                                                  "requester_gone": "replies_dropped"}
     _wait_spin = CLIENT_SPIN
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

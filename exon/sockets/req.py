@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Any
+from typing import Any, ClassVar
 
 from exon import errors
 from exon.core import LinkClosed, PeerId
@@ -36,6 +36,7 @@ class ReqSocket(Socket):
     pending request."""
 
     type = "req"
+    _drop_attributes: ClassVar[dict[str, str]] = {"stale_reply": "stale_dropped"}
     _wait_spin = CLIENT_SPIN
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

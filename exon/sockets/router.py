@@ -21,7 +21,7 @@ shorter than the envelope is dropped and counted in :attr:`malformed_dropped`.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from exon import errors
 from exon.core import LinkEstablished, LinkState, PeerId
@@ -39,6 +39,7 @@ class RouterSocket(RoutedDoorsMixin):
     ``send(data, peer=...)`` answers that peer alone (see :mod:`exon.sockets.router`)."""
 
     type = "router"
+    _drop_attributes: ClassVar[dict[str, str]] = {"malformed": "malformed_dropped"}
     _framed_peer_type = "req"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

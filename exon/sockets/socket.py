@@ -93,6 +93,9 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
     #: False: no inbox; every DATA for the socket reaches ``_on_fast`` / ``_on_message``
     #: as it arrives (PUB applies subscriptions there, see pub.py)
     _native_queue: ClassVar[bool] = True
+    #: what the socket type drops and counts, by reason: {reason: the attribute counting
+    #: them} (the metrics' ``exon_socket_drops_total``)
+    _drop_attributes: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -251,6 +254,11 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             self._cookie_run += 1
             return cookies.popleft()
         return None
+
+    def _drop_counts(self) -> dict[str, int]:
+        """The messages dropped so far, by reason (lock held; 0 before they are counted)."""
+        return {reason: int(getattr(self, attribute, 0))
+                for reason, attribute in self._drop_attributes.items()}
 
     def _can_take_locked(self) -> bool:
         nq = self._nq

@@ -18,7 +18,7 @@ that PUB dropped for this SUB at that point of its stream. A SUB cannot send
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from exon import errors
 from exon.core import LinkClosed, LinkEstablished, LinkState, PeerId
@@ -51,6 +51,7 @@ class SubSocket(Socket):
     prefixes (:meth:`subscribe`); cannot send (see :mod:`exon.sockets.sub`)."""
 
     type = "sub"
+    _drop_attributes: ClassVar[dict[str, str]] = {"malformed": "malformed_dropped"}
     can_send = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

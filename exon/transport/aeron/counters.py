@@ -12,10 +12,12 @@ System counters always occupy ids ``0 .. len(SystemCounter) - 1`` in the order o
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from exon import errors
 from exon.native import check, ffi, lib
 
 METADATA_LENGTH: Final = 512
@@ -198,6 +200,51 @@ _NODE_WHAT: Final = {
 }
 
 
+#: a metric a node publishes for what it hosts (a socket, an archive recording, ...), one
+#: counter per labelled series: a gauge (its value now) or a counter (a total that only
+#: grows); label :func:`metric_label`, key the node id's 16 bytes (docs/protocol.md 4.4).
+#: Outside the node counters' range: a reader of those finds only NodeCounter types there
+METRIC_GAUGE_TYPE: Final = 2100
+METRIC_COUNTER_TYPE: Final = 2101
+METRIC_TYPES: Final = (METRIC_GAUGE_TYPE, METRIC_COUNTER_TYPE)
+
+_METRIC_PREFIX: Final = "exon metric "
+
+
+def metric_label(name: str, node_id: str, address: str, labels: dict[str, str]) -> str:
+    """``exon metric NAME: node NODE_ID ADDRESS k=v k=v`` (labels sorted by name). Names
+    and label names are Prometheus names; a label value holds no space and no ``=``
+    (ConfigurationError)."""
+    parts = [f"{_METRIC_PREFIX}{name}: node {node_id} {address}"]
+    for key in sorted(labels):
+        value = str(labels[key])
+        if not value or " " in value or "=" in value or " " in key or "=" in key:
+            raise errors.ConfigurationError(
+                f"metric {name}: label {key}={value!r} (a label value is not empty and "
+                f"holds no space and no '=')")
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def parse_metric_label(label: str) -> tuple[str, str, str, dict[str, str]] | None:
+    """A :func:`metric_label` back: (name, node id, address, labels); None if it is not
+    one."""
+    if not label.startswith(_METRIC_PREFIX):
+        return None
+    name, sep, rest = label[len(_METRIC_PREFIX):].partition(": node ")
+    words = rest.split(" ")
+    if not sep or not name or len(words) < 2:
+        return None
+    labels: dict[str, str] = {}
+    for word in words[2:]:
+        key, eq, value = word.partition("=")
+        if not eq or not key:
+            return None
+        labels[key] = value
+    return name, words[0], words[1], labels
+
+
+@functools.lru_cache(maxsize=1024)  # exon stat --serve names every counter at each scrape
 def type_name(type_id: int) -> str:
     """Short name of a counter type id (``pub-pos``, ``exon-links``...), or ``type-<n>``
     if unknown."""
@@ -205,6 +252,10 @@ def type_name(type_id: int) -> str:
         return CounterType(type_id).short_name
     except ValueError:
         pass
+    if type_id == METRIC_GAUGE_TYPE:
+        return "exon-gauge"
+    if type_id == METRIC_COUNTER_TYPE:
+        return "exon-counter"
     try:
         return NodeCounter(type_id).short_name
     except ValueError:

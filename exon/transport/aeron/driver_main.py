@@ -10,7 +10,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from exon.errors import ExonError
@@ -27,12 +27,14 @@ def run_driver(
     driver_timeout_ms: int = DEFAULT_DRIVER_TIMEOUT_MS,
     ready: threading.Event | None = None,
     stop: threading.Event | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> int:
     """Launch a driver on ``dir`` (default: ``$EXON_DIR``, else the host driver's directory
     :func:`~exon.transport.aeron.settings.default_driver_dir`, ``/dev/shm/exon-<user>``),
     print its directory, run until SIGINT/SIGTERM (or ``stop`` is set, or a client sends
-    TERMINATE_DRIVER), then close it cleanly. Returns the exit status (0); a driver that
-    cannot start (a live driver already owns the directory, say) raises."""
+    TERMINATE_DRIVER), then close it cleanly. ``on_ready(dir)`` is called once the driver
+    runs (``exon driver --health``: readiness, systemd's READY=1). Returns the exit status
+    (0); a driver that cannot start (a live driver already owns the directory, say) raises."""
     overrides = dict(settings_overrides or {})
     if dir is not None:
         overrides["dir"] = dir
@@ -47,6 +49,8 @@ def run_driver(
             print(driver.dir, flush=True)
             if ready is not None:
                 ready.set()
+            if on_ready is not None:
+                on_ready(driver.dir)
             while not stop.wait(0.1):
                 if driver.terminate_requested:
                     break

@@ -13,6 +13,9 @@ groups them:
 * **exon nodes**: the statistics of every exon node on this driver (links, frames, drops
   by cause, refusals, cookies), one counter per statistic that each node allocated through
   the driver (:class:`~.counters.NodeCounter`, type ids 2000..2099), grouped by node;
+* **metrics** that nodes publish for what they host: per socket (credits, inbox, cookies,
+  links, drops) and per archive recording (``exon.Node.add_metric``; type ids 2100, 2101),
+  shown with their node;
 * every other counter (clients, doorbells, channel status, and counters of types this
   version does not know, e.g. a newer exon's) under ``other``, with totals and rates.
 
@@ -37,11 +40,14 @@ from exon import errors
 
 from .cnc import CncFile, now_ms
 from .counters import (
+    METRIC_COUNTER_TYPE,
+    METRIC_TYPES,
     NODE_COUNTER_TYPE_FIRST,
     NODE_COUNTER_TYPE_LAST,
     CounterType,
     NodeCounter,
     SystemCounter,
+    parse_metric_label,
 )
 
 #: the groups of system counters, in the order ``exon stat`` shows them
@@ -111,7 +117,7 @@ def group_of(counter: dict[str, Any]) -> str:
             return SYSTEM_GROUPS[SystemCounter(counter["id"])]
         except ValueError:
             return "other"
-    if NODE_COUNTER_TYPE_FIRST <= type_id <= NODE_COUNTER_TYPE_LAST:
+    if NODE_COUNTER_TYPE_FIRST <= type_id <= NODE_COUNTER_TYPE_LAST or type_id in METRIC_TYPES:
         return NODE_GROUP
     return TYPE_GROUPS.get(type_id, "other")
 
@@ -143,6 +149,26 @@ def nodes(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         node["counters"][name] = c["value"]
         node["rates"][name] = c.get("rate")
     return sorted(found.values(), key=lambda n: (n["address"], n["node_id"]))
+
+
+def metrics(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The metrics nodes publish for what they host (sockets, archive recordings: counters
+    of :data:`~.counters.METRIC_TYPES`): ``name``, ``kind`` ("gauge" or "counter"),
+    ``node_id``, ``address``, ``labels`` ({name: value}), ``owner_id``, ``value`` and
+    ``rate``."""
+    found = []
+    for c in counters:
+        if c["type_id"] not in METRIC_TYPES:
+            continue
+        parsed = parse_metric_label(c["label"])
+        if parsed is None:
+            continue
+        name, node_id, address, labels = parsed
+        found.append({"name": name,
+                      "kind": "counter" if c["type_id"] == METRIC_COUNTER_TYPE else "gauge",
+                      "node_id": node_id, "address": address, "labels": labels,
+                      "owner_id": c["owner_id"], "value": c["value"], "rate": c.get("rate")})
+    return sorted(found, key=lambda m: (m["address"], m["name"], sorted(m["labels"].items())))
 
 
 def snapshot(cnc: CncFile, *, now: int | None = None) -> dict[str, Any]:
@@ -203,6 +229,7 @@ def add_rates(current: dict[str, Any], previous: dict[str, Any] | None,
     current["elapsed_s"] = elapsed_s if previous is not None else None
     current.update(links(current["counters"]))
     current["nodes"] = nodes(current["counters"])
+    current["metrics"] = metrics(current["counters"])
     return current
 
 
