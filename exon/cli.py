@@ -140,6 +140,27 @@ def node_command(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
     sys.exit(run_node(endpoint, echo, sink, driver_dir))
 
 
+@main.command("keygen")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="replace an existing key file")
+def keygen_command(path: str, force: bool) -> None:
+    """Write a new keypair to PATH (mode 0600) and print its public key (give that to
+    peers: trusted=[...] or peer_key=)."""
+    import os
+
+    from exon.crypto import Keypair
+    from exon.errors import ExonError
+
+    if os.path.exists(path) and not force:
+        raise click.ClickException(f"{path} exists; --force replaces it")
+    try:
+        pair = Keypair.generate()
+        pair.save(path)
+    except (ExonError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(pair.public_text)
+
+
 @main.command("request")
 @click.argument("peer")
 @click.argument("data")

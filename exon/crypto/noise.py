@@ -106,11 +106,13 @@ class HandshakeState:
     the responder reads message 1 and writes message 2. ``static_secret`` is our keypair's
     secret key; ``prologue`` is bound into the handshake hash (both sides must agree)."""
 
-    def __init__(self, *, initiator: bool, static_secret: bytes, prologue: bytes) -> None:
+    def __init__(self, *, initiator: bool, static_secret: bytes, prologue: bytes,
+                 ephemeral_secret: bytes | None = None) -> None:
         self.initiator = initiator
         self._s = static_secret
         self._s_pub = libcrypto.x25519_public(static_secret)
-        self._e = libcrypto.random_bytes(DHLEN)
+        # a given ephemeral is for test vectors and fuzz seeds only: a real one is fresh
+        self._e = ephemeral_secret or libcrypto.random_bytes(DHLEN)
         self._e_pub = libcrypto.x25519_public(self._e)
         self._re: bytes | None = None
         self._rs: bytes | None = None

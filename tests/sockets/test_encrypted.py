@@ -40,7 +40,8 @@ def test_push_pull_encrypted_in_order(make_node, keys) -> None:
     assert [pull.receive(timeout=5).payload for _ in range(300)] == [b"m%d" % n
                                                                       for n in range(300)]
     push.close(timeout=5)
-    assert _unopened(a) == 0 and _unopened(b) == 0
+    assert _unopened(a) == 0
+    assert _unopened(b) == 0
 
 
 def test_req_rep_encrypted_with_cookies(make_node, keys) -> None:
