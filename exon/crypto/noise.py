@@ -87,12 +87,12 @@ class _SymmetricState:
         return out
 
     def decrypt_and_hash(self, data: bytes) -> bytes:
-        if self.k is None:
-            plain: bytes | None = data
-        else:
-            plain = libcrypto.aead_open(self.k, self.n, self.h, data)
-            if plain is None:
+        plain = data
+        if self.k is not None:
+            opened = libcrypto.aead_open(self.k, self.n, self.h, data)
+            if opened is None:
                 raise HandshakeError("handshake message does not authenticate")
+            plain = opened
             self.n += 1
         self.mix_hash(data)
         return plain

@@ -85,7 +85,7 @@ def test_truncated_frames_are_dropped_at_every_length() -> None:
 
 
 def test_plaintext_frames_are_refused_on_an_encrypted_link() -> None:
-    a, b = _pair()
+    _a, b = _pair()
     link = b._sockets[2].links[next(iter(b._sockets[2].links))]
     inc = link.peer_incarnation
     b.receive_frame("A", encode_data(1, 2, inc, b"injected"), now=0)
@@ -145,7 +145,7 @@ def test_the_same_link_replayed_to_the_same_socket_is_refused() -> None:
 
 
 def test_handshake_messages_cut_at_every_byte_are_refused() -> None:
-    a, b = make_core("A"), make_core("B")
+    a = make_core("A")
     a.open_socket(1, "push", policy=EncryptedPolicy(CLIENT, peer_key=SERVER.public))
     a.link(1, ("B", 2), now=0)
     ((_, link_frame),) = a.frames_to_send(now=0)
