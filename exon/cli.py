@@ -213,15 +213,25 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
+@click.option("--encrypted", is_flag=True,
+              help="instead: encrypted links (EncryptedPolicy) beside plaintext ones and "
+                   "beside pyzmq with CURVE, a driver per node over UDP "
+                   "(exon/bench/encrypted.py)")
 @click.option("--ipc-term-length", type=int, default=None,
               help="--patterns: the IPC term length of the bench's driver (default: the "
                    "driver's, 2 MiB; "
                    "the guide's tuning page shows its effect)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
-                  use_asyncio: bool, runs: int, patterns: bool,
+                  use_asyncio: bool, runs: int, patterns: bool, encrypted: bool,
                   ipc_term_length: int | None) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if encrypted:
+        from exon.bench.encrypted import run_encrypted_bench
+
+        run_encrypted_bench(sizes=sizes or (64, 1024), messages=messages,
+                            round_trips=round_trips, credits=credits, with_zmq=not no_zmq)
+        return
     if patterns:
         from exon.bench.patterns import run_patterns_bench
 
