@@ -233,10 +233,13 @@ class LinkActions(MemoryBudget):
         if link.peer not in sock.rr:
             sock.rr.append(link.peer)
         self._stats["links_established"] += 1
-        if self.accelerator is not None and link.fast is None and link.seal is None:
+        native_seal = getattr(link.seal, "native", None)  # sealed natively, or core only
+        if self.accelerator is not None and link.fast is None and (
+                link.seal is None or native_seal is not None):
+            options = {} if native_seal is None else {"seal": native_seal}
             link.fast = self.accelerator.attach(
                 sock.tag, link.peer, link.incarnation, link.peer_incarnation or 0, link.ledger,
-                link.peer_meta.max_message_size, sock.max_message_size)
+                link.peer_meta.max_message_size, sock.max_message_size, **options)
             if link.fast is not None and link.growing:
                 self.accelerator.set_window(link.fast, 0, link.ledger.batch)
         self._events.append(LinkEstablished(

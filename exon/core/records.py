@@ -98,11 +98,15 @@ class LinkAccelerator(Protocol):
       without the core) and deliveries (``delivered``), calling
       :meth:`SocketCore.delivered_natively` when a FLOW may be due;
     * everything else (handshake, FLOW, UNLINK, ERROR, cookies, timers) goes through the
-      core as before.
+      core as before;
+    * an encrypted link is attached with its seal's native state (``seal=``, the
+      ``exon_seal_t`` the core's ``LinkSeal`` keeps its counters in): the accelerator seals
+      what it sends and opens what it takes with it, one counter per direction.
     """
 
     def attach(self, tag: int, peer: PeerId, incarnation: int, peer_incarnation: int,
-               ledger: CreditLedger, peer_max_size: int, max_size: int) -> Any:
+               ledger: CreditLedger, peer_max_size: int, max_size: int, *,
+               seal: Any = None) -> Any:
         """Attach an ESTABLISHED link; a token, or None when it cannot be accelerated."""
         ...
 

@@ -13,6 +13,8 @@ from exon.crypto.seal import TransportSeal, rekey
 
 pytestmark = pytest.mark.skipif(not libcrypto.available(), reason="libcrypto.so.3 missing")
 
+AD, OTHER = bytes(20), bytes(range(20))  # a frame header's 20 bytes
+
 
 def _ours(initiator: bool, secret: bytes, prologue: bytes = b"p") -> HandshakeState:
     return HandshakeState(initiator=initiator, static_secret=secret, prologue=prologue)
@@ -90,22 +92,22 @@ def test_low_order_peer_key_is_refused() -> None:
 def test_seal_counts_refuses_replays_and_rekeys_in_step() -> None:
     k1, k2 = os.urandom(32), os.urandom(32)
     a, b = TransportSeal(k1, k2, rekey_shift=2), TransportSeal(k2, k1, rekey_shift=2)
-    sealed = [a.seal(b"ad", b"m%d" % n) for n in range(20)]  # 5 keys
-    assert b.open(b"ad", sealed[0]) == b"m0"
-    assert b.open(b"ad", sealed[0]) is None  # replay
-    assert b.open(b"other", sealed[1]) is None  # other associated data
-    assert [b.open(b"ad", s) for s in sealed[1:]] == [b"m%d" % n for n in range(1, 20)]
+    sealed = [a.seal(AD, b"m%d" % n) for n in range(20)]  # 5 keys
+    assert b.open(AD, sealed[0]) == b"m0"
+    assert b.open(AD, sealed[0]) is None  # replay
+    assert b.open(OTHER, sealed[1]) is None  # other associated data
+    assert [b.open(AD, s) for s in sealed[1:]] == [b"m%d" % n for n in range(1, 20)]
     assert b.failures == 2
-    assert sealed[4][8:] != TransportSeal(k1, k2, rekey_shift=2).seal(b"ad", b"m4")[8:]
+    assert sealed[4][8:] != TransportSeal(k1, k2, rekey_shift=2).seal(AD, b"m4")[8:]
 
 
 def test_seal_accepts_gaps_but_not_a_jump_of_two_keys() -> None:
     k1, k2 = os.urandom(32), os.urandom(32)
     a, b = TransportSeal(k1, k2, rekey_shift=2), TransportSeal(k2, k1, rekey_shift=2)
-    sealed = [a.seal(b"", b"%d" % n) for n in range(16)]
-    assert b.open(b"", sealed[5]) == b"5"  # a gap within the next key: fine
-    assert b.open(b"", sealed[15]) is None  # two keys ahead: refused
-    assert b.open(b"", sealed[6]) == b"6"
+    sealed = [a.seal(AD, b"%d" % n) for n in range(16)]
+    assert b.open(AD, sealed[5]) == b"5"  # a gap within the next key: fine
+    assert b.open(AD, sealed[15]) is None  # two keys ahead: refused
+    assert b.open(AD, sealed[6]) == b"6"
 
 
 def test_rekey_is_nonces_max_encryption() -> None:

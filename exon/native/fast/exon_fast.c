@@ -422,7 +422,7 @@ static PyObject *dispatch_descs(exon_lt_desc_t *descs, int count, const char *co
 
 typedef int (*exon_lt_poll_fn)(void *t, void **images, int32_t count, int32_t max_messages, uint8_t *copy_buf,
                                int32_t copy_cap, int32_t *copy_used, exon_lt_desc_t *out, void *scratch);
-typedef int (*exon_lt_classify_fn)(void *t, const int32_t *image_keys, const uint8_t *copy_buf,
+typedef int (*exon_lt_classify_fn)(void *t, const int32_t *image_keys, uint8_t *copy_buf,
                                    exon_lt_desc_t *descs, int32_t count);
 
 static exon_lt_poll_fn lt_poll_fn = NULL;
@@ -459,7 +459,7 @@ static PyObject *fast_poll_batch(PyObject *module, PyObject *args)
     {
         return Py_BuildValue("(iiN)", n, 0, PyList_New(0));
     }
-    lt_classify_fn((void *)(uintptr_t)table, (const int32_t *)(uintptr_t)keys, (const uint8_t *)(uintptr_t)copy,
+    lt_classify_fn((void *)(uintptr_t)table, (const int32_t *)(uintptr_t)keys, (uint8_t *)(uintptr_t)copy,
                    d, n);
     int left = 0;
     PyObject *touched = dispatch_descs(d, n, (const char *)(uintptr_t)copy, *used_p, queues, &left);
