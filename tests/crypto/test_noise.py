@@ -114,3 +114,15 @@ def test_rekey_is_nonces_max_encryption() -> None:
     key = os.urandom(32)
     assert rekey(key) == libcrypto.aead_seal(key, 2**64 - 1, b"", bytes(32))[:32]
     assert rekey(key) != key
+
+
+def test_native_seal_is_chacha20_poly1305_with_noise_nonces() -> None:
+    """The C seal against an independent implementation (``cryptography``)."""
+    aead = pytest.importorskip("cryptography.hazmat.primitives.ciphers.aead")
+    k1, k2 = os.urandom(32), os.urandom(32)
+    a = TransportSeal(k1, k2)
+    for n, payload in enumerate([b"", b"x", os.urandom(1000)]):
+        sealed = a.seal(OTHER, payload)
+        nonce = bytes(4) + n.to_bytes(8, "little")
+        assert sealed[:8] == n.to_bytes(8, "little")
+        assert sealed[8:] == aead.ChaCha20Poly1305(k1).encrypt(nonce, payload, OTHER)
