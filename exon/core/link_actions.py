@@ -127,7 +127,7 @@ class LinkActions(MemoryBudget):
                                meta, link.our_reason, answers=link.peer_incarnation)
         if accepted and meta is None and link.seal is not None:
             # the initiator's acceptance, the first frame under its key: it confirms the
-            # keys to the responder, which takes no plaintext one (docs/protocol.md 2.15)
+            # keys to the responder, which takes no plaintext one (docs/protocol.md 2.20)
             frame = seal_frame(link.seal, frame)
         self._emit_frame(link.peer.address, frame)
 

@@ -76,7 +76,7 @@ class LinkPolicy:
     An encrypting policy sets :attr:`encrypted` and hands the core the link's keys through
     :meth:`link_seal` once the handshake agreed on them (see ``exon.crypto``)."""
 
-    #: whether links of this policy are sealed (docs/protocol.md 2.15)
+    #: whether links of this policy are sealed (docs/protocol.md 2.20)
     encrypted: bool = False
 
     def metadata(self, ctx: PolicyContext, peer: LinkMetadata | None) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Sealed frames of encrypted links: the layout, and the interface of a link's keys.
 
 A sealed frame is an exon frame whose payload is sealed with the link's key for its
-direction (docs/protocol.md 2.15)::
+direction (docs/protocol.md 2.20)::
 
     offset size field
          0   20 the exon header, as a plaintext frame's, but protocol = PROTOCOL_SEALED

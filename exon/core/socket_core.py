@@ -86,7 +86,7 @@ def _must_be_sealed(frame: Frame, state: LinkState) -> bool:
     ``state``: DATA, FLOW and UNLINK always; on a live link also ERROR and LINKACK; before,
     an accepting LINKACK without metadata (the initiator's, which confirms the keys). A LINK,
     the responder's LINKACK with metadata (message 2, maybe repeated) and refusals during
-    the handshake stay plaintext (docs/protocol.md 2.15)."""
+    the handshake stay plaintext (docs/protocol.md 2.20)."""
     t = frame.type
     if t in _ALWAYS_SEALED:
         return True

@@ -1,7 +1,7 @@
 """Encrypted, authenticated links: keys, the Noise handshake, sealed frames.
 
 ``exon.Keypair`` and ``exon.EncryptedPolicy`` are the user's names (docs/guide/security.md);
-the wire is docs/protocol.md 2.15. Primitives come from OpenSSL's libcrypto, loaded at run
+the wire is docs/protocol.md 2.20. Primitives come from OpenSSL's libcrypto, loaded at run
 time (:mod:`exon.crypto.libcrypto`).
 """
 

@@ -10,7 +10,7 @@ Written from the Noise Protocol Framework, revision 34 (noiseprotocol.org), sect
 Message 1 travels in the LINK (its sender is the *initiator*), message 2 in the answering
 LINKACK; :meth:`HandshakeState.split` then gives one key per direction. The initiator's
 accepting LINKACK is the first frame sealed with its key, which confirms the keys to the
-responder (docs/protocol.md 2.15). Primitives: :mod:`exon.crypto.libcrypto` (X25519,
+responder (docs/protocol.md 2.20). Primitives: :mod:`exon.crypto.libcrypto` (X25519,
 ChaCha20-Poly1305) and :mod:`hashlib`/:mod:`hmac` (SHA-256, HMAC); nothing here is a
 primitive, only the framework's composition of them.
 

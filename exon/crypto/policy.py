@@ -1,4 +1,4 @@
-"""``EncryptedPolicy``: encrypted, authenticated links (docs/protocol.md 2.15).
+"""``EncryptedPolicy``: encrypted, authenticated links (docs/protocol.md 2.20).
 
 Given to both sockets of a link, as :class:`~exon.core.policy.SharedSecretPolicy` is::
 

@@ -19,7 +19,7 @@
  *  - exon_lt_deliver: count one message handed to the application (exon_lt_deliver_many:
  *    several at once); tells when a FLOW is due (or when a FLOW timer must be armed).
  *  - Encrypted links (`seal` set): every DATA and FLOW sent here is sealed (exon_seal.h,
- *    docs/protocol.md 2.15), and a sealed DATA or FLOW of an attached link that passes the
+ *    docs/protocol.md 2.20), and a sealed DATA or FLOW of an attached link that passes the
  *    checks above is opened in classify: the copy buffer then holds its plaintext frame
  *    (the descriptor moves 8 bytes on and shrinks by the seal's 24), as a plaintext link's
  *    would. A sealed frame that fails a check or does not open is left sealed, as it came,

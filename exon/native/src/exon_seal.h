@@ -1,5 +1,5 @@
 /*
- * exon_seal.h: the sealed frames of encrypted links (docs/protocol.md 2.15), in C, so that
+ * exon_seal.h: the sealed frames of encrypted links (docs/protocol.md 2.20), in C, so that
  * the link table seals and opens DATA and FLOW on the hot path without Python.
  *
  * No cryptography is written here: ChaCha20-Poly1305 (RFC 8439) comes from OpenSSL 3's
