@@ -213,8 +213,13 @@ class HandshakeState:
         return self._sym.h
 
     def split(self) -> tuple[bytes, bytes]:
-        """(our sending key, our receiving key) once both messages are processed."""
-        if not self.complete:
-            raise HandshakeError("the handshake is not complete")
+        """(our sending key, our receiving key) once both messages are processed. Once:
+        the ephemeral secret and the chaining key are dropped (forward secrecy), as Noise
+        deletes the HandshakeState after Split()."""
+        if not self.complete or self._sym.k is None:
+            raise HandshakeError("the handshake is not complete (or was split already)")
         k1, k2 = self._sym.split()  # k1: initiator -> responder, k2: responder -> initiator
+        self._e = b""
+        self._sym.ck = b""
+        self._sym.k = None
         return (k1, k2) if self.initiator else (k2, k1)

@@ -49,9 +49,12 @@ def test_both_sides_agree_and_keys_differ_per_direction_and_per_handshake() -> N
         i, r = _ours(True, a_secret), _ours(False, b_secret)
         r.read_message1(i.write_message1(b""))
         i.read_message2(r.write_message2(b""))
-        assert i.split() == tuple(reversed(r.split()))
-        assert i.split()[0] != i.split()[1]
-        keys.append(i.split())
+        mine, theirs = i.split(), r.split()
+        assert mine == tuple(reversed(theirs))
+        assert mine[0] != mine[1]
+        with pytest.raises(HandshakeError):
+            i.split()  # once: the ephemeral secret is gone
+        keys.append(mine)
     assert keys[0] != keys[1]  # fresh ephemerals: forward secrecy per link
 
 
