@@ -199,3 +199,33 @@ def test_plaintext_socket_refuses_an_encrypted_link() -> None:
     assert refused
     assert refused[0].decision is Decision.UNAUTHORIZED
     assert refused[0].permanent
+
+
+def test_handshake_message2_cut_at_every_byte_is_refused() -> None:
+    a = make_core("A")
+    a.open_socket(1, "push", policy=EncryptedPolicy(CLIENT, peer_key=SERVER.public))
+    b = make_core("B")
+    b.open_socket(2, "pull", policy=EncryptedPolicy(SERVER, trusted=[CLIENT.public]))
+    a.link(1, ("B", 2), now=0)
+    ((_, link_frame),) = a.frames_to_send(now=0)
+    b.receive_frame("A", link_frame, now=0)
+    ((_, answer),) = b.frames_to_send(now=0)
+    from exon.core.frames import decode_frame, encode_linkack
+    ack = decode_frame(answer)
+    assert ack.metadata is not None
+    message = ack.metadata.custom["noise"]
+    meta = ack.metadata
+    for n in range(len(message)):
+        cut = meta.__class__(**{**{s: getattr(meta, s) for s in meta.__slots__},
+                                "custom": {"noise": message[:n]}})
+        core = make_core("A")  # a fresh initiator each time: same LINK, its own state
+        policy = EncryptedPolicy(CLIENT, peer_key=SERVER.public)
+        core.open_socket(1, "push", policy=policy)
+        core.link(1, ("B", 2), now=0)
+        ((_, own_link),) = core.frames_to_send(now=0)
+        inc = decode_frame(own_link).incarnation
+        core.receive_frame("B", encode_linkack(2, 1, ack.incarnation, Decision.ACCEPTED, cut,
+                                               answers=inc), now=0)
+        refused = [e for e in core.events() if isinstance(e, LinkRefused)]
+        assert refused, n
+        assert refused[0].decision is Decision.UNAUTHORIZED

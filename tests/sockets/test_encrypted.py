@@ -206,3 +206,25 @@ def test_encrypted_data_takes_the_native_path(make_node, keys) -> None:
         got += [pull.receive(timeout=5).payload for _ in range(100)]
     assert got == [b"n%d" % n for n in range(2100)]
     assert a.statistics().frames_received - before < 50
+
+
+def test_keys_renew_in_step_on_the_native_path(make_node, keys) -> None:
+    """rekey_shift=3: a new key every 8 frames per direction, sealed and opened in C by
+    the link table and in Python by the core alike."""
+    server, client = keys
+    a, b = make_node(), make_node()
+    pull = a.socket("pull", tag=1, policy=exon.EncryptedPolicy(
+        server, trusted=[client.public], rekey_shift=3))
+    push = b.socket("push", policy=exon.EncryptedPolicy(client, peer_key=server.public,
+                                                        rekey_shift=3))
+    push.link(f"{a.address}/1", timeout=10)
+    got = []
+    for batch in range(10):
+        for n in range(50):
+            push.send(b"r%d" % (50 * batch + n), cookie=n if n % 7 == 0 else None, timeout=5)
+        got += [pull.receive(timeout=5).payload for _ in range(50)]
+    assert got == [b"r%d" % n for n in range(500)]
+    cookies = [push.receive(timeout=5) for _ in range(10 * 8)]
+    assert all(isinstance(c, exon.Cookie) for c in cookies)
+    assert _unopened(a) == 0
+    assert _unopened(b) == 0
