@@ -307,6 +307,7 @@ class LinkActions(MemoryBudget):
         link.peer_incarnation = link.peer_node = None
         link.peer_meta = link.ledger = None
         link.our_decision = link.peer_decision = None
+        link.seal = None  # a new handshake agrees on new keys
         meta = self._metadata(sock, link, None)
         self._emit_frame(link.peer.address,
                          encode_link(sock.tag, link.peer.tag, link.incarnation, meta))

@@ -610,6 +610,7 @@ class SocketCore(LinkActions):
         link.peer_decision = None
         link.our_decision = None
         link.ledger = None
+        link.seal = None
         link.machine.state = LinkState.LINK_SENT
         return link
 
