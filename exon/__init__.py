@@ -45,9 +45,13 @@ _LAZY = {
     "PubStatistics": "exon.sockets.pub",
     "SubSocket": "exon.sockets.sub",
     "default_node": "exon.middleware.default_node",
+    "Keypair": "exon.crypto",
+    "EncryptedPolicy": "exon.crypto",
+    "ANY_KEY": "exon.crypto",
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers (run time: __getattr__ below)
+    from exon.crypto import ANY_KEY, EncryptedPolicy, Keypair
     from exon.middleware.default_node import default_node
     from exon.middleware.node import Node
     from exon.sockets.dealer import DealerSocket
@@ -72,6 +76,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "ANY_KEY",
     "ArgumentTypeError",
     "BackPressured",
     "BrokenLink",
@@ -82,8 +87,10 @@ __all__ = [
     "CookieLost",
     "DealerSocket",
     "Dropped",
+    "EncryptedPolicy",
     "ExonError",
     "HeldBatch",
+    "Keypair",
     "LinkRefused",
     "Message",
     "MessageTooLarge",

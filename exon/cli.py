@@ -218,6 +218,27 @@ def node_command(endpoint: str, echo: tuple[int, ...], sink: tuple[int, ...],
     sys.exit(status)
 
 
+@main.command("keygen")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="replace an existing key file")
+def keygen_command(path: str, force: bool) -> None:
+    """Write a new keypair to PATH (mode 0600) and print its public key (give that to
+    peers: trusted=[...] or peer_key=)."""
+    import os
+
+    from exon.crypto import Keypair
+    from exon.errors import ExonError
+
+    if os.path.exists(path) and not force:
+        raise click.ClickException(f"{path} exists; --force replaces it")
+    try:
+        pair = Keypair.generate()
+        pair.save(path)
+    except (ExonError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(pair.public_text)
+
+
 @main.command("request")
 @click.argument("peer")
 @click.argument("data")
@@ -270,6 +291,10 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
+@click.option("--encrypted", is_flag=True,
+              help="instead: encrypted links (EncryptedPolicy) beside plaintext ones and "
+                   "beside pyzmq with CURVE, a driver per node over UDP "
+                   "(exon/bench/encrypted.py)")
 @click.option("--ipc-term-length", type=int, default=None,
               help="--patterns: the IPC term length of the bench's driver (default: the "
                    "driver's, 2 MiB; "
@@ -280,13 +305,19 @@ def push_command(peer: str, data: str, count: int, timeout: float,
                    "exon/bench/scrape.py)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
-                  use_asyncio: bool, runs: int, patterns: bool,
+                  use_asyncio: bool, runs: int, patterns: bool, encrypted: bool,
                   ipc_term_length: int | None, scrape: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     if scrape:
         from exon.bench.scrape import run_scrape_bench
 
         run_scrape_bench(sizes=sizes or (64,), messages=messages, credits=credits, runs=runs)
+        return
+    if encrypted:
+        from exon.bench.encrypted import run_encrypted_bench
+
+        run_encrypted_bench(sizes=sizes or (64, 1024), messages=messages,
+                            round_trips=round_trips, credits=credits, with_zmq=not no_zmq)
         return
     if patterns:
         from exon.bench.patterns import run_patterns_bench

@@ -126,3 +126,13 @@ class NativeOSError(TransportError, OSError):
 
     def __init__(self, errno_value: int, message: str, *args: Any) -> None:
         OSError.__init__(self, errno_value, message, *args)
+
+
+class EncryptionUnavailable(ExonError):
+    """Encryption was asked for where it cannot work: the cryptographic library exon loads
+    at run time (OpenSSL 3's ``libcrypto.so.3``) is missing or lacks a primitive. The
+    message names what is missing."""
+
+
+class KeyFileError(ExonError, ValueError):
+    """A key file that cannot be used: wrong size or format, or readable by other users."""

@@ -37,6 +37,11 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
         r"^wrong secret: refused: UNAUTHORIZED \(permanent=True\)$",
         r"^no policy: refused: UNAUTHORIZED \(permanent=True\)$",
     ]),
+    "encrypted_link.py": ([], [
+        r"^trusted client: linked, the PULL received b'for your eyes only'$",
+        r"^unknown client: refused: UNAUTHORIZED \(permanent=True\)$",
+        r"^no encryption: refused: UNAUTHORIZED \(permanent=True\)$",
+    ]),
     "pubsub_fanout.py": (["--messages", "200"], [
         r"^prices: 100/100 in order: True$",
         r"^news: 100/100 in order: True$",

@@ -92,6 +92,13 @@ ADVICE: dict[str, str] = {
     "ResourceExhausted": "A fixed table (counters, doorbells, links) is full: close unused "
                          "sockets and publications, or give the driver more counters "
                          "(`counters_values_buffer_length`).",
+    "EncryptionUnavailable": "Encryption was asked for where it cannot work: the message "
+                             "names what is missing (OpenSSL 3's `libcrypto.so.3`); install "
+                             "it, or use plaintext links on a trusted network.",
+    "KeyFileError": "A key file that cannot be used: `chmod 600` it (make a new keypair if "
+                    "others may have read it), or regenerate it with `exon keygen`.",
+    "HandshakeError": "A handshake message of an encrypted link did not read (cut, altered, "
+                      "or from a peer with other keys): the link is refused UNAUTHORIZED.",
     "NativeOSError": "A system call failed; `.errno` says which error (e.g. ENOSPC: "
                      "`/dev/shm` is full, EADDRINUSE: the port is taken).",
     "ArchiveError": "The archive could not do what was asked; the message says what and why.",
@@ -303,6 +310,10 @@ NODE_COUNTERS: dict[str, tuple[bool, str]] = {
     "CONNECTS_FAILED": (True, "Peer nodes that did not answer within the connect timeout."),
     "LINKS_RESENT": (False, "LINKs repeated because they went unanswered, and LINKACKs "
                      "repeated for a repeated LINK (a peer that restarted, or loss)."),
+    "UNOPENED_DROPPED": (True, "Frames of encrypted links that did not open: altered, "
+                         "truncated, injected, replayed, sealed for another link, or "
+                         "plaintext where the link is sealed (someone tampers with the "
+                         "path, or a peer has a bug). Never delivered; the link goes on."),
     "FRAGMENTS_DROPPED": (True, "FRAGMENTs (pieces of a message longer than the transport's "
                           "largest) thrown away: malformed, out of order, above the node's "
                           "largest `max_message_size`, or of a message left unfinished by "

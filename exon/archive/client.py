@@ -25,6 +25,7 @@ from exon.archive.archive import RecordingInfo
 from exon.archive.errors import ArchiveError, ControlError
 from exon.archive.format import Record
 from exon.archive.service import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
+from exon.core.policy import LinkPolicy
 from exon.sockets.messages import Peer, split_address
 
 #: the least a follow replay waits for the service before raising Timeout: three of its
@@ -51,9 +52,12 @@ class ArchiveClient:
     seconds for the service and raises :class:`exon.Timeout` (naming the address)."""
 
     def __init__(self, address: str, *, timeout: float = 10.0, node: exon.Node | None = None,
-                 endpoint: str | None = None) -> None:
+                 endpoint: str | None = None, policy: LinkPolicy | None = None) -> None:
         host, port = split_address(address, what="archive address")
         self.address = address
+        #: the link policy of the client's sockets (control, replay, keyed queries): e.g.
+        #: ``exon.EncryptedPolicy(keys, peer_key=service_key)`` for encrypted links
+        self.policy = policy
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -85,7 +89,8 @@ class ArchiveClient:
         timeout = self.timeout if wait is None else wait
         with self._lock:
             if self._req is None:
-                req = self.node.socket("req", max_message_size=control.MAX_CONTROL_LENGTH)
+                req = self.node.socket("req", max_message_size=control.MAX_CONTROL_LENGTH,
+                                       policy=self.policy)
                 try:
                     req.link(f"{self.address}/{CONTROL_TAG}", timeout=timeout)
                 except errors.Timeout:
@@ -208,7 +213,7 @@ class ArchiveClient:
         every second while idle, and the client waits at least FOLLOW_MIN_WAIT). Closing
         the client stops the replays still open."""
         pull = self.node.socket("pull", credits=REPLAY_CREDITS,
-                                max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
+                                max_message_size=REPLAY_CHUNK + 4 * (1 << 20), policy=self.policy)
         replay_id = 0  # while not 0: the service's replay may still run (stop it at the end)
         registered = 0  # the id this replay is listed under in _replays
         try:
@@ -293,7 +298,7 @@ class KeyedWriter:
         self._client = client
         self._recording_id = recording_id
         self._query = q
-        self._push = client.node.socket("push")
+        self._push = client.node.socket("push", policy=client.policy)
         self._push.link(str(Peer.parse(f"{client.address}/{keyed_tag}")),
                         timeout=client.timeout)
         self._outstanding = 0

@@ -31,6 +31,7 @@ from exon.archive.errors import ArchiveError, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
 from exon.archive.metrics import REFRESH, RecordingMetrics
 from exon.archive.recording import FsyncPolicy
+from exon.core.policy import LinkPolicy
 from exon.sockets.pull import PullSocket
 
 log = logging.getLogger("exon.archive")
@@ -130,8 +131,12 @@ class ArchiveService:
     def __init__(self, directory: str, *, endpoint: str = "127.0.0.1:0",
                  ingest: dict[str, int] | None = None, fsync: FsyncPolicy = "none",
                  segment_length: int = DEFAULT_SEGMENT_LENGTH, keyed_tag: int = KEYED_TAG,
-                 max_message_size: int | None = None, node: exon.Node | None = None) -> None:
+                 max_message_size: int | None = None, node: exon.Node | None = None,
+                 policy: LinkPolicy | None = None) -> None:
         ingest = dict(ingest or {})
+        #: the link policy of every socket of the service (control, ingest, keyed, replay):
+        #: e.g. ``exon.EncryptedPolicy(keys, trusted=[...])`` for encrypted links
+        self.policy = policy
         tags = list(ingest.values())
         reserved = {CONTROL_TAG: "control", keyed_tag: "keyed ingest"}
         for name, tag in ingest.items():
@@ -160,19 +165,20 @@ class ArchiveService:
             self.address = self.node.address
             self.archive.note_owner(self.address)  # the bound port, not the ":0" asked for
             self.control = self.node.socket("rep", tag=CONTROL_TAG,
-                                            max_message_size=control.MAX_CONTROL_LENGTH)
+                                            max_message_size=control.MAX_CONTROL_LENGTH,
+                                            policy=policy)
             self.ingest: dict[str, Any] = {}
             #: messages a recorder takes per batch with one producer linked (see batch_limit)
             self._batch_upper: dict[str, int] = {}
             for name, tag in ingest.items():
                 self.ingest[name] = self.node.socket(
                     "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name],
-                    start_credits=INGEST_START_CREDITS)
+                    start_credits=INGEST_START_CREDITS, policy=policy)
                 self._batch_upper[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
             keyed_size = (min(self._max_payload_all(), 1 << 20) + control.KEYED_HEADER.size
                           + MAX_QUERY)
             self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size,
-                                          start_credits=INGEST_START_CREDITS)
+                                          start_credits=INGEST_START_CREDITS, policy=policy)
             self._keyed_upper = self._batch_limit(
                 self.node.link_settings.initial_credits, keyed_size)
             self.keyed_tag = keyed_tag
@@ -530,7 +536,8 @@ class ArchiveService:
         files = None
         try:
             files = self.archive.files(recording_id)
-            push = self.node.socket("push", max_message_size=REPLAY_CHUNK + 4 * (1 << 20))
+            push = self.node.socket("push", max_message_size=REPLAY_CHUNK + 4 * (1 << 20),
+                                    policy=self.policy)
             push.link(str(peer), timeout=10.0)
             # a follower waits on the writer; one of a recording that recovery refused gets
             # the ArchiveCorrupt (a bounded replay reads up to the damage, then gets it)

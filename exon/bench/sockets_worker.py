@@ -15,17 +15,43 @@ req DIR N SIZE PEER       N round trips after N/10 warm-up; print each in micros
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from typing import Any
 
 from exon.middleware.node import Node
+
+#: ``SERVER_SECRET,CLIENT_SECRET`` (printable keys): every link of the run is encrypted
+#: (``exon bench sockets --encrypted``); the server roles trust the client's key, the
+#: client roles pin the server's
+KEYS_ENV = "EXON_BENCH_KEYS"
+
+
+def _policy(server_side: bool) -> Any:
+    keys = os.environ.get(KEYS_ENV)
+    if not keys:
+        return None
+    from exon.crypto import EncryptedPolicy, Keypair, key_from_text
+
+    server, client = (Keypair(key_from_text(k)) for k in keys.split(","))
+    if server_side:
+        return EncryptedPolicy(server, trusted=[client.public])
+    return EncryptedPolicy(client, peer_key=server.public)
 
 
 def main(argv: list[str]) -> None:
     role, driver_dir, count = argv[0], argv[1], int(argv[2])
+    server_side = role in ("pull", "pull-many", "pull-held", "rep")
     with Node("127.0.0.1:0", driver="embedded" if driver_dir == "-" else driver_dir) as node:
+        node_socket = node.socket
+        policy = _policy(server_side)
+
+        def socket(kind: str, **options: Any) -> Any:
+            return node_socket(kind, policy=policy, **options)
+
         if role == "pull":
-            sock = node.socket("pull", tag=1, credits=int(argv[3]))
+            sock = socket("pull", tag=1, credits=int(argv[3]))
             print(f"{node.address}/1", flush=True)
             recv = sock.receive
             recv(timeout=60)
@@ -34,7 +60,7 @@ def main(argv: list[str]) -> None:
                 recv(timeout=60)
             print(time.perf_counter() - start, flush=True)
         elif role in ("pull-many", "pull-held"):
-            sock = node.socket("pull", tag=1, credits=int(argv[3]))
+            sock = socket("pull", tag=1, credits=int(argv[3]))
             batch = int(argv[4])
             print(f"{node.address}/1", flush=True)
             if role == "pull-many":
@@ -56,7 +82,7 @@ def main(argv: list[str]) -> None:
             print(time.perf_counter() - start, flush=True)
         elif role == "push":
             size, peer = int(argv[3]), argv[4]
-            sock = node.socket("push")
+            sock = socket("push")
             sock.link(peer, timeout=10)
             payload = b"x" * size
             send = sock.send
@@ -64,14 +90,14 @@ def main(argv: list[str]) -> None:
                 send(payload)
             sock.close(timeout=60)
         elif role == "rep":
-            sock = node.socket("rep", tag=1, credits=int(argv[3]))
+            sock = socket("rep", tag=1, credits=int(argv[3]))
             print(f"{node.address}/1", flush=True)
             for _ in range(count + count // 10):
                 sock.send(sock.receive(timeout=60).payload)
             sock.close(timeout=10)
         elif role == "req":
             size, peer = int(argv[3]), argv[4]
-            sock = node.socket("req")
+            sock = socket("req")
             sock.link(peer, timeout=10)
             payload = b"x" * size
             send, recv = sock.send, sock.receive

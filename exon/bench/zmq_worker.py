@@ -8,18 +8,47 @@ req ADDRESS N SIZE      N round trips; print each in microseconds (after 10% war
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from typing import Any
 
 import zmq
+
+#: ``SERVER_PUBLIC,SERVER_SECRET,CLIENT_PUBLIC,CLIENT_SECRET`` (Z85, ``zmq.curve_keypair()``):
+#: CURVE on every socket (``exon bench sockets --encrypted``)
+CURVE_ENV = "EXON_BENCH_CURVE"
+
+
+def _curve(sock: Any, server_side: bool) -> None:
+    keys = os.environ.get(CURVE_ENV)
+    if not keys:
+        return
+    server_public, server_secret, client_public, client_secret = (
+        k.encode() for k in keys.split(","))
+    if server_side:
+        sock.curve_server = True
+        sock.curve_secretkey = server_secret
+        sock.curve_publickey = server_public
+    else:
+        sock.curve_serverkey = server_public
+        sock.curve_publickey = client_public
+        sock.curve_secretkey = client_secret
 
 
 def main(argv: list[str]) -> None:
     role, address, count = argv[0], argv[1], int(argv[2])
     ctx = zmq.Context()
+    real_socket = ctx.socket
+
+    def socket_of(kind: int) -> Any:
+        sock = real_socket(kind)
+        _curve(sock, kind in (zmq.PULL, zmq.REP))
+        return sock
+
     if role == "push":
         size = int(argv[3])
-        sock = ctx.socket(zmq.PUSH)
+        sock = socket_of(zmq.PUSH)
         sock.setsockopt(zmq.LINGER, -1)
         sock.connect(address)
         payload = b"x" * size
@@ -28,7 +57,7 @@ def main(argv: list[str]) -> None:
             send(payload)
         sock.close()
     elif role == "pull":
-        sock = ctx.socket(zmq.PULL)
+        sock = socket_of(zmq.PULL)
         sock.bind(address)
         recv = sock.recv
         recv()
@@ -38,14 +67,14 @@ def main(argv: list[str]) -> None:
         print(time.perf_counter() - start)
         sock.close()
     elif role == "rep":
-        sock = ctx.socket(zmq.REP)
+        sock = socket_of(zmq.REP)
         sock.bind(address)
         for _ in range(count + count // 10):
             sock.send(sock.recv())
         sock.close()
     elif role == "req":
         size = int(argv[3])
-        sock = ctx.socket(zmq.REQ)
+        sock = socket_of(zmq.REQ)
         sock.connect(address)
         payload = b"x" * size
         warmup = count // 10

@@ -10,9 +10,9 @@ whole core: time is ``now``, randomness the core's ``random.Random``.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import deque
-from typing import Any
 
 from exon.core.budget import MemoryBudget
 from exon.core.credits import CreditLedger
@@ -39,10 +39,11 @@ from exon.core.frames import (
     encode_unlink,
 )
 from exon.core.link_state import LinkInput, LinkState, Verdict
-from exon.core.policy import PolicyContext, compatible
+from exon.core.policy import HANDSHAKE_FIELD, PolicyContext, compatible
 from exon.core.records import LinkAccelerator
 from exon.core.records import LinkRecord as _Link
 from exon.core.records import SocketRecord as _Socket
+from exon.core.sealing import seal_frame
 from exon.core.settings import LinkSettings
 
 __all__ = ["LinkActions"]
@@ -86,38 +87,53 @@ class LinkActions(MemoryBudget):
         self._stats["frames_sent"] += 1
         self._out.append((address, data))
 
+    def _emit_link_frame(self, link: _Link, data: bytes) -> None:
+        """A frame of ``link``: sealed when the link is encrypted and its keys are agreed."""
+        if link.seal is not None:
+            data = seal_frame(link.seal, data)
+        self._emit_frame(link.peer.address, data)
+
     def _metadata(self, sock: _Socket, link: _Link, peer_meta: LinkMetadata | None) -> LinkMetadata:
-        custom: dict[str, Any] = {}
-        if sock.policy is not None:
-            custom = sock.policy.metadata(self._ctx(sock, link), peer_meta)
-        return LinkMetadata(
+        meta = LinkMetadata(
             socket_type=sock.socket_type,
             credits=self._grant(sock, link),
             max_message_size=sock.max_message_size,
             node_id=self.node_id,
             reply_address=self.reply_address,
             nonce=link.nonce,
-            custom=custom,
         )
+        if sock.policy is None:
+            return meta
+        custom = sock.policy.metadata(self._ctx(sock, link, own=meta), peer_meta)
+        return dataclasses.replace(meta, custom=custom) if custom else meta
 
-    def _ctx(self, sock: _Socket, link: _Link) -> PolicyContext:
+    def _ctx(self, sock: _Socket, link: _Link, own: LinkMetadata | None = None) -> PolicyContext:
         return PolicyContext(tag=sock.tag, socket_type=sock.socket_type, node_id=self.node_id,
-                             reply_address=self.reply_address, peer=link.peer, nonce=link.nonce)
+                             reply_address=self.reply_address, peer=link.peer, nonce=link.nonce,
+                             own=own)
 
     def _send_linkack(self, sock: _Socket, link: _Link, with_metadata: bool) -> None:
         assert link.our_decision is not None
         assert link.peer_incarnation is not None
         meta = self._metadata(sock, link, link.peer_meta) if with_metadata else None
-        if not link.our_decision.accepted:
+        accepted = link.our_decision.accepted
+        if not accepted:
             self._stats["refusals_sent"] += 1
-        self._emit_frame(link.peer.address, encode_linkack(
-            sock.tag, link.peer.tag, link.incarnation, link.our_decision, meta,
-            link.our_reason, answers=link.peer_incarnation))
+        policy = sock.policy
+        if accepted and link.seal is None and policy is not None and policy.encrypted:
+            # the keys are agreed once we wrote message 2 (responder) or accepted it
+            link.seal = policy.link_seal(self._ctx(sock, link))
+        frame = encode_linkack(sock.tag, link.peer.tag, link.incarnation, link.our_decision,
+                               meta, link.our_reason, answers=link.peer_incarnation)
+        if accepted and meta is None and link.seal is not None:
+            # the initiator's acceptance, the first frame under its key: it confirms the
+            # keys to the responder, which takes no plaintext one (docs/protocol.md 2.20)
+            frame = seal_frame(link.seal, frame)
+        self._emit_frame(link.peer.address, frame)
 
     def _send_unlink(self, sock: _Socket, link: _Link) -> None:
         sent = link.ledger.sent if link.ledger is not None else 0
-        self._emit_frame(link.peer.address,
-                         encode_unlink(sock.tag, link.peer.tag, link.incarnation, sent))
+        self._emit_link_frame(link, encode_unlink(sock.tag, link.peer.tag, link.incarnation, sent))
 
     def _send_flow(self, link: _Link) -> None:
         if link.ledger is None:
@@ -125,8 +141,8 @@ class LinkActions(MemoryBudget):
         if link.growing:
             self._grow(link)
         delivered, limit = link.ledger.make_flow()
-        self._emit_frame(link.peer.address,
-                         encode_flow(link.tag, link.peer.tag, link.incarnation, delivered, limit))
+        self._emit_link_frame(
+            link, encode_flow(link.tag, link.peer.tag, link.incarnation, delivered, limit))
 
     def _not_linked(self, sock: _Socket, link: _Link, frame: Frame | None) -> None:
         if frame is None:
@@ -174,6 +190,10 @@ class LinkActions(MemoryBudget):
             decision, reason = Decision.LINK_LIMIT, f"socket {sock.tag} has {sock.max_links} links"
         elif sock.policy is not None:
             decision, reason = sock.policy.decide(self._ctx(sock, link), meta)
+        elif HANDSHAKE_FIELD in meta.custom:
+            decision = Decision.UNAUTHORIZED
+            reason = (f"the peer socket asks for an encrypted link; socket {sock.tag} has no "
+                      "EncryptedPolicy")
         link.our_decision, link.our_reason = decision, reason
 
     def _conclude(self, sock: _Socket, link: _Link, now: float) -> Verdict:
@@ -213,10 +233,13 @@ class LinkActions(MemoryBudget):
         if link.peer not in sock.rr:
             sock.rr.append(link.peer)
         self._stats["links_established"] += 1
-        if self.accelerator is not None and link.fast is None:
+        native_seal = getattr(link.seal, "native", None)  # sealed natively, or core only
+        if self.accelerator is not None and link.fast is None and (
+                link.seal is None or native_seal is not None):
+            options = {} if native_seal is None else {"seal": native_seal}
             link.fast = self.accelerator.attach(
                 sock.tag, link.peer, link.incarnation, link.peer_incarnation or 0, link.ledger,
-                link.peer_meta.max_message_size, sock.max_message_size)
+                link.peer_meta.max_message_size, sock.max_message_size, **options)
             if link.fast is not None and link.growing:
                 self.accelerator.set_window(link.fast, 0, link.ledger.batch)
         self._events.append(LinkEstablished(
@@ -284,6 +307,7 @@ class LinkActions(MemoryBudget):
         link.peer_incarnation = link.peer_node = None
         link.peer_meta = link.ledger = None
         link.our_decision = link.peer_decision = None
+        link.seal = None  # a new handshake agrees on new keys
         meta = self._metadata(sock, link, None)
         self._emit_frame(link.peer.address,
                          encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
@@ -396,7 +420,7 @@ class LinkActions(MemoryBudget):
                                                 payload=frame.payload,
                                                 incarnation=link.incarnation))
             return Verdict.ACCEPT
-        self._emit_frame(link.peer.address, encode_error(
+        self._emit_link_frame(link, encode_error(
             sock.tag, link.peer.tag, frame.incarnation, code, text))
         self._lose_cookies(sock, link)
         self._closed_event(sock, link, f"ERROR:{code.name}", True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from exon.core.events import PeerId
 from exon.core.frames import Decision, LinkMetadata
+from exon.core.sealing import LinkSeal
 
 #: Which socket types may link with which. Symmetric. Extend with :func:`register_socket_type`.
 #: docs/protocol.md 2.4 is this table: a peer decides with it whether it knows our sockets
@@ -59,10 +60,24 @@ class PolicyContext:
     reply_address: str
     peer: PeerId  #: the remote socket
     nonce: bytes  #: the nonce of *our* metadata for this handshake
+    #: our metadata being built (without ``custom``), when :meth:`LinkPolicy.metadata` runs
+    own: LinkMetadata | None = None
+
+
+#: The ``custom`` key of an encrypted link's handshake (``exon.crypto.EncryptedPolicy``). A
+#: socket without an encrypting policy refuses metadata that carries it (``UNAUTHORIZED``):
+#: the peer wants an encrypted link and would refuse ours anyway.
+HANDSHAKE_FIELD = "noise"
 
 
 class LinkPolicy:
-    """Base policy: adds nothing, accepts everything. Subclass and override both hooks."""
+    """Base policy: adds nothing, accepts everything. Subclass and override both hooks.
+
+    An encrypting policy sets :attr:`encrypted` and hands the core the link's keys through
+    :meth:`link_seal` once the handshake agreed on them (see ``exon.crypto``)."""
+
+    #: whether links of this policy are sealed (docs/protocol.md 2.20)
+    encrypted: bool = False
 
     def metadata(self, ctx: PolicyContext, peer: LinkMetadata | None) -> dict[str, Any]:
         """Custom fields for our metadata. ``peer`` is known when we answer a LINK."""
@@ -71,6 +86,11 @@ class LinkPolicy:
     def decide(self, ctx: PolicyContext, peer: LinkMetadata) -> tuple[Decision, str]:
         """Our decision on the peer's metadata: (Decision.ACCEPTED, "") or a refusal."""
         return Decision.ACCEPTED, ""
+
+    def link_seal(self, ctx: PolicyContext) -> LinkSeal | None:
+        """The keys of the link whose handshake ``ctx`` names, once agreed (an encrypting
+        policy: after our decision on message 2, or after writing message 2); else None."""
+        return None
 
 
 class SharedSecretPolicy(LinkPolicy):

@@ -48,6 +48,9 @@ class LinkRecord:
     stored: bool = False
     channel: int | None = None  #: the transport stream the peer's handshake came on
     fast: Any = None  #: the accelerator's token while the link is attached to it
+    #: an encrypted link's keys (``LinkSeal``), once its handshake agreed on them: every
+    #: frame of the link but LINK, LINKACK with metadata and refusals is sealed with them
+    seal: Any = None
     #: (our incarnation, the credits our metadata granted in it): the memory budget's share
     grant: tuple[int, int] | None = None
     #: the receive window is below its share of the memory budget: the core computes each
@@ -95,11 +98,15 @@ class LinkAccelerator(Protocol):
       without the core) and deliveries (``delivered``), calling
       :meth:`SocketCore.delivered_natively` when a FLOW may be due;
     * everything else (handshake, FLOW, UNLINK, ERROR, cookies, timers) goes through the
-      core as before.
+      core as before;
+    * an encrypted link is attached with its seal's native state (``seal=``, the
+      ``exon_seal_t`` the core's ``LinkSeal`` keeps its counters in): the accelerator seals
+      what it sends and opens what it takes with it, one counter per direction.
     """
 
     def attach(self, tag: int, peer: PeerId, incarnation: int, peer_incarnation: int,
-               ledger: CreditLedger, peer_max_size: int, max_size: int) -> Any:
+               ledger: CreditLedger, peer_max_size: int, max_size: int, *,
+               seal: Any = None) -> Any:
         """Attach an ESTABLISHED link; a token, or None when it cannot be accelerated."""
         ...
 
@@ -135,3 +142,6 @@ class CoreStatistics:
     cookies_lost: int
     relinks_refused: int  #: LINKs that would have replaced a live link, from another stream
     links_resent: int  #: LINKs repeated unanswered, and LINKACKs repeated for a repeated LINK
+    #: frames of encrypted links dropped unopened: altered, injected, replayed, sealed for
+    #: another link, or plaintext where the link is sealed
+    unopened_dropped: int

@@ -33,6 +33,7 @@ round-robin (PUSH/REQ). The application layer calls :meth:`deliver` with each
 from __future__ import annotations
 
 import random
+import struct
 from collections import deque
 from typing import Any
 
@@ -43,6 +44,7 @@ from exon.core.events import (
     PeerId,
 )
 from exon.core.frames import (
+    HEADER,
     TAG_MAX,
     Decision,
     ErrorCode,
@@ -59,6 +61,7 @@ from exon.core.policy import LinkPolicy
 from exon.core.records import CoreStatistics, LinkAccelerator
 from exon.core.records import LinkRecord as _Link
 from exon.core.records import SocketRecord as _Socket
+from exon.core.sealing import is_sealed, open_frame
 from exon.core.settings import LinkSettings
 from exon.core.timers import LinkTimers
 from exon.errors import (
@@ -73,6 +76,26 @@ from exon.errors import (
 
 # CoreStatistics and LinkAccelerator live in exon.core.records; imported from here too
 __all__ = ["CoreStatistics", "LinkAccelerator", "SocketCore"]
+
+_ALWAYS_SEALED = frozenset({FrameType.DATA, FrameType.FLOW, FrameType.UNLINK})
+_LIVE = frozenset({LinkState.ESTABLISHED, LinkState.UNLINKING})
+
+
+def _must_be_sealed(frame: Frame, state: LinkState) -> bool:
+    """Whether a plaintext ``frame`` is refused by an encrypted link (one with keys) in
+    ``state``: DATA, FLOW and UNLINK always; on a live link also ERROR and LINKACK; before,
+    an accepting LINKACK without metadata (the initiator's, which confirms the keys). A LINK,
+    the responder's LINKACK with metadata (message 2, maybe repeated) and refusals during
+    the handshake stay plaintext (docs/protocol.md 2.20)."""
+    t = frame.type
+    if t in _ALWAYS_SEALED:
+        return True
+    if t is FrameType.LINK:
+        return False
+    if state in _LIVE:
+        return True
+    return t is FrameType.LINKACK and frame.metadata is None and frame.decision.accepted
+
 
 _FRAME_INPUT = {
     FrameType.LINK: LinkInput.LINK,
@@ -355,7 +378,7 @@ class SocketCore(LinkActions):
         if cookie is not None:
             link.cookies.add(seq, cookie)
             ledger.hold_flow = len(link.cookies)
-        self._emit_frame(dest.address, encode_data(tag, dest.tag, link.incarnation, payload))
+        self._emit_link_frame(link, encode_data(tag, dest.tag, link.incarnation, payload))
         return dest
 
     def deliver(self, message: MessageReceived, *, now: float) -> None:
@@ -406,6 +429,15 @@ class SocketCore(LinkActions):
         link is dead before it replaces it (docs/protocol.md 2.7)."""
         self._stats["frames_received"] += 1
         self._channel = channel
+        if is_sealed(data):
+            opened = self._open_sealed(source, data)
+            if opened is None:
+                self._stats["unopened_dropped"] += 1
+                return
+            data = opened
+            sealed = True
+        else:
+            sealed = False
         try:
             frame = decode_frame(data)
         except ExonError:
@@ -431,6 +463,10 @@ class SocketCore(LinkActions):
             return
         peer = PeerId(address, frame.source_tag)
         link = sock.links.get(peer)
+        if not sealed and link is not None and link.seal is not None and _must_be_sealed(
+                frame, link.state):
+            self._stats["unopened_dropped"] += 1  # plaintext where the link is sealed
+            return
         if frame.type is FrameType.ERROR:
             if link is None or link.incarnation != frame.incarnation:
                 self._stats["stale_dropped"] += 1
@@ -447,6 +483,21 @@ class SocketCore(LinkActions):
         else:
             event = _FRAME_INPUT[frame.type]
         self._input(sock, link, event, frame, now)
+
+    def _open_sealed(self, source: str, data: bytes | memoryview) -> bytes | None:
+        """The plaintext of a sealed frame for one of our encrypted links; None: it does not
+        open (no such link, no keys yet, altered, replayed, another link's)."""
+        try:
+            _v, _p, _t, _r, src, dst, _inc = HEADER.unpack_from(data, 0)
+        except struct.error:
+            return None
+        sock = self._sockets.get(dst)
+        if sock is None:
+            return None
+        link = sock.links.get(PeerId(self._sources.get(source, source), src))
+        if link is None or link.seal is None:
+            return None
+        return open_frame(link.seal, data)
 
     def frames_to_send(self, *, now: float | None = None) -> list[tuple[str, bytes]]:
         """Take every frame the core wants sent: (reply address, frame bytes), in order."""
@@ -538,8 +589,9 @@ class SocketCore(LinkActions):
             return None
         # a newer incarnation of the peer's end (re-link, or the peer node restarted)
         live = link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING)
-        if (live and self._channel is not None and link.channel is not None
-                and self._channel != link.channel):
+        if live and (link.seal is not None or (
+                self._channel is not None and link.channel is not None
+                and self._channel != link.channel)):
             # from another stream while the link's own stream lives: not proven to be the
             # same peer. Refuse for now; the link goes on. (A peer node that restarted
             # retries until its old stream is gone, which breaks the old link.)
@@ -558,6 +610,7 @@ class SocketCore(LinkActions):
         link.peer_decision = None
         link.our_decision = None
         link.ledger = None
+        link.seal = None
         link.machine.state = LinkState.LINK_SENT
         return link
 

@@ -230,7 +230,8 @@ class FastLinks:
     # ---- LinkAccelerator ----------------------------------------------------------------
 
     def attach(self, tag: int, peer: PeerId, incarnation: int, peer_incarnation: int,
-               ledger: CreditLedger, peer_max_size: int, max_size: int) -> FastLink | None:
+               ledger: CreditLedger, peer_max_size: int, max_size: int, *,
+               seal: Any = None) -> FastLink | None:
         if self._closed:
             return None
         slot = self.slots.get(tag)
@@ -252,6 +253,8 @@ class FastLinks:
         rec.max_out = min(peer_max_size, _MAX_PAYLOAD)
         rec.max_in = min(max_size, _MAX_PAYLOAD)
         rec.peer_key = self.key_of(peer.address)
+        if seal is not None:  # an encrypted link: its exon_seal_t (the core keeps it alive)
+            rec.seal = seal
         if lib.exon_lt_activate(self._table, index, pub._pub) < 0:  # indexed, then live
             ledger.detach()
             lib.exon_lt_detach(self._table, index)

@@ -65,6 +65,7 @@ _BY_CODE: dict[int, type[errors.ExonError]] = {
     lib.EXON_E_STATE: errors.StateError,
     lib.EXON_E_FULL: errors.BackPressured,
     lib.EXON_E_NO_SPACE: errors.ResourceExhausted,
+    lib.EXON_E_UNAVAILABLE: errors.EncryptionUnavailable,
 }
 
 

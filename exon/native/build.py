@@ -97,7 +97,7 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
         include_dirs=[str(SRC)],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        libraries=["pthread", "rt", "m"],
+        libraries=["pthread", "rt", "m", "dl"],
         define_macros=[("_GNU_SOURCE", "1")],
     )
     return ffi
@@ -121,7 +121,7 @@ def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
         include_dirs=[str(SRC), str(BENCH)],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        libraries=["pthread", "rt", "m"],
+        libraries=["pthread", "rt", "m", "dl"],
         define_macros=[("_GNU_SOURCE", "1")],
     )
     return ffi

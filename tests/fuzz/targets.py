@@ -33,7 +33,7 @@ from exon.archive import codec
 from exon.archive import format as AF
 from exon.archive.errors import ArchiveCorrupt
 from exon.core import frames as XF
-from exon.errors import CncError, FrameDecodeError
+from exon.errors import CncError, FrameDecodeError, ProtocolError
 from exon.native import ffi, lib
 from exon.transport.aeron import frames as F
 
@@ -47,6 +47,9 @@ class Target:
     run: Callable[[bytes], None]
     expected: tuple[type[BaseException], ...]
     python_allocates: bool = True  #: run() allocates Python objects sized by the input
+    #: an authenticated (AEAD) input: every mutation is refused by design, so the mutator
+    #: is not expected to reach an accepted input
+    authenticated: bool = False
 
 
 # ---- Aeron frames (exon/transport/aeron/frames.py) and the C datagram check ------------------
@@ -339,7 +342,81 @@ def _run_archive_native(data: bytes) -> None:
         raise ArchiveCorrupt("refused by both", path="-", offset=native[1])
 
 
+# ---- encrypted links (issue 28): the handshake's messages and sealed frames -------------------
+
+_STATIC = bytes(range(32))
+_RESPONDER = bytes(range(32, 64))
+
+
+_PROLOGUE = b"exon link v1"
+
+
+def _handshake(initiator: bool, secret: bytes) -> Any:
+    from exon.crypto.noise import HandshakeState
+
+    return HandshakeState(initiator=initiator, static_secret=secret, prologue=_PROLOGUE,
+                          ephemeral_secret=bytes(range(64, 96)) if initiator else None)
+
+
+def _noise1_seeds() -> list[bytes]:
+    return [_handshake(True, _STATIC).write_message1(p) for p in (b"", b"x" * 32, b"y" * 200)]
+
+
+def _run_noise1(data: bytes) -> None:
+    """Message 1 as a responder reads it (from a LINK)."""
+    _handshake(False, _RESPONDER).read_message1(data)
+
+
+def _noise2_seeds() -> list[bytes]:
+    out = []
+    for payload in (b"", b"x" * 32, b"y" * 200):
+        responder = _handshake(False, _RESPONDER)
+        responder.read_message1(_handshake(True, _STATIC).write_message1(b""))
+        out.append(responder.write_message2(payload))
+    return out
+
+
+def _run_noise2(data: bytes) -> None:
+    """Message 2 as the initiator (its message 1 sent, same ephemeral) reads it (from a
+    LINKACK)."""
+    initiator = _handshake(True, _STATIC)
+    initiator.write_message1(b"")
+    initiator.read_message2(data)
+
+
+def _seal_pair() -> tuple[Any, Any]:
+    from exon.crypto.seal import TransportSeal
+
+    k1, k2 = bytes(range(32)), bytes(range(1, 33))
+    return TransportSeal(k1, k2, rekey_shift=2), TransportSeal(k2, k1, rekey_shift=2)
+
+
+def _sealed_seeds() -> list[bytes]:
+    from exon.core.sealing import seal_frame
+
+    sender, _ = _seal_pair()
+    return [seal_frame(sender, XF.encode_data(1, 2, 3, b"p" * n)) for n in (0, 1, 64, 300)] + [
+        seal_frame(sender, XF.encode_flow(1, 2, 3, 5, 9)),
+        seal_frame(sender, XF.encode_unlink(1, 2, 3, 4)),
+    ]
+
+
+def _run_sealed(data: bytes) -> None:
+    """Open the bytes as a sealed frame with a fresh receiver; what opens must decode."""
+    from exon.core.sealing import open_frame
+
+    _, receiver = _seal_pair()
+    plain = open_frame(receiver, data)
+    if plain is None:
+        raise FrameDecodeError("does not open")  # the core's counted drop
+    XF.decode_frame(plain)
+
+
 TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("noise_message1", _noise1_seeds, _run_noise1, (ProtocolError,)),
+    Target("noise_message2", _noise2_seeds, _run_noise2, (ProtocolError,)),
+    Target("sealed_frames", _sealed_seeds, _run_sealed, (FrameDecodeError,),
+           authenticated=True),
     Target("aeron_frames", _aeron_seeds, _run_aeron_py, (FrameDecodeError,)),
     Target("aeron_frame_check_c", _aeron_seeds, _run_frame_check, (FrameDecodeError,)),
     Target("exon_frames", _exon_seeds, _run_exon, (FrameDecodeError,)),

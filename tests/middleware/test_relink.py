@@ -45,13 +45,24 @@ def _forge(driver_dir: str, target: exon.Node, claimed: str, src_tag: int, dst_t
     return sent
 
 
-@pytest.mark.parametrize("secret", [None, b"s3cret"])
-def test_a_forged_link_does_not_break_the_stream(make_node, driver, secret) -> None:
-    """With SharedSecretPolicy too: the link used to break before the secret was checked."""
-    policy = None if secret is None else SharedSecretPolicy(secret)
+def _policies(kind: str | None) -> tuple[object, object]:
+    if kind == "secret":
+        return SharedSecretPolicy(b"s3cret"), SharedSecretPolicy(b"s3cret")
+    if kind == "encrypted":
+        server, client = exon.Keypair.generate(), exon.Keypair.generate()
+        return (exon.EncryptedPolicy(server, trusted=[client.public]),
+                exon.EncryptedPolicy(client, peer_key=server.public))
+    return None, None
+
+
+@pytest.mark.parametrize("kind", [None, "secret", "encrypted"])
+def test_a_forged_link_does_not_break_the_stream(make_node, driver, kind) -> None:
+    """With SharedSecretPolicy too: the link used to break before the secret was checked;
+    and with EncryptedPolicy (issue 28)."""
+    pull_policy, push_policy = _policies(kind)
     a, b = make_node(), make_node()
-    pull = a.socket("pull", tag=2, policy=policy)
-    push = b.socket("push", policy=policy)
+    pull = a.socket("pull", tag=2, policy=pull_policy)
+    push = b.socket("push", policy=push_policy)
     push.link(f"{a.address}/2", timeout=5)
     for i in range(100):
         push.send(b"before %d" % i, timeout=5)

@@ -33,6 +33,7 @@ typedef struct exon_log_params_stct {
     int32_t type;
     int32_t is_connected;
     int32_t sparse;
+    int32_t file_mode;
     ...;
 } exon_log_params_t;
 int exon_log_create(exon_log_t *log, const char *path, const exon_log_params_t *params);

@@ -76,7 +76,7 @@ typedef struct exon_client_timeout_stct { int64_t client_id; ...; } exon_client_
 typedef struct exon_cnc_config_stct {
     int32_t to_driver_capacity; int32_t to_clients_capacity; int32_t counters_values_length; int32_t error_log_length;
     int64_t client_liveness_timeout_ns; int64_t driver_timeout_ms; int64_t driver_instance_id;
-    int32_t threading_mode; int32_t file_page_size; int32_t agent_thread_index[3]; ...;
+    int32_t threading_mode; int32_t file_page_size; int32_t agent_thread_index[3]; int32_t dir_mode; ...;
 } exon_cnc_config_t;
 
 typedef struct exon_cnc_stct {

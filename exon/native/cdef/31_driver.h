@@ -57,6 +57,7 @@ typedef struct exon_driver_context_stct {
     int32_t udp_gso;
     int32_t udp_gro;
     int32_t term_buffer_sparse_file;
+    int32_t dir_mode;
     ...;
 } exon_driver_context_t;
 

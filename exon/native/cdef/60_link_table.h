@@ -29,6 +29,7 @@ typedef struct exon_lt_link_stct {
     int32_t socket_slot;
     int32_t max_out;
     int32_t max_in;
+    exon_seal_t *seal;
 } exon_lt_link_t;
 typedef struct exon_lt_desc_stct {
     int32_t link;
@@ -51,7 +52,7 @@ int exon_lt_activate(exon_link_table_t *t, int32_t link, exon_publication_t *pub
 void exon_lt_detach(exon_link_table_t *t, int32_t link);
 int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link, const char *payload, int32_t length);
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap, int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch);
-int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
+int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
 int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns, int64_t timeout_ns);
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
 void exon_lt_set_flow_delay(exon_link_table_t *t, int64_t delay_ns);

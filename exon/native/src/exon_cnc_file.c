@@ -74,8 +74,13 @@ static bool power_of_two_in(int64_t v, int64_t min, int64_t max)
     return v >= min && v <= max && (v & (v - 1)) == 0;
 }
 
-static int mkdirs(const char *dir)
+/* Every missing directory of `dir` is created with `mode`; the last one (the driver's own)
+ * is then set to exactly `mode` when we made it, or when it is a driver directory already
+ * (it holds a cnc.dat: an older driver made it 0777) that we own. A directory that merely
+ * exists (say /tmp, for a driver configured there) is never changed. */
+static int mkdirs(const char *dir, mode_t mode)
 {
+    bool created = false;
     char path[EXON_MAX_PATH_LENGTH];
     size_t n = strlen(dir);
     if (n == 0 || n >= sizeof(path))
@@ -89,13 +94,28 @@ static int mkdirs(const char *dir)
         {
             char saved = path[i];
             path[i] = '\0';
-            if (mkdir(path, 0777) < 0 && errno != EEXIST)
+            int made = mkdir(path, mode);
+            if (made == 0 && i == n)
+            {
+                created = true;
+            }
+            if (made < 0 && errno != EEXIST)
             {
                 int err = errno;
                 return exon_set_error(-err, "cnc: cannot create directory %s: %s", path, strerror(err));
             }
             path[i] = saved;
         }
+    }
+    char cnc_file[EXON_MAX_PATH_LENGTH + 16];
+    snprintf(cnc_file, sizeof(cnc_file), "%s/%s", dir, EXON_CNC_FILE);
+    struct stat st;
+    bool ours = created || (access(cnc_file, F_OK) == 0 && stat(dir, &st) == 0 &&
+                            st.st_uid == geteuid());
+    if (ours && chmod(dir, mode) < 0)
+    {
+        int err = errno;
+        return exon_set_error(-err, "cnc: cannot chmod directory %s: %s", dir, strerror(err));
     }
     return 0;
 }
@@ -146,7 +166,8 @@ int exon_cnc_create(exon_cnc_t *cnc, const char *dir, const exon_cnc_config_t *c
             EXON_E_ARGUMENT, "cnc: error log length %d must be a positive multiple of %d",
             config->error_log_length, EXON_ERROR_LOG_ALIGNMENT);
     }
-    int rc = mkdirs(dir);
+    mode_t dir_mode = config->dir_mode > 0 ? (mode_t)(config->dir_mode & 07777) : 0700;
+    int rc = mkdirs(dir, dir_mode);
     if (rc < 0)
     {
         return rc;
@@ -171,11 +192,19 @@ int exon_cnc_create(exon_cnc_t *cnc, const char *dir, const exon_cnc_config_t *c
         int err = errno;
         return exon_set_error(-err, "cnc: cannot remove old %s: %s", cnc->path, strerror(err));
     }
-    int fd = open(cnc->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    mode_t file_mode = dir_mode & 0666;
+    int fd = open(cnc->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, file_mode);
     if (fd < 0)
     {
         int err = errno;
         return exon_set_error(-err, "cnc: cannot create %s: %s", cnc->path, strerror(err));
+    }
+    if (fchmod(fd, file_mode) < 0)
+    {
+        int err = errno;
+        close(fd);
+        unlink(cnc->path);
+        return exon_set_error(-err, "cnc: cannot chmod %s: %s", cnc->path, strerror(err));
     }
     if (ftruncate(fd, file_length) < 0)
     {

@@ -45,7 +45,7 @@ typedef struct exon_cnc_config_stct
     int32_t threading_mode;
     int32_t file_page_size;
     int32_t agent_thread_index[EXON_AGENT_COUNT];
-    int32_t pad0;
+    int32_t dir_mode;                 /* 0 -> 0700; cnc.dat gets it without x bits */
 }
 exon_cnc_config_t;
 

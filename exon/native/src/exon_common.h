@@ -35,6 +35,7 @@
 #define EXON_E_STATE             (-1011) /* call not valid in the object's current state */
 #define EXON_E_FULL              (-1012) /* bounded queue/ring full */
 #define EXON_E_NO_SPACE          (-1013) /* table exhausted (counters, doorbells, links...) */
+#define EXON_E_UNAVAILABLE       (-1014) /* a library loaded at run time is missing (libcrypto) */
 
 /* Record a formatted error text for the calling thread and return `code`. */
 int exon_set_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -201,6 +201,7 @@ exon_dc_ipc_publication_t *exon_dc_create_ipc_publication(exon_driver_conductor_
     params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
     params.is_connected = 0;
     params.sparse = exon_dc_publication_sparse(c, sparse);
+    params.file_mode = c->config.dir_mode;
     int rc = exon_log_create(&pub->log, path, &params);
     if (rc < 0)
     {

@@ -261,6 +261,7 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
      * max_image_term_length); a longer image is a sparse file, its pages taken as data
      * really arrives */
     params.sparse = c->config.term_buffer_sparse_file || setup->term_length > c->config.term_buffer_length;
+    params.file_mode = c->config.dir_mode;
     if (exon_log_create(&image->log, path, &params) < 0)
     {
         exon_driver_conductor_error(c, "cannot create image log %s: %s", path, exon_last_error());

@@ -206,6 +206,7 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     config.driver_instance_id = d->instance_id;
     config.threading_mode = ctx->threading_mode;
     config.file_page_size = ctx->file_page_size;
+    config.dir_mode = ctx->dir_mode;
     const int32_t *agent_runner = exon_driver_agent_runner[ctx->threading_mode];
     for (int32_t i = 0; i < EXON_AGENT_COUNT; i++)
     {

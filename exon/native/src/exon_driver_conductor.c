@@ -1071,6 +1071,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
         params.type = exclusive ? EXON_LOG_TYPE_EXCLUSIVE_PUBLICATION : EXON_LOG_TYPE_CONCURRENT_PUBLICATION;
         params.is_connected = 0;
         params.sparse = exon_dc_publication_sparse(c, uri->sparse);
+        params.file_mode = c->config.dir_mode;
         if (exon_log_create(&pub->log, path, &params) < 0)
         {
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "cannot create log for %s: %s",
@@ -1396,15 +1397,19 @@ int exon_driver_conductor_init(
     c->timer_interval_ns = interval;
 
     char path[EXON_MAX_PATH_LENGTH + 32];
-    snprintf(path, sizeof(path), "%s/publications", config->dir);
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    mode_t dir_mode = config->dir_mode > 0 ? (mode_t)(config->dir_mode & 07777) : 0700;
+    static const char *const subdirs[] = { "publications", "images" };
+    for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
     {
-        return exon_set_error(-errno, "cannot create %s: %s", path, strerror(errno));
-    }
-    snprintf(path, sizeof(path), "%s/images", config->dir);
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-    {
-        return exon_set_error(-errno, "cannot create %s: %s", path, strerror(errno));
+        snprintf(path, sizeof(path), "%s/%s", config->dir, subdirs[i]);
+        if (mkdir(path, dir_mode) < 0 && errno != EEXIST)
+        {
+            return exon_set_error(-errno, "cannot create %s: %s", path, strerror(errno));
+        }
+        if (chmod(path, dir_mode) < 0) /* exactly dir_mode, whatever the umask */
+        {
+            return exon_set_error(-errno, "cannot chmod %s: %s", path, strerror(errno));
+        }
     }
     exon_cnc_set_driver_heartbeat_ms(cnc, exon_epoch_ms());
     return 0;

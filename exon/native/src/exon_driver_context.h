@@ -74,6 +74,9 @@ typedef struct exon_driver_context_stct
     int32_t term_buffer_sparse_file;          /* 1: logs are sparse files, their pages made on
                                                * first touch; 0 (Aeron's default): reserved
                                                * and mapped with their pages at creation */
+    int32_t dir_mode;                         /* mode of the driver directory and its
+                                               * subdirectories (0: 0700, private); files get
+                                               * it without the x bits (0700 -> 0600) */
 }
 exon_driver_context_t;
 

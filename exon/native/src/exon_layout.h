@@ -221,6 +221,7 @@ __attribute__((packed, aligned(4))) exon_log_metadata_t;
 
 #define EXON_PROTOCOL_VERSION 1
 #define EXON_PROTO_SOCKETS 0x01
+#define EXON_PROTO_SEALED 0x03    /* a sockets frame of an encrypted link, sealed (exon_seal.h) */
 #define EXON_PROTO_NODES 0x02
 
 #define EXON_MSG_ERROR 0x01

@@ -115,6 +115,9 @@ void exon_lt_close(exon_link_table_t *t)
     free(t->index);
     free(t->flow_deadline);
     free(t->flow_queue);
+    free(t->seal_buf);
+    t->seal_buf = NULL;
+    t->seal_cap = 0;
     t->flow_deadline = NULL;
     t->flow_queue = NULL;
     t->flow_count = 0;
@@ -309,24 +312,68 @@ void exon_lt_detach(exon_link_table_t *t, int32_t link)
     }
 }
 
-static int64_t lt_offer_frame(exon_lt_link_t *l, uint8_t type, const char *payload, int32_t length)
+/* The scratch buffer, at least `need` bytes (NULL: out of memory). */
+static uint8_t *lt_scratch(exon_link_table_t *t, int64_t need)
+{
+    if (need > INT32_MAX)
+    {
+        return NULL;
+    }
+    if (need > t->seal_cap)
+    {
+        int64_t cap = t->seal_cap > 0 ? t->seal_cap : 4096;
+        while (cap < need)
+        {
+            cap *= 2;
+        }
+        cap = cap > INT32_MAX ? INT32_MAX : cap;
+        uint8_t *grown = realloc(t->seal_buf, (size_t)cap);
+        if (grown == NULL)
+        {
+            return NULL;
+        }
+        t->seal_buf = grown;
+        t->seal_cap = (int32_t)cap;
+    }
+    return t->seal_buf;
+}
+
+static int64_t lt_offer_frame(exon_link_table_t *t, exon_lt_link_t *l, uint8_t type,
+                              const char *payload, int32_t length)
 {
     uint8_t header[EXON_LT_HEADER_LENGTH];
     lt_put_u16(header, EXON_PROTOCOL_VERSION);
-    header[2] = EXON_PROTO_SOCKETS;
+    header[2] = l->seal != NULL ? EXON_PROTO_SEALED : EXON_PROTO_SOCKETS;
     header[3] = type;
-    lt_put_u32(header + 4, (uint32_t)(12 + length));
     lt_put_u32(header + 8, l->source_tag);
     lt_put_u32(header + 12, l->destination_tag);
     lt_put_u32(header + 16, l->incarnation);
-    return exon_publication_offer2(
-        l->pub, (const char *)header, EXON_LT_HEADER_LENGTH, payload, length, 0);
+    if (l->seal == NULL)
+    {
+        lt_put_u32(header + 4, (uint32_t)(12 + length));
+        return exon_publication_offer2(
+            l->pub, (const char *)header, EXON_LT_HEADER_LENGTH, payload, length, 0);
+    }
+    /* sealed: the header (with its final length) is the associated data */
+    lt_put_u32(header + 4, (uint32_t)(12 + EXON_SEAL_OVERHEAD + length));
+    uint8_t *sealed = lt_scratch(t, (int64_t)length + EXON_SEAL_OVERHEAD);
+    if (sealed == NULL)
+    {
+        return -ENOMEM;
+    }
+    int64_t rc = exon_seal_seal(l->seal, header, (const uint8_t *)payload, length, sealed);
+    if (rc < 0)
+    {
+        return rc;
+    }
+    return exon_publication_offer2(l->pub, (const char *)header, EXON_LT_HEADER_LENGTH,
+                                   (const char *)sealed, length + EXON_SEAL_OVERHEAD, 0);
 }
 
 /* The FLOW (delivered, max(advertised, delivered + capacity)), as the core's
  * CreditLedger.make_flow (a window that shrank never moves the limit back): on success
  * flowed_delivered and advertised move. */
-static int64_t lt_offer_flow(exon_lt_link_t *l)
+static int64_t lt_offer_flow(exon_link_table_t *t, exon_lt_link_t *l)
 {
     uint64_t limit = l->delivered + l->capacity;
     if (limit < l->advertised)
@@ -339,7 +386,7 @@ static int64_t lt_offer_flow(exon_lt_link_t *l)
         body[k] = (uint8_t)(l->delivered >> (8 * k));
         body[8 + k] = (uint8_t)(limit >> (8 * k));
     }
-    int64_t rc = lt_offer_frame(l, EXON_MSG_FLOW, (const char *)body, 16);
+    int64_t rc = lt_offer_frame(t, l, EXON_MSG_FLOW, (const char *)body, 16);
     if (rc >= 0)
     {
         l->flowed_delivered = l->delivered;
@@ -348,9 +395,10 @@ static int64_t lt_offer_flow(exon_lt_link_t *l)
     return rc;
 }
 
-static int64_t lt_offer(exon_lt_link_t *l, const char *payload, int32_t length)
+static int64_t lt_offer(exon_link_table_t *t, exon_lt_link_t *l, const char *payload,
+                        int32_t length)
 {
-    int64_t rc = lt_offer_frame(l, EXON_MSG_DATA, payload, length);
+    int64_t rc = lt_offer_frame(t, l, EXON_MSG_DATA, payload, length);
     if (rc >= 0)
     {
         l->sent++;
@@ -380,7 +428,7 @@ int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
         {
             return EXON_LT_TOO_LARGE;
         }
-        int64_t rc = lt_offer(l, payload, length);
+        int64_t rc = lt_offer(t, l, payload, length);
         return rc >= 0 ? link : rc;
     }
     if (socket_slot < 0 || socket_slot >= t->socket_capacity)
@@ -406,7 +454,7 @@ int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
             {
                 return EXON_LT_TOO_LARGE;
             }
-            int64_t rc = lt_offer(l, payload, length);
+            int64_t rc = lt_offer(t, l, payload, length);
             if (rc < 0)
             {
                 return rc;
@@ -491,6 +539,60 @@ static int32_t lt_classify(exon_link_table_t *t, int32_t key, const uint8_t *fra
     return i;
 }
 
+/* A sealed DATA or FLOW of an attached encrypted link that passes the fast path's checks,
+ * opened: its plaintext frame written 8 bytes on in the copy buffer and the descriptor
+ * moved onto it. False (the frame left as it came, for the core): another kind of frame,
+ * a check failed, or it does not open. */
+static bool lt_open(exon_link_table_t *t, int32_t key, uint8_t *copy_buf, exon_lt_desc_t *d)
+{
+    uint8_t *frame = copy_buf + d->offset;
+    int32_t length = d->length;
+    if (key < 0 || length < EXON_LT_HEADER_LENGTH + EXON_SEAL_OVERHEAD ||
+        frame[0] != EXON_PROTOCOL_VERSION || frame[1] != 0 ||
+        lt_get_u32(frame + 4) != (uint32_t)(length - 8))
+    {
+        return false;
+    }
+    int32_t i = lt_find(t, key, lt_get_u32(frame + 12), lt_get_u32(frame + 8));
+    if (i < 0)
+    {
+        return false;
+    }
+    exon_lt_link_t *l = &t->links[i];
+    if (l->seal == NULL || lt_get_u32(frame + 16) != l->peer_incarnation)
+    {
+        return false;
+    }
+    int32_t n = length - EXON_LT_HEADER_LENGTH - EXON_SEAL_OVERHEAD;
+    if (frame[3] == EXON_MSG_DATA)
+    {
+        if (l->received >= l->advertised || n > l->max_in)
+        {
+            return false;
+        }
+    }
+    else if (frame[3] != EXON_MSG_FLOW || n != 16 || l->hold_flow != 0)
+    {
+        return false;
+    }
+    uint8_t *plain = lt_scratch(t, n > 0 ? n : 1);
+    if (plain == NULL ||
+        exon_seal_open(l->seal, frame, frame + EXON_LT_HEADER_LENGTH,
+                       length - EXON_LT_HEADER_LENGTH, plain) != n)
+    {
+        return false;
+    }
+    uint8_t header[EXON_LT_HEADER_LENGTH];
+    memcpy(header, frame, EXON_LT_HEADER_LENGTH);
+    header[2] = EXON_PROTO_SOCKETS;
+    lt_put_u32(header + 4, (uint32_t)(12 + n));
+    memcpy(frame + EXON_SEAL_COUNTER_LENGTH, header, EXON_LT_HEADER_LENGTH);
+    memcpy(frame + EXON_SEAL_COUNTER_LENGTH + EXON_LT_HEADER_LENGTH, plain, (size_t)n);
+    d->offset += EXON_SEAL_COUNTER_LENGTH;
+    d->length = EXON_LT_HEADER_LENGTH + n;
+    return true;
+}
+
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap,
                  int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch)
 {
@@ -534,7 +636,7 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
     return n;
 }
 
-int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf,
+int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf,
                      exon_lt_desc_t *descs, int32_t count)
 {
     int32_t slow_image = -1;
@@ -546,6 +648,13 @@ int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint
         if (d->image == slow_image)
         {
             d->link = -1;
+            continue;
+        }
+        if (d->length > 2 && copy_buf[d->offset + 2] == EXON_PROTO_SEALED &&
+            !lt_open(t, image_keys[d->image], copy_buf, d))
+        {
+            d->link = -1;
+            slow_image = d->image;
             continue;
         }
         d->link = lt_classify(t, image_keys[d->image], copy_buf + d->offset, d->length);
@@ -597,7 +706,7 @@ int64_t exon_lt_deliver_many(exon_link_table_t *t, int32_t link, int64_t count)
     {
         if (l->capacity > 0)
         {
-            if (lt_offer_flow(l) >= 0)
+            if (lt_offer_flow(t, l) >= 0)
             {
                 return EXON_LT_DELIVER_NONE;
             }
@@ -651,7 +760,7 @@ int32_t exon_lt_flush_flows(exon_link_table_t *t, int64_t now_ns)
         {
             continue; /* detached since, or a FLOW already went out */
         }
-        if (lt_offer_flow(l) >= 0)
+        if (lt_offer_flow(t, l) >= 0)
         {
             sent++;
         }

@@ -18,6 +18,12 @@
  *    every later message of that image is slow too (the core may change the link).
  *  - exon_lt_deliver: count one message handed to the application (exon_lt_deliver_many:
  *    several at once); tells when a FLOW is due (or when a FLOW timer must be armed).
+ *  - Encrypted links (`seal` set): every DATA and FLOW sent here is sealed (exon_seal.h,
+ *    docs/protocol.md 2.20), and a sealed DATA or FLOW of an attached link that passes the
+ *    checks above is opened in classify: the copy buffer then holds its plaintext frame
+ *    (the descriptor moves 8 bytes on and shrinks by the seal's 24), as a plaintext link's
+ *    would. A sealed frame that fails a check or does not open is left sealed, as it came,
+ *    for the core, which opens it with the same seal (one counter) or drops and counts it.
  *
  * Thread safety: none. The caller serialises every call on a table (the Node's lock), and
  * exon_lt_poll needs the poll role of the Node as well (one reader per image).
@@ -31,6 +37,7 @@
 #include "exon_image.h"
 #include "exon_layout.h"
 #include "exon_publication.h"
+#include "exon_seal.h"
 
 #define EXON_LT_HEADER_LENGTH EXON_SOCKET_HEADER_LENGTH
 #define EXON_LT_NO_CREDIT (-100)   /* no attached link of the socket has credit */
@@ -70,6 +77,7 @@ typedef struct exon_lt_link_stct
     int32_t socket_slot;           /* the local socket */
     int32_t max_out;               /* largest payload the peer accepts */
     int32_t max_in;                /* largest payload we accept */
+    exon_seal_t *seal;             /* encrypted link: its keys (owned by the core's record) */
 }
 exon_lt_link_t;
 
@@ -109,6 +117,8 @@ typedef struct exon_link_table_stct
     int32_t *flow_queue;           /* ring of queued links, each at most once */
     int32_t flow_head;
     int32_t flow_count;
+    uint8_t *seal_buf;             /* sealing and opening scratch (grows to the largest) */
+    int32_t seal_cap;
 }
 exon_link_table_t;
 
@@ -142,7 +152,7 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count,
  * FLOW of an attached link (matching incarnation, hold_flow == 0) is applied and gets
  * EXON_LT_FLOW_DONE or EXON_LT_FLOW_CREDIT - index; the rest keeps -1, and so does every
  * later message of an image after its first slow one. Returns the number of fast DATA. */
-int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, const uint8_t *copy_buf,
+int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf,
                      exon_lt_desc_t *descs, int32_t count);
 
 /* Wait for data on images[0, count) (NULL entries skipped) or a ring of `doorbell`: spin

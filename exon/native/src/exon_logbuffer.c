@@ -141,11 +141,19 @@ int exon_log_create(exon_log_t *log, const char *path, const exon_log_params_t *
 
     memset(log, 0, sizeof(*log));
     int64_t length = log_file_length(params->term_length, page_size);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    mode_t mode = params->file_mode > 0 ? (mode_t)(params->file_mode & 0666) : 0600;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0)
     {
         int err = errno;
         return exon_set_error(-err, "log %s: create failed: %s", path, strerror(err));
+    }
+    if (fchmod(fd, mode) < 0) /* exactly the mode asked for, whatever the umask */
+    {
+        int err = errno;
+        close(fd);
+        unlink(path);
+        return exon_set_error(-err, "log %s: chmod failed: %s", path, strerror(err));
     }
     if (ftruncate(fd, length) < 0)
     {

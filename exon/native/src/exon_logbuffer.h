@@ -60,6 +60,7 @@ typedef struct exon_log_params_stct
     int32_t type;                      /* EXON_LOG_TYPE_* */
     int32_t is_connected;              /* initial value of meta->is_connected */
     int32_t sparse;                    /* 1: do not pre-touch pages */
+    int32_t file_mode;                 /* 0 -> 0600 (private to the driver's user) */
 }
 exon_log_params_t;
 

@@ -158,6 +158,7 @@ class NodeCounter(enum.IntEnum):
     CONNECTS_FAILED = 2019
     LINKS_RESENT = 2020
     FRAGMENTS_DROPPED = 2021
+    UNOPENED_DROPPED = 2022
 
     @property
     def what(self) -> str:
@@ -197,6 +198,7 @@ _NODE_WHAT: Final = {
     NodeCounter.CONNECTS_FAILED: "connects failed",
     NodeCounter.LINKS_RESENT: "links resent",
     NodeCounter.FRAGMENTS_DROPPED: "drops fragment",
+    NodeCounter.UNOPENED_DROPPED: "drops unopened",
 }
 
 

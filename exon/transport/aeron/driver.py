@@ -45,6 +45,7 @@ def driver_context(settings: DriverSettings, *, driver_timeout_ms: int) -> Any:
     ctx.dir = settings.dir.encode()  # its length: checked by DriverSettings (and by C)
     ctx.dir_delete_on_start = int(settings.dir_delete_on_start)
     ctx.dir_delete_on_shutdown = int(settings.dir_delete_on_shutdown)
+    ctx.dir_mode = settings.dir_mode
     ctx.threading_mode = _THREADING[settings.threading_mode]
     ctx.invoker = int(settings.threading_mode == "INVOKER")
     ctx.idle_strategy = _IDLE[settings.idle_strategy]

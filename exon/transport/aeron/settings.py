@@ -92,6 +92,12 @@ class DriverSettings(BaseModel):
     dir: str = Field(default_factory=default_driver_dir, description="driver directory (CnC, logs)")
     dir_delete_on_start: bool = Field(False, description="remove an existing directory at launch")
     dir_delete_on_shutdown: bool = Field(False, description="remove the directory on close")
+    dir_mode: int = Field(
+        0o700, ge=0o700, le=0o3777,
+        description="mode of the driver directory (files get it without the x bits): 0o700 "
+                    "keeps the log buffers private to the driver's user (the default); "
+                    "0o770 (or 0o2770, setgid) shares a host driver with its group on purpose "
+                    "(docs/guide/deployment.md)")
 
     threading_mode: ThreadingMode = "DEDICATED"
     idle_strategy: IdleStrategyName = "backoff"
@@ -255,6 +261,20 @@ class DriverSettings(BaseModel):
             raise ValueError(
                 f"driver dir {value[:64]!r}... is {length} bytes long; it must be shorter "
                 f"than {layout.DRIVER_DIR_MAX_LENGTH} (room for the file names under it)")
+        return value
+
+    @field_validator("dir_mode", mode="before")
+    @classmethod
+    def _dir_mode_text(cls, value: object) -> object:
+        return int(value, 8) if isinstance(value, str) else value  # "0770", "0o2770"
+
+    @field_validator("dir_mode")
+    @classmethod
+    def _dir_mode(cls, value: int) -> int:
+        if value & 0o700 != 0o700 or value & 0o007:
+            raise ValueError(
+                f"dir_mode {value:#o}: the owner needs rwx (0o700) and other users get nothing "
+                "(share with a group instead: 0o750, 0o770, 0o2770)")
         return value
 
     @field_validator("term_buffer_length", "ipc_term_buffer_length", "max_image_term_length")

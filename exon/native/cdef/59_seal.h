@@ -1,0 +1,25 @@
+/* cdef: sealed frames of encrypted links (exon_seal.h). */
+#define EXON_SEAL_KEY_LENGTH ...
+#define EXON_SEAL_TAG_LENGTH ...
+#define EXON_SEAL_OVERHEAD ...
+#define EXON_SEAL_NOT_OPENED ...
+typedef struct exon_seal_dir_stct {
+    uint64_t next;
+    uint64_t epoch;
+    ...;
+} exon_seal_dir_t;
+typedef struct exon_seal_stct {
+    exon_seal_dir_t send;
+    exon_seal_dir_t recv;
+    int32_t shift;
+    uint64_t sealed;
+    uint64_t opened;
+    uint64_t failures;
+    ...;
+} exon_seal_t;
+int exon_crypto_load(void);
+int exon_seal_init(exon_seal_t *seal, const uint8_t *send_key, const uint8_t *recv_key, int32_t shift);
+void exon_seal_close(exon_seal_t *seal);
+int64_t exon_seal_seal(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, int32_t length, uint8_t *out);
+int32_t exon_seal_open(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, int32_t length, uint8_t *out);
+int exon_seal_rekey(const uint8_t *key, uint8_t *out);

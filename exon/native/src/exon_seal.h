@@ -1,0 +1,81 @@
+/*
+ * exon_seal.h: the sealed frames of encrypted links (docs/protocol.md 2.20), in C, so that
+ * the link table seals and opens DATA and FLOW on the hot path without Python.
+ *
+ * No cryptography is written here: ChaCha20-Poly1305 (RFC 8439) comes from OpenSSL 3's
+ * libcrypto, loaded at run time (dlopen "libcrypto.so.3", our own prototypes of the seven
+ * EVP functions used), so exon builds without OpenSSL's headers; exon_crypto_load() says
+ * what is missing when it cannot load.
+ *
+ * A seal is one link's keys and counters, both directions (the state of the Python
+ * exon.crypto.seal.TransportSeal, which lives here: one copy, shared by the core and the
+ * link table). Frame `c` of a direction is sealed with key epoch(c >> shift), where
+ * epoch 0 is the handshake's key and epoch e+1 = REKEY(epoch e) (Noise 11.3); the nonce is
+ * 0^32 || LE64(c). Sealed bytes: LE64(c) || ciphertext || tag(16); the associated data is
+ * the frame's 20-byte header.
+ *
+ * Thread safety: none; the caller serialises the calls on one seal (the Node's lock).
+ */
+#ifndef EXON_SEAL_H
+#define EXON_SEAL_H
+
+#include <stdint.h>
+
+#include "exon_common.h"
+
+#define EXON_SEAL_KEY_LENGTH 32
+#define EXON_SEAL_TAG_LENGTH 16
+#define EXON_SEAL_COUNTER_LENGTH 8
+#define EXON_SEAL_OVERHEAD (EXON_SEAL_COUNTER_LENGTH + EXON_SEAL_TAG_LENGTH)
+#define EXON_SEAL_AD_LENGTH 20
+#define EXON_SEAL_NOT_OPENED (-1)   /* exon_seal_open: altered, replayed, another key */
+
+typedef struct exon_seal_dir_stct
+{
+    uint8_t key[EXON_SEAL_KEY_LENGTH];
+    uint64_t next;                 /* send: next counter; receive: lowest counter accepted */
+    uint64_t epoch;                /* the key's epoch (counter >> shift) */
+    void *ctx;                     /* EVP_CIPHER_CTX, keyed */
+}
+exon_seal_dir_t;
+
+typedef struct exon_seal_stct
+{
+    exon_seal_dir_t send;
+    exon_seal_dir_t recv;
+    int32_t shift;                 /* keys renewed every 2^shift frames per direction */
+    int32_t pad0;
+    uint64_t sealed;
+    uint64_t opened;
+    uint64_t failures;             /* frames that did not open */
+}
+exon_seal_t;
+
+/* Load libcrypto (once per process): 0, or EXON_E_UNAVAILABLE with the reason in the
+ * error text (what is missing). Thread-safe. */
+int exon_crypto_load(void);
+
+/* Key a seal (shift 1..62); EXON_E_UNAVAILABLE without libcrypto, -ENOMEM. */
+int exon_seal_init(exon_seal_t *seal, const uint8_t *send_key, const uint8_t *recv_key,
+                   int32_t shift);
+/* Free the contexts and wipe the keys (idempotent). */
+void exon_seal_close(exon_seal_t *seal);
+
+/* Seal `length` bytes of `in` with the 20-byte `ad`: writes 8 + length + 16 bytes to `out`
+ * (which may not overlap `in`). Returns the counter used (>= 0) or an error
+ * (EXON_E_STATE: the counter is exhausted). */
+int64_t exon_seal_seal(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, int32_t length,
+                       uint8_t *out);
+
+/* Open `length` sealed bytes (counter || ciphertext || tag) of `in` with the 20-byte `ad`
+ * into `out` (length - 24 bytes; `out` may be `in` + 8, in place). Returns the plaintext
+ * length, or EXON_SEAL_NOT_OPENED (counted in `failures`; a replayed or older counter, a
+ * counter two keys ahead, or a frame that does not authenticate: nothing changes, but `out`
+ * may hold garbage). */
+int32_t exon_seal_open(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, int32_t length,
+                       uint8_t *out);
+
+/* Noise's REKEY for ChaChaPoly: out = first 32 bytes of ENCRYPT(key, 2^64-1, "", 0^32). */
+int exon_seal_rekey(const uint8_t *key, uint8_t *out);
+
+#endif /* EXON_SEAL_H */
