@@ -50,6 +50,7 @@ STATISTIC_METRICS: dict[str, tuple[str, MetricKind, dict[str, str]]] = {
     "relinks_refused": ("exon_node_drops_total", "counter", {"reason": "relink_refused"}),
     "frames_dropped": ("exon_node_drops_total", "counter", {"reason": "unreachable_peer"}),
     "fragments_dropped": ("exon_node_drops_total", "counter", {"reason": "fragment"}),
+    "unopened_dropped": ("exon_node_drops_total", "counter", {"reason": "unopened"}),
     "not_found_sent": ("exon_node_socket_not_found_sent_total", "counter", {}),
     "not_linked_sent": ("exon_node_socket_not_linked_sent_total", "counter", {}),
     "refusals_sent": ("exon_node_refusals_sent_total", "counter", {}),

@@ -3,6 +3,7 @@ the same Prometheus names, moving as traffic moves, gone with their socket."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +76,10 @@ def test_the_cnc_carries_what_metrics_returns(make_node: Callable[..., exon.Node
 
 
 def test_every_statistic_has_a_metric(make_node: Callable[..., exon.Node]) -> None:
-    metrics = make_node().metrics()
+    node = make_node()
+    named = {f.name for f in dataclasses.fields(node.statistics())} - {"queued_bytes"}
+    assert named <= STATISTIC_METRICS.keys(), "a statistic without its own metric name"
+    metrics = node.metrics()
     for statistic, (name, kind, labels) in STATISTIC_METRICS.items():
         assert name.endswith("_total") == (kind == "counter"), statistic
         assert any(s["labels"].items() >= labels.items() for s in metrics[name]), statistic
