@@ -156,6 +156,10 @@ class NodeCounter(enum.IntEnum):
     CONNECTS_FAILED = 2019
     LINKS_RESENT = 2020
     FRAGMENTS_DROPPED = 2021
+    TOKENS_REJECTED = 2022
+    UNVALIDATED_DROPPED = 2023
+    AMPLIFICATION_HELD = 2024
+    AMPLIFICATION_HELD_BYTES = 2025
 
     @property
     def what(self) -> str:
@@ -195,6 +199,10 @@ _NODE_WHAT: Final = {
     NodeCounter.CONNECTS_FAILED: "connects failed",
     NodeCounter.LINKS_RESENT: "links resent",
     NodeCounter.FRAGMENTS_DROPPED: "drops fragment",
+    NodeCounter.TOKENS_REJECTED: "drops token rejected",
+    NodeCounter.UNVALIDATED_DROPPED: "drops unvalidated",
+    NodeCounter.AMPLIFICATION_HELD: "held amplification",
+    NodeCounter.AMPLIFICATION_HELD_BYTES: "held amplification bytes",
 }
 
 
