@@ -192,15 +192,24 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 @click.option("--patterns", "patterns", is_flag=True,
               help="instead: pub/sub fan-out to 4 subscribers and dealer/router with 64 "
                    "requests in flight, beside pyzmq (exon/bench/patterns.py)")
+@click.option("--flood", is_flag=True,
+              help="instead: a push/pull stream beside a session flooding the receiving "
+                   "node with 100k garbage frames a second: its longest gap and its rate "
+                   "against the same stream without the flood (exon/bench/flood.py)")
 @click.option("--ipc-term-length", type=int, default=None,
               help="--patterns: the IPC term length of the bench's driver (default: the "
                    "driver's, 2 MiB; "
                    "the guide's tuning page shows its effect)")
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
-                  use_asyncio: bool, runs: int, patterns: bool,
+                  use_asyncio: bool, runs: int, patterns: bool, flood: bool,
                   ipc_term_length: int | None) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if flood:
+        from exon.bench.flood import run_flood_bench
+
+        run_flood_bench()
+        return
     if patterns:
         from exon.bench.patterns import run_patterns_bench
 

@@ -317,6 +317,11 @@ class FastLinks:
 
     # ---- polling --------------------------------------------------------------------------
 
+    @property
+    def malformed_dropped(self) -> int:
+        """Messages ``exon_lt_poll`` dropped as malformed (no exon frame at all)."""
+        return 0 if self._closed else int(self._table.malformed_dropped)
+
     def poller(self, limit: int) -> Poller:
         return Poller(self._table, limit)
 
