@@ -406,8 +406,11 @@ class SocketCore(LinkActions):
     # ==== the wire ==========================================================================
 
     def receive_frame(self, source: str, data: bytes | memoryview, *, now: float,
-                      channel: int | None = None) -> None:
+                      channel: int | None = None) -> bool:
         """Feed one frame from the transport. Malformed frames are dropped and counted.
+        False when the frame was garbage to this node: malformed, for a socket that does
+        not exist, stale, or a LINKACK without our token (the Node counts these per
+        stream, for the fairness of its poll, docs/protocol.md 2.17); else True.
 
         ``channel`` (optional) identifies the transport stream the frame came on (the
         Node: the Aeron image, one per sending node process). A LINK that would replace
@@ -422,7 +425,7 @@ class SocketCore(LinkActions):
             frame = decode_frame(data)
         except ExonError:
             self._stats["malformed_dropped"] += 1
-            return
+            return False
         meta = frame.metadata
         if meta is not None:
             self._sources[source] = meta.reply_address
@@ -435,38 +438,39 @@ class SocketCore(LinkActions):
         if sock is None:
             if frame.type is FrameType.ERROR:
                 self._stats["ignored"] += 1
-                return
+                return False
             self._stats["not_found_sent"] += 1
             self._emit_frame(address, encode_error(
                 frame.destination_tag, frame.source_tag, frame.incarnation,
                 ErrorCode.SOCKET_NOT_FOUND,
                 f"no socket with tag {frame.destination_tag} on node {self.node_id}",
             ))
-            return
+            return False
         peer = PeerId(address, frame.source_tag)
         link = sock.links.get(peer)
         if frame.type is FrameType.ERROR:
             if link is None or link.incarnation != frame.incarnation:
                 self._stats["stale_dropped"] += 1
-                return
+                return False
             self._events.append(ErrorReceived(tag=sock.tag, peer=peer, code=int(frame.error),
                                               text=frame.reason))
             self._input(sock, link, LinkInput.ERROR, frame, now)
-            return
+            return True
         link = self._check_incarnation(sock, peer, link, frame, now)
         if link is None:
-            return
+            return False
         if frame.type is FrameType.LINKACK:
             if link.token:
                 # we wait for the peer to echo our token (2.6.1): nothing else concludes
                 if not hmac.compare_digest(frame.echo, link.token):
                     self._stats["tokens_rejected"] += 1
-                    return
+                    return False
                 self._validate(sock, link, now)
             event = LinkInput.LINKACK_META if meta is not None else LinkInput.LINKACK
         else:
             event = _FRAME_INPUT[frame.type]
         self._input(sock, link, event, frame, now)
+        return True
 
     def frames_to_send(self, *, now: float | None = None) -> list[tuple[str, bytes]]:
         """Take every frame the core wants sent: (reply address, frame bytes), in order."""

@@ -406,6 +406,13 @@ class Poller:
                 continue
             check(n, "poll")
 
+    def note_garbage(self, index: int) -> None:
+        """A message of image ``index`` (of the last :meth:`batch`) was garbage to the
+        core: count it as the native poll counts a malformed one, for that image's share
+        (``exon_lt_poll``; nothing else reads the count)."""
+        if self._images is not None and 0 <= index < self._count:
+            self._images[index].lt_malformed += 1
+
     def descriptors(self) -> tuple[Any, Any]:
         """After :meth:`batch`: (int32 view of the descriptors: link, image, offset,
         length, slot per message; a memoryview of the copy buffer). The view is valid

@@ -183,7 +183,10 @@ class NodePolling(NodeConnections):
                         if whole is None:
                             continue
                         frame = whole
-                    receive(address, frame, now=now, channel=channel)
+                    if not receive(address, frame, now=now, channel=channel):
+                        # garbage the core dropped: it counts against the image's share
+                        # of the next polls, as a malformed message does (2.17)
+                        self._poller.note_garbage(image)
         for address in gone:
             self._drop_peer(address)
             core.peer_gone(address, now=now)
