@@ -73,12 +73,9 @@ def good_stream(push: exon.Socket, pull: exon.Socket, seconds: float) -> tuple[i
 def start_flooder(driver_dir: str, node: exon.Node, rate: float,
                   seconds: float) -> subprocess.Popen[str]:
     """The flooder process, once its publication is connected (its first line)."""
-    transport = node._transport
-    if transport is None:
-        raise exon.ClosedError("the node is closed")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exon.bench.flood_worker", driver_dir,
-         str(transport.stream_id), str(rate), str(seconds)],
+        [sys.executable, "-m", "exon.bench.flood_worker", driver_dir, node.address,
+         str(rate), str(seconds)],
         stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     if proc.stdout.readline().strip() != "ready":

@@ -1,10 +1,11 @@
 """The garbage flooder of ``exon bench sockets --flood`` (and its test): a process of its
-own that publishes on a node's IPC stream, HELLO first, then ``rate`` messages a second
+own that publishes on a node's IPC stream (found in its driver's node registry,
+docs/protocol.md 2.15), HELLO first, then ``rate`` messages a second
 that are no exon frame (random bytes) and, one in ten, well-formed DATA frames for
 sockets that do not exist, until stdin closes or ``seconds`` pass. Prints ``ready`` once
 its publication is connected, then at the end the number of messages it offered.
 
-    python -m exon.bench.flood_worker DRIVER_DIR STREAM_ID RATE SECONDS
+    python -m exon.bench.flood_worker DRIVER_DIR NODE_ADDRESS RATE SECONDS
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import time
 
 from exon.core.frames import encode_data
-from exon.middleware.node_transport import encode_hello
+from exon.middleware.node_transport import encode_hello, registry_path
 from exon.transport.aeron import Aeron
 
 __all__ = ["flood", "garbage"]
@@ -29,8 +30,11 @@ def garbage(rng: random.Random) -> list[bytes]:
     return junk
 
 
-def flood(driver_dir: str, stream_id: int, rate: float, seconds: float) -> int:
-    """Offer the garbage at ``rate`` a second for ``seconds``; the messages offered."""
+def flood(driver_dir: str, address: str, rate: float, seconds: float) -> int:
+    """Offer the garbage to the node at ``address`` (of the driver in ``driver_dir``) at
+    ``rate`` a second for ``seconds``; the messages offered."""
+    with open(registry_path(driver_dir, address)) as f:
+        stream_id = int(f.read().split()[0])
     junk = garbage(random.Random(32))
     sent = 0
     with Aeron.connect(driver_dir) as aeron:
@@ -55,8 +59,8 @@ def flood(driver_dir: str, stream_id: int, rate: float, seconds: float) -> int:
 
 
 def main(argv: list[str]) -> None:
-    driver_dir, stream_id, rate, seconds = argv
-    print(flood(driver_dir, int(stream_id), float(rate), float(seconds)), flush=True)
+    driver_dir, address, rate, seconds = argv
+    print(flood(driver_dir, address, float(rate), float(seconds)), flush=True)
 
 
 if __name__ == "__main__":

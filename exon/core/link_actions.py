@@ -116,13 +116,12 @@ class LinkActions(MemoryBudget):
                                   link.incarnation))
         return hmac.new(self._token_secret, msg, hashlib.sha256).digest()[:TOKEN_LENGTH]
 
-    def _validate(self, sock: _Socket, link: _Link, now: float) -> Verdict | None:
+    def _validate(self, link: _Link) -> None:
         """The peer echoed our token: its address is validated. Held DATA/FLOW are
         handled once the link is established (see :meth:`_release_held`)."""
         link.token = b""
         self._validated.add(link.peer.address)
         self._unvalidated.pop(link.peer.address, None)
-        return None
 
     def _release_held(self, sock: _Socket, link: _Link, now: float) -> Verdict:
         """The link was just established: the DATA/FLOW held meanwhile, in order."""
@@ -159,16 +158,16 @@ class LinkActions(MemoryBudget):
                              reply_address=self.reply_address, peer=link.peer, nonce=link.nonce)
 
     def _send_linkack(self, sock: _Socket, link: _Link, with_metadata: bool) -> None:
-        """Our LINKACK: with a token when we accept a link we did not initiate and the
-        peer's address is not validated yet, with the echo of the peer's token if it
-        sent one (2.6.1)."""
+        """Our LINKACK: with a token when we accept a link we did not initiate (even
+        from a validated address: whoever claims it must show it receives there), with
+        the echo of the peer's token if it sent one (2.6.1)."""
         assert link.our_decision is not None
         assert link.peer_incarnation is not None
         meta = self._metadata(sock, link, link.peer_meta) if with_metadata else None
         if not link.our_decision.accepted:
             self._stats["refusals_sent"] += 1
             link.token = b""
-        elif not link.initiator and (link.token or link.peer.address not in self._validated):
+        elif not link.initiator and (link.token or not link.established_emitted):
             link.token = self._token(sock, link)
         self._emit_frame(link.peer.address, encode_linkack(
             sock.tag, link.peer.tag, link.incarnation, link.our_decision, meta,

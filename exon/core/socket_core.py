@@ -465,7 +465,7 @@ class SocketCore(LinkActions):
                 if not hmac.compare_digest(frame.echo, link.token):
                     self._stats["tokens_rejected"] += 1
                     return False
-                self._validate(sock, link, now)
+                self._validate(link)
             event = LinkInput.LINKACK_META if meta is not None else LinkInput.LINKACK
         else:
             event = _FRAME_INPUT[frame.type]

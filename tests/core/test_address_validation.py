@@ -200,3 +200,25 @@ def test_an_address_our_application_linked_to_is_not_limited() -> None:
     assert a.validated("B")
     assert len(a.frames_to_send()) == 1  # the LINK goes out though nothing came from B
     assert a.statistics().amplification_held == 0
+
+
+def test_claiming_a_validated_address_still_needs_the_token() -> None:
+    """A validated address lifts the amplification limit, not the token: an attacker that
+    names a real peer's address (frames to it reach the real node, not the attacker)
+    still cannot link, nor pass as that peer in ``Message.peer``."""
+    a, b = make_core("A"), make_core("B")
+    a.open_socket(1, "push")
+    b.open_socket(2, "pull")
+    a.link(1, ("B", 2), now=0)
+    pump([a, b])
+    b.events()
+    assert b.validated("A")
+    meta = LinkMetadata(socket_type="push", credits=64, max_message_size=1024,
+                        node_id="node-A", reply_address="A", nonce=b"m" * 16)
+    b.receive_frame("attacker", encode_link(9, 2, 4242, meta), now=1)
+    answer = b.frames_to_send()
+    assert [decode_frame(d).token != b"" for _a, d in answer] == [True]
+    for i in range(5):
+        b.receive_frame("attacker", encode_data(9, 2, 4242, b"as A %d" % i), now=1)
+    assert not any(isinstance(e, MessageReceived) for e in b.events())
+    assert b.link_state(2, ("A", 9)) is LinkState.DECIDED
