@@ -515,22 +515,20 @@ static inline bool lt_garbage_image(const exon_image_t *img)
     return img->lt_polled >= 64 && img->lt_malformed * 2 > img->lt_polled;
 }
 
-/* Poll up to `quota` messages of one image into out[*n...]: 0, or EXON_E_FULL / another
- * error code of exon_image_poll. *more: the image gave its whole quota (it may have more). */
+/* Poll up to `quota` messages of one image into out[*n...] (the malformed ones get no
+ * descriptor): the messages consumed (>= 0), or EXON_E_FULL (*needed: the bytes the first
+ * message needs) / another error code of exon_image_poll. */
 static int lt_poll_image(exon_link_table_t *t, exon_image_t *img, int32_t index, int32_t quota,
                          uint8_t *copy_buf, int32_t copy_cap, int32_t *used, int32_t *n,
-                         exon_lt_desc_t *out, exon_fragment_t *scratch, int32_t *needed,
-                         bool *more)
+                         exon_lt_desc_t *out, exon_fragment_t *scratch, int32_t *needed)
 {
     int32_t got_used = 0;
     int rc = exon_image_poll(img, scratch, quota, quota, copy_buf + *used, copy_cap - *used, &got_used);
-    *more = false;
     if (rc < 0)
     {
         *needed = got_used;
         return rc;
     }
-    *more = rc == quota;
     int32_t malformed = 0;
     for (int32_t k = 0; k < rc; k++)
     {
@@ -559,13 +557,14 @@ static int lt_poll_image(exon_link_table_t *t, exon_image_t *img, int32_t index,
             img->lt_malformed /= 2;
         }
     }
-    return 0;
+    return rc;
 }
 
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap,
                  int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch)
 {
-    int32_t n = 0;
+    int32_t n = 0;     /* descriptors */
+    int32_t taken = 0; /* messages consumed, malformed ones too: the batch's bound */
     int32_t used = 0;
     *copy_used = 0;
     int32_t open = 0;
@@ -585,13 +584,13 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
     int32_t start = (t->poll_next >= 0 && t->poll_next < count) ? t->poll_next : 0;
     t->poll_next = start + 1 < count ? start + 1 : 0;
     bool any_more = false;
-    for (int pass = 0; pass < 2 && n < max_messages; pass++)
+    for (int pass = 0; pass < 2 && taken < max_messages; pass++)
     {
         if (pass == 1 && !any_more)
         {
             break;
         }
-        for (int32_t j = 0; j < count && n < max_messages; j++)
+        for (int32_t j = 0; j < count && taken < max_messages; j++)
         {
             int32_t index = (start + j) % count;
             exon_image_t *img = images[index];
@@ -600,7 +599,7 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
                 continue;
             }
             bool garbage = lt_garbage_image(img);
-            int32_t quota = max_messages - n;
+            int32_t quota = max_messages - taken;
             if (pass == 0)
             {
                 int32_t cap = garbage ? EXON_LT_GARBAGE_SHARE : share;
@@ -611,12 +610,11 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
                 continue; /* no second helping for a garbage image */
             }
             int32_t needed = 0;
-            bool more = false;
             int rc = lt_poll_image(t, img, index, quota, copy_buf, copy_cap, &used, &n, out,
-                                   scratch, &needed, &more);
+                                   scratch, &needed);
             if (rc == EXON_E_FULL)
             {
-                if (n == 0 && used == 0)
+                if (taken == 0)
                 {
                     *copy_used = needed;
                     return rc;
@@ -628,7 +626,8 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
             {
                 return rc;
             }
-            any_more |= more && !garbage;
+            taken += rc;
+            any_more |= rc == quota && !garbage; /* it may have more */
         }
     }
     *copy_used = used;
