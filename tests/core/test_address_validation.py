@@ -222,3 +222,34 @@ def test_claiming_a_validated_address_still_needs_the_token() -> None:
         b.receive_frame("attacker", encode_data(9, 2, 4242, b"as A %d" % i), now=1)
     assert not any(isinstance(e, MessageReceived) for e in b.events())
     assert b.link_state(2, ("A", 9)) is LinkState.DECIDED
+
+
+def test_repeats_carry_the_same_token_and_every_answer_is_echoed() -> None:
+    """Case 6 with the token: B's first LINKACK is late, A repeats its LINK, B answers
+    the repeat with the same token; A echoes whichever LINKACK it gets, and the late one
+    too, once established; B links once and ignores the extra echo."""
+    a, b = make_core("A"), make_core("B")
+    a.open_socket(1, "push")
+    b.open_socket(2, "pull")
+    a.link(1, ("B", 2), now=0)
+    transfer(a, b)
+    late = b.frames_to_send()  # B's LINKACK: held back on the wire
+    a.handle_timer(now=1.0)  # no answer: A repeats its LINK (same incarnation)
+    repeat = a.frames_to_send()
+    assert [decode_frame(d).type for _x, d in repeat] == [FrameType.LINK]
+    for _x, d in repeat:
+        b.receive_frame("A", d, now=1.0)
+    second = b.frames_to_send()
+    tokens = [decode_frame(d).token for _x, d in late + second]
+    assert len(tokens) == 2
+    assert tokens[0] == tokens[1] != b""
+    for _x, d in second + late:  # the repeat's answer first, then the late one
+        a.receive_frame("B", d, now=1.0)
+    echoes = a.frames_to_send()
+    assert [decode_frame(d).echo for _x, d in echoes] == tokens
+    for _x, d in echoes:
+        b.receive_frame("A", d, now=1.0)
+    assert [type(e) for e in b.events()] == [LinkEstablished]
+    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
+    assert b.statistics().tokens_rejected == 0
+    assert b.frames_to_send() == []
