@@ -173,6 +173,8 @@ class NodePolling(NodeConnections):
                             if address is not None:
                                 self._poller.set_key(image, self._fast.key_of(address))
                                 addresses[image] = address
+                            else:  # a frame before a valid HELLO: garbage, dropped
+                                self._poller.note_garbage(image)
                             continue
                         addresses[image] = address
                     channel = channels.get(image)
