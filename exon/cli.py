@@ -295,6 +295,12 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="instead: encrypted links (EncryptedPolicy) beside plaintext ones and "
                    "beside pyzmq with CURVE, a driver per node over UDP "
                    "(exon/bench/encrypted.py)")
+@click.option("--flood", is_flag=True,
+              help="instead: a push/pull stream beside a session flooding the receiving "
+                   "node with 100k garbage frames a second: its longest gap and its rate "
+                   "against the same stream without the flood (exon/bench/flood.py)")
+@click.option("--flood-seconds", default=3.0, show_default=True,
+              type=click.FloatRange(min=0.1), help="--flood: seconds of each phase")
 @click.option("--ipc-term-length", type=int, default=None,
               help="--patterns: the IPC term length of the bench's driver (default: the "
                    "driver's, 2 MiB; "
@@ -306,7 +312,8 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
                   use_asyncio: bool, runs: int, patterns: bool, encrypted: bool,
-                  ipc_term_length: int | None, scrape: bool) -> None:
+                  flood: bool, flood_seconds: float, ipc_term_length: int | None,
+                  scrape: bool) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
     if scrape:
         from exon.bench.scrape import run_scrape_bench
@@ -318,6 +325,11 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
 
         run_encrypted_bench(sizes=sizes or (64, 1024), messages=messages,
                             round_trips=round_trips, credits=credits, with_zmq=not no_zmq)
+        return
+    if flood:
+        from exon.bench.flood import run_flood_bench
+
+        run_flood_bench(seconds=flood_seconds)
         return
     if patterns:
         from exon.bench.patterns import run_patterns_bench

@@ -318,6 +318,15 @@ NODE_COUNTERS: dict[str, tuple[bool, str]] = {
                           "largest) thrown away: malformed, out of order, above the node's "
                           "largest `max_message_size`, or of a message left unfinished by "
                           "a peer node that went away."),
+    "TOKENS_REJECTED": (True, "LINKACKs dropped because they did not echo the token this "
+                        "node put in its LINKACK: a peer that has not shown it receives "
+                        "at the reply address it named (protocol 2.6.1)."),
+    "UNVALIDATED_DROPPED": (True, "DATA/FLOW of a link whose peer never echoed the token: "
+                            "held until the echo, then dropped with the record or beyond "
+                            "the credit granted."),
+    "AMPLIFICATION_HELD": (True, "Frames not sent to an address that is not validated, "
+                           "because they would pass 3x the bytes received in its name."),
+    "AMPLIFICATION_HELD_BYTES": (True, "The bytes of those frames."),
 }
 
 

@@ -17,10 +17,12 @@ All integers are little-endian. Payloads:
 
 * DATA    : the application's bytes, as is.
 * LINK    : a msgpack map, the sender's :class:`LinkMetadata`.
-* LINKACK : decision u8 (:class:`Decision`), flags u8 (bit 0: metadata present),
-            answers u32 (the incarnation of the LINK this answers), then a
-            msgpack map: the metadata keys when flag bit 0 is set, plus an optional
-            ``"reason"`` text; an empty map is allowed.
+* LINKACK : decision u8 (:class:`Decision`), flags u8 (bit 0: metadata present, bit 1:
+            ``token`` present, bit 2: ``echo`` present), answers u32 (the incarnation of
+            the LINK this answers), ``token`` 16 bytes when flag bit 1 is set, ``echo``
+            16 bytes when flag bit 2 is set, then a msgpack map: the metadata keys when
+            flag bit 0 is set, plus an optional ``"reason"`` text; an empty map is allowed.
+            (The address-validation token, docs/protocol.md 2.6.1.)
 * UNLINK  : sent u64, the number of DATA frames the sender sent on this link incarnation.
 * FLOW    : delivered u64, limit u64 (AMQP-style absolute credit; see ``credits.py``).
 * ERROR   : code u8 (:class:`ErrorCode`), then optional UTF-8 text.
@@ -63,6 +65,10 @@ _U64 = struct.Struct("<Q")
 _FLOW = struct.Struct("<QQ")
 _ACK_PREFIX = struct.Struct("<BBI")
 ACK_FLAG_METADATA: Final = 0x01
+ACK_FLAG_TOKEN: Final = 0x02  #: a ``token`` follows ``answers``
+ACK_FLAG_ECHO: Final = 0x04  #: an ``echo`` follows (after the token, if any)
+_ACK_FLAGS: Final = ACK_FLAG_METADATA | ACK_FLAG_TOKEN | ACK_FLAG_ECHO
+TOKEN_LENGTH: Final = 16  #: bytes of an address-validation token (LINKACK token / echo)
 
 
 class FrameType(enum.IntEnum):
@@ -206,6 +212,8 @@ class Frame:
     limit: int = 0  #: FLOW
     answers: int = 0  #: LINKACK: the incarnation of the LINK it answers
     error: ErrorCode | int = 0  #: ERROR (unknown codes kept as int)
+    token: bytes = b""  #: LINKACK: address-validation token its receiver must echo
+    echo: bytes = b""  #: LINKACK: the token of the receiver's LINKACK, echoed
 
 
 # ---- encoders -----------------------------------------------------------------------------
@@ -239,11 +247,18 @@ def encode_linkack(
     reason: str = "",
     *,
     answers: int,
+    token: bytes = b"",
+    echo: bytes = b"",
 ) -> bytes:
     fields: dict[str, Any] = metadata.to_wire() if metadata is not None else {}
     if reason:
         fields["reason"] = reason
-    body = _ACK_PREFIX.pack(int(decision), ACK_FLAG_METADATA if metadata else 0, answers)
+    for name, value in (("token", token), ("echo", echo)):
+        if value and len(value) != TOKEN_LENGTH:
+            raise ValueError(f"a LINKACK {name} is {TOKEN_LENGTH} bytes, not {len(value)}")
+    flags = ((ACK_FLAG_METADATA if metadata else 0) | (ACK_FLAG_TOKEN if token else 0)
+             | (ACK_FLAG_ECHO if echo else 0))
+    body = _ACK_PREFIX.pack(int(decision), flags, answers) + token + echo
     body += _pack_map(fields)
     return _header(FrameType.LINKACK, src, dst, incarnation, len(body)) + body
 
@@ -273,7 +288,7 @@ def encode_frame(frame: Frame) -> bytes:
         return encode_link(s, d, i, frame.metadata)
     if t is FrameType.LINKACK:
         return encode_linkack(s, d, i, frame.decision, frame.metadata, frame.reason,
-                              answers=frame.answers)
+                              answers=frame.answers, token=frame.token, echo=frame.echo)
     if t is FrameType.UNLINK:
         return encode_unlink(s, d, i, frame.count)
     if t is FrameType.FLOW:
@@ -331,9 +346,17 @@ def decode_frame(data: bytes | memoryview) -> Frame:
         if len(body) < _ACK_PREFIX.size:
             raise FrameDecodeError(f"LINKACK payload shorter than {_ACK_PREFIX.size} bytes")
         code, flags, answers = _ACK_PREFIX.unpack_from(body, 0)
-        if flags & ~ACK_FLAG_METADATA:
+        if flags & ~_ACK_FLAGS:
             raise FrameDecodeError(f"LINKACK has unknown flags 0x{flags:02x}")
-        fields = _unpack_map(body[_ACK_PREFIX.size :])
+        at = _ACK_PREFIX.size
+        token = echo = b""
+        if flags & ACK_FLAG_TOKEN:
+            token, at = body[at : at + TOKEN_LENGTH], at + TOKEN_LENGTH
+        if flags & ACK_FLAG_ECHO:
+            echo, at = body[at : at + TOKEN_LENGTH], at + TOKEN_LENGTH
+        if at > len(body):
+            raise FrameDecodeError("LINKACK payload shorter than its token and echo")
+        fields = _unpack_map(body[at:])
         reason = fields.get("reason", "")
         if not isinstance(reason, str):
             raise FrameDecodeError("LINKACK 'reason' must be a string")
@@ -347,6 +370,8 @@ def decode_frame(data: bytes | memoryview) -> Frame:
             metadata=ack_meta,
             reason=reason,
             answers=answers,
+            token=token,
+            echo=echo,
         )
     if t is FrameType.UNLINK:
         if len(body) != _U64.size:

@@ -11,7 +11,10 @@ whole core: time is ``now``, randomness the core's ``random.Random``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import random
+import struct
 from collections import deque
 
 from exon.core.budget import MemoryBudget
@@ -27,6 +30,7 @@ from exon.core.events import (
     MessageReceived,
 )
 from exon.core.frames import (
+    TOKEN_LENGTH,
     Decision,
     ErrorCode,
     Frame,
@@ -46,7 +50,13 @@ from exon.core.records import SocketRecord as _Socket
 from exon.core.sealing import seal_frame
 from exon.core.settings import LinkSettings
 
-__all__ = ["LinkActions"]
+__all__ = ["AMPLIFICATION_FACTOR", "LinkActions"]
+
+#: until an address is validated, at most this many times the bytes received from it are
+#: sent to it (docs/protocol.md 2.6.1; QUIC's anti-amplification limit, RFC 9000 8.1)
+AMPLIFICATION_FACTOR = 3
+_TOKEN_LABEL = b"exon-token-v1"
+_TOKEN_TAIL = struct.Struct("<IIII")  # peer tag, our tag, peer incarnation, our incarnation
 
 
 class LinkActions(MemoryBudget):
@@ -63,6 +73,9 @@ class LinkActions(MemoryBudget):
     _stats: dict[str, int]
     _last_now: float
     _channel: int | None
+    _token_secret: bytes  #: the per-node secret address-validation tokens are derived with
+    _validated: set[str]  #: addresses validated (we linked to them, or a token came back)
+    _unvalidated: dict[str, list[int]]  #: address -> [bytes received, bytes sent]
 
     # the core's own (SocketCore)
     def _arm(self, link: _Link, kind: str, when: float) -> None:
@@ -84,6 +97,15 @@ class LinkActions(MemoryBudget):
     # ==== internals: frames out =============================================================
 
     def _emit_frame(self, address: str, data: bytes) -> None:
+        if address not in self._validated:
+            # anti-amplification: an address that has not shown it receives what we send
+            # gets at most AMPLIFICATION_FACTOR x the bytes that came in its name
+            spent = self._unvalidated.get(address)
+            if spent is None or spent[1] + len(data) > AMPLIFICATION_FACTOR * spent[0]:
+                self._stats["amplification_held"] += 1
+                self._stats["amplification_held_bytes"] += len(data)
+                return
+            spent[1] += len(data)
         self._stats["frames_sent"] += 1
         self._out.append((address, data))
 
@@ -92,6 +114,37 @@ class LinkActions(MemoryBudget):
         if link.seal is not None:
             data = seal_frame(link.seal, data)
         self._emit_frame(link.peer.address, data)
+
+    def _token(self, sock: _Socket, link: _Link) -> bytes:
+        """The address-validation token of our LINKACK for ``link`` (2.6.1)."""
+        address = link.peer.address.encode("utf-8")
+        msg = (_TOKEN_LABEL + len(address).to_bytes(4, "little") + address
+               + _TOKEN_TAIL.pack(link.peer.tag, sock.tag, link.peer_incarnation or 0,
+                                  link.incarnation))
+        return hmac.new(self._token_secret, msg, hashlib.sha256).digest()[:TOKEN_LENGTH]
+
+    def _validate(self, link: _Link) -> None:
+        """The peer echoed our token: its address is validated. Held DATA/FLOW are
+        handled once the link is established (see :meth:`_release_held`)."""
+        link.token = b""
+        self._validated.add(link.peer.address)
+        self._unvalidated.pop(link.peer.address, None)
+
+    def _release_held(self, sock: _Socket, link: _Link, now: float) -> Verdict:
+        """The link was just established: the DATA/FLOW held meanwhile, in order."""
+        held, link.held = link.held, None
+        for frame in held or ():
+            if frame.type is FrameType.DATA:
+                if self._do_receive_data(sock, link, frame, now) is Verdict.REFUSE:
+                    return Verdict.REFUSE
+            else:
+                self._do_receive_flow(sock, link, frame, now)
+        return Verdict.ACCEPT
+
+    def _drop_held(self, link: _Link) -> None:
+        if link.held:
+            self._stats["unvalidated_dropped"] += len(link.held)
+        link.held = None
 
     def _metadata(self, sock: _Socket, link: _Link, peer_meta: LinkMetadata | None) -> LinkMetadata:
         meta = LinkMetadata(
@@ -113,18 +166,25 @@ class LinkActions(MemoryBudget):
                              own=own)
 
     def _send_linkack(self, sock: _Socket, link: _Link, with_metadata: bool) -> None:
+        """Our LINKACK: with a token when we accept a link we did not initiate (even
+        from a validated address: whoever claims it must show it receives there), with
+        the echo of the peer's token if it sent one (2.6.1)."""
         assert link.our_decision is not None
         assert link.peer_incarnation is not None
         meta = self._metadata(sock, link, link.peer_meta) if with_metadata else None
         accepted = link.our_decision.accepted
         if not accepted:
             self._stats["refusals_sent"] += 1
+            link.token = b""
+        elif not link.initiator and (link.token or not link.established_emitted):
+            link.token = self._token(sock, link)
         policy = sock.policy
         if accepted and link.seal is None and policy is not None and policy.encrypted:
             # the keys are agreed once we wrote message 2 (responder) or accepted it
             link.seal = policy.link_seal(self._ctx(sock, link))
         frame = encode_linkack(sock.tag, link.peer.tag, link.incarnation, link.our_decision,
-                               meta, link.our_reason, answers=link.peer_incarnation)
+                               meta, link.our_reason, answers=link.peer_incarnation,
+                               token=link.token, echo=link.peer_token)
         if accepted and meta is None and link.seal is not None:
             # the initiator's acceptance, the first frame under its key: it confirms the
             # keys to the responder, which takes no plaintext one (docs/protocol.md 2.20)
@@ -308,6 +368,7 @@ class LinkActions(MemoryBudget):
         link.peer_meta = link.ledger = None
         link.our_decision = link.peer_decision = None
         link.seal = None  # a new handshake agrees on new keys
+        link.token = link.peer_token = b""
         meta = self._metadata(sock, link, None)
         self._emit_frame(link.peer.address,
                          encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
@@ -364,6 +425,7 @@ class LinkActions(MemoryBudget):
         assert frame is not None
         self._learn_peer(sock, link, frame)
         link.peer_decision, link.peer_reason = frame.decision, frame.reason
+        link.peer_token = frame.token
         if frame.decision.accepted:
             self._decide(sock, link)
             self._send_linkack(sock, link, with_metadata=False)
@@ -374,6 +436,7 @@ class LinkActions(MemoryBudget):
         assert frame is not None
         link.peer_decision, link.peer_reason = frame.decision, frame.reason
         link.peer_incarnation = frame.incarnation
+        link.peer_token = frame.token
         if frame.decision.accepted:
             return Verdict.ACCEPT
         return self._conclude(sock, link, now)
@@ -385,14 +448,39 @@ class LinkActions(MemoryBudget):
         if link.state is LinkState.UNLINKING:
             if frame.decision.accepted:
                 return Verdict.ACCEPT  # keep draining (nothing was sent)
+            self._drop_held(link)
             self._lose_cookies(sock, link)
             self._closed_event(sock, link, "CANCELLED", False)
             return Verdict.REFUSE
-        return self._conclude(sock, link, now)
+        if frame.token and frame.decision.accepted and not link.peer_token:
+            link.peer_token = frame.token  # the peer validates us too: echo its token
+            self._send_linkack(sock, link, with_metadata=False)
+        verdict = self._conclude(sock, link, now)
+        if verdict is not Verdict.ACCEPT:
+            self._drop_held(link)
+            return verdict
+        if link.held:
+            link.machine.state = LinkState.ESTABLISHED
+            return self._release_held(sock, link, now)
+        return verdict
 
     def _do_implicit_accept(self, sock: _Socket, link: _Link, frame: Frame | None,
                             now: float) -> Verdict:
         assert frame is not None
+        if link.token:
+            # the peer has not shown that it receives at its reply address: hold the
+            # frame (the echo establishes the link) and repeat our LINKACK once, in case
+            # the first went to a stream that was replaced
+            assert link.ledger is not None
+            if link.held is None:
+                link.held = []
+                self._stats["links_resent"] += 1
+                self._send_linkack(sock, link, with_metadata=True)
+            if len(link.held) >= link.ledger.advertised:
+                self._stats["unvalidated_dropped"] += 1  # beyond the credit we granted
+            else:
+                link.held.append(frame)
+            return Verdict.HOLD
         link.peer_decision = Decision.ACCEPTED
         self._establish(sock, link)
         link.machine.state = LinkState.ESTABLISHED
@@ -406,6 +494,9 @@ class LinkActions(MemoryBudget):
         assert frame is not None
         assert link.ledger is not None
         ledger = link.ledger
+        if link.token:  # (UNLINKING before the peer validated its address)
+            self._stats["unvalidated_dropped"] += 1
+            return Verdict.ACCEPT
         if link.peer_unlink_count is not None and ledger.received >= link.peer_unlink_count:
             code, text = ErrorCode.PROTOCOL_VIOLATION, "DATA after UNLINK"
         elif len(frame.payload) > sock.max_message_size:
@@ -440,8 +531,21 @@ class LinkActions(MemoryBudget):
             self._events.append(CreditAvailable(tag=sock.tag, peer=link.peer,
                                                 credits=link.ledger.credit))
 
+    def _do_echo_token(self, sock: _Socket, link: _Link, frame: Frame | None,
+                       now: float) -> None:
+        """An established link gets the peer's LINKACK again (it repeated it for a
+        repeated LINK, or held our DATA/FLOW without our echo): echo its token."""
+        assert frame is not None
+        if not frame.token or link.our_decision is not Decision.ACCEPTED:
+            self._stats["ignored"] += 1
+            return
+        self._stats["links_resent"] += 1
+        link.peer_token = frame.token
+        self._send_linkack(sock, link, with_metadata=False)
+
     def _do_start_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
                          now: float) -> None:
+        self._drop_held(link)
         self._send_unlink(sock, link)
         self._arm(link, "unlink", now + self.settings.unlink_timeout)
 

@@ -8,9 +8,16 @@ Rules (seed 002, "Links"):
   metadata too when the sender has not sent a LINK (it is answering one).
 * A LINKACK may arrive before the peer's LINK (simultaneous LINKs, reordered control
   frames): the decision is kept (GOT_DECISION) until the metadata arrives.
+* Address validation (docs/protocol.md 2.6.1): a socket that answers a LINK its
+  application did not ask for puts a token in its accepting LINKACK; the peer echoes it
+  in its LINKACK. Until the echo came (a LINKACK without it is dropped, counted
+  ``tokens_rejected``) the peer has not shown that it receives at the reply address it
+  named, and the link cannot be established.
 * DATA or FLOW arriving while we wait for the peer's decision means the peer accepted
-  (a peer only sends them on an established link): the link is established; a late
-  LINKACK is then ignored.
+  (a peer only sends them on an established link): the link is established, and a late
+  LINKACK is then ignored; but while the peer's address is not validated they are held
+  (HOLD, at most the credits we granted) and our LINKACK (with its token) is repeated
+  once: the LINKACK with the echo establishes the link and delivers them, in order.
 * A refusal with a temporary code (bit 7 set) makes the *initiator* retry after a
   randomised, growing delay (RETRY_WAIT); a permanent refusal ends the attempt. A
   responder that refuses keeps nothing (IDLE).
@@ -91,6 +98,7 @@ class Verdict(enum.Enum):
     ACCEPT = "accept"  #: link established / frame accepted
     RETRY = "retry"  #: refused temporarily; the initiator will retry
     REFUSE = "refuse"  #: refused (or broken); the record ends
+    HOLD = "hold"  #: DATA/FLOW kept until the peer's address is validated (2.6.1)
 
 
 class Action(enum.Enum):
@@ -104,7 +112,9 @@ class Action(enum.Enum):
     DECIDE_ON_ACK = "decide_on_ack"  #: decide; send LINKACK w/o metadata if peer accepted; conclude
     NOTE_DECISION = "note_decision"  #: keep the peer's early decision; a refusal concludes
     CONCLUDE = "conclude"  #: the peer's decision arrived; conclude
-    IMPLICIT_ACCEPT = "implicit_accept"  #: DATA/FLOW while deciding: establish, then process it
+    IMPLICIT_ACCEPT = "implicit_accept"  #: DATA/FLOW while deciding: establish, then process
+    #: it (HOLD it while the peer's address is not validated)
+    ECHO_TOKEN = "echo_token"  #: a LINKACK with a token on a link: echo it (else ignore)
     RECEIVE_DATA = "receive_data"  #: credit/size check; MessageReceived (REFUSE: violation)
     RECEIVE_FLOW = "receive_flow"  #: credit + cookie confirmation
     START_UNLINK = "start_unlink"  #: send UNLINK(sent)
@@ -146,6 +156,7 @@ _DECISION_FROM_LINK_SENT = {V.ACCEPT: S.DECIDED, V.RETRY: S.RETRY_WAIT, V.REFUSE
 _FINAL = {V.ACCEPT: S.ESTABLISHED, V.RETRY: S.RETRY_WAIT, V.REFUSE: S.IDLE}
 _EARLY = {V.ACCEPT: S.GOT_DECISION, V.RETRY: S.RETRY_WAIT, V.REFUSE: S.IDLE}
 _REFUSAL = {V.RETRY: S.RETRY_WAIT, V.REFUSE: S.IDLE}
+_IMPLICIT = {V.ACCEPT: S.ESTABLISHED, V.HOLD: S.DECIDED, V.REFUSE: S.IDLE}
 
 #: (state, input) -> transition. The whole protocol of one link endpoint.
 TABLE: dict[tuple[LinkState, LinkInput], Transition] = {
@@ -189,8 +200,8 @@ TABLE: dict[tuple[LinkState, LinkInput], Transition] = {
     (S.DECIDED, I.LINK): _t(A.RESEND_ANSWER, S.DECIDED),
     (S.DECIDED, I.LINKACK_META): _t(A.CONCLUDE, _FINAL),
     (S.DECIDED, I.LINKACK): _t(A.CONCLUDE, _FINAL),
-    (S.DECIDED, I.DATA): _t(A.IMPLICIT_ACCEPT, {V.ACCEPT: S.ESTABLISHED, V.REFUSE: S.IDLE}),
-    (S.DECIDED, I.FLOW): _t(A.IMPLICIT_ACCEPT, {V.ACCEPT: S.ESTABLISHED, V.REFUSE: S.IDLE}),
+    (S.DECIDED, I.DATA): _t(A.IMPLICIT_ACCEPT, _IMPLICIT),
+    (S.DECIDED, I.FLOW): _t(A.IMPLICIT_ACCEPT, _IMPLICIT),
     (S.DECIDED, I.UNLINK): _t(A.ANSWER_UNLINK, S.UNLINKING),
     (S.DECIDED, I.ERROR): _t(A.LINK_ERROR, _REFUSAL),
     # ESTABLISHED
@@ -198,7 +209,7 @@ TABLE: dict[tuple[LinkState, LinkInput], Transition] = {
     (S.ESTABLISHED, I.CLOSE): _t(A.START_UNLINK, S.UNLINKING),
     (S.ESTABLISHED, I.TIMER): _t(A.IGNORE, S.ESTABLISHED),
     (S.ESTABLISHED, I.LINK): _t(A.IGNORE, S.ESTABLISHED),
-    (S.ESTABLISHED, I.LINKACK_META): _t(A.IGNORE, S.ESTABLISHED),
+    (S.ESTABLISHED, I.LINKACK_META): _t(A.ECHO_TOKEN, S.ESTABLISHED),
     (S.ESTABLISHED, I.LINKACK): _t(A.IGNORE, S.ESTABLISHED),
     (S.ESTABLISHED, I.DATA): _t(A.RECEIVE_DATA, {V.ACCEPT: S.ESTABLISHED, V.REFUSE: S.IDLE}),
     (S.ESTABLISHED, I.FLOW): _t(A.RECEIVE_FLOW, S.ESTABLISHED),

@@ -59,6 +59,13 @@ class LinkRecord:
     #: bytes: the largest window granted in the budget x max message size (0: none); the
     #: core's sum of these bounds what all links may hold, so growing needs no walk
     budget_peak: int = 0
+    #: the address-validation token our LINKACK carried (docs/protocol.md 2.6.1) while the
+    #: peer has not echoed it; b"": validated, or nothing to validate (we initiated)
+    token: bytes = b""
+    peer_token: bytes = b""  #: the token of the peer's LINKACK, echoed in ours
+    #: DATA/FLOW that came while the peer's address was not validated (at most the credits
+    #: we granted), handled in order once it is; None: none held
+    held: list[Any] | None = None
 
     @property
     def state(self) -> LinkState:
@@ -145,3 +152,7 @@ class CoreStatistics:
     #: frames of encrypted links dropped unopened: altered, injected, replayed, sealed for
     #: another link, or plaintext where the link is sealed
     unopened_dropped: int
+    tokens_rejected: int  #: LINKACKs dropped: no or a wrong echo of our token (2.6.1)
+    unvalidated_dropped: int  #: DATA/FLOW of a link whose peer never validated its address
+    amplification_held: int  #: frames not sent: 3x the bytes from an unvalidated address
+    amplification_held_bytes: int  #: their bytes

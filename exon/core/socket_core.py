@@ -32,7 +32,9 @@ round-robin (PUSH/REQ). The application layer calls :meth:`deliver` with each
 
 from __future__ import annotations
 
+import hmac
 import random
+import secrets
 import struct
 from collections import deque
 from typing import Any
@@ -117,7 +119,11 @@ class SocketCore(LinkActions):
         settings: LinkSettings | None = None,
         rng: random.Random | None = None,
         accelerator: LinkAccelerator | None = None,
+        token_secret: bytes | None = None,
     ) -> None:
+        """``token_secret``: the key of the address-validation tokens (docs/protocol.md
+        2.6.1); None: 32 fresh random bytes from the system (not from ``rng``: the tokens
+        must be unpredictable to whoever saw earlier ones)."""
         self.node_id = node_id
         self.accelerator = accelerator
         self.reply_address = reply_address
@@ -135,6 +141,9 @@ class SocketCore(LinkActions):
         self._stats: dict[str, int] = dict.fromkeys(CoreStatistics.__slots__, 0)
         self._last_now = 0.0
         self._channel: int | None = None  # the channel of the frame being received
+        self._token_secret = token_secret if token_secret else secrets.token_bytes(32)
+        self._validated: set[str] = set()
+        self._unvalidated: dict[str, list[int]] = {}
 
     # ==== sockets ===========================================================================
 
@@ -211,6 +220,9 @@ class SocketCore(LinkActions):
         if link is None:
             link = self._new_link(sock, peer)
         link.initiator = True
+        # our application named this address: frames to it are no reflection (2.6.1)
+        self._validated.add(peer.address)
+        self._unvalidated.pop(peer.address, None)
         self._input(sock, link, LinkInput.OPEN, None, now)
 
     def unlink(self, tag: int, peer: PeerId | tuple[str, int], *, now: float,
@@ -417,8 +429,11 @@ class SocketCore(LinkActions):
     # ==== the wire ==========================================================================
 
     def receive_frame(self, source: str, data: bytes | memoryview, *, now: float,
-                      channel: int | None = None) -> None:
+                      channel: int | None = None) -> bool:
         """Feed one frame from the transport. Malformed frames are dropped and counted.
+        False when the frame was garbage to this node: malformed, for a socket that does
+        not exist, stale, or a LINKACK without our token (the Node counts these per
+        stream, for the fairness of its poll, docs/protocol.md 2.17); else True.
 
         ``channel`` (optional) identifies the transport stream the frame came on (the
         Node: the Aeron image, one per sending node process). A LINK that would replace
@@ -433,7 +448,7 @@ class SocketCore(LinkActions):
             opened = self._open_sealed(source, data)
             if opened is None:
                 self._stats["unopened_dropped"] += 1
-                return
+                return False
             data = opened
             sealed = True
         else:
@@ -442,47 +457,56 @@ class SocketCore(LinkActions):
             frame = decode_frame(data)
         except ExonError:
             self._stats["malformed_dropped"] += 1
-            return
+            return False
         meta = frame.metadata
         if meta is not None:
             self._sources[source] = meta.reply_address
             address = meta.reply_address
         else:
             address = self._sources.get(source, source)
+        if address not in self._validated:
+            self._count_unvalidated(address, len(data))
         sock = self._sockets.get(frame.destination_tag)
         if sock is None:
             if frame.type is FrameType.ERROR:
                 self._stats["ignored"] += 1
-                return
+                return False
             self._stats["not_found_sent"] += 1
             self._emit_frame(address, encode_error(
                 frame.destination_tag, frame.source_tag, frame.incarnation,
                 ErrorCode.SOCKET_NOT_FOUND,
                 f"no socket with tag {frame.destination_tag} on node {self.node_id}",
             ))
-            return
+            return False
         peer = PeerId(address, frame.source_tag)
         link = sock.links.get(peer)
         if not sealed and link is not None and link.seal is not None and _must_be_sealed(
                 frame, link.state):
             self._stats["unopened_dropped"] += 1  # plaintext where the link is sealed
-            return
+            return False
         if frame.type is FrameType.ERROR:
             if link is None or link.incarnation != frame.incarnation:
                 self._stats["stale_dropped"] += 1
-                return
+                return False
             self._events.append(ErrorReceived(tag=sock.tag, peer=peer, code=int(frame.error),
                                               text=frame.reason))
             self._input(sock, link, LinkInput.ERROR, frame, now)
-            return
+            return True
         link = self._check_incarnation(sock, peer, link, frame, now)
         if link is None:
-            return
+            return False
         if frame.type is FrameType.LINKACK:
+            if link.token:
+                # we wait for the peer to echo our token (2.6.1): nothing else concludes
+                if not hmac.compare_digest(frame.echo, link.token):
+                    self._stats["tokens_rejected"] += 1
+                    return False
+                self._validate(link)
             event = LinkInput.LINKACK_META if meta is not None else LinkInput.LINKACK
         else:
             event = _FRAME_INPUT[frame.type]
         self._input(sock, link, event, frame, now)
+        return True
 
     def _open_sealed(self, source: str, data: bytes | memoryview) -> bytes | None:
         """The plaintext of a sealed frame for one of our encrypted links; None: it does not
@@ -542,6 +566,25 @@ class SocketCore(LinkActions):
 
     def statistics(self) -> CoreStatistics:
         return CoreStatistics(**self._stats)
+
+    # ==== internals: address validation =====================================================
+
+    #: unvalidated addresses whose byte counts are kept; beyond, the oldest is forgotten
+    #: (and gets nothing more until frames come in its name again)
+    _UNVALIDATED_MAX = 4096
+
+    def _count_unvalidated(self, address: str, length: int) -> None:
+        spent = self._unvalidated.get(address)
+        if spent is None:
+            if len(self._unvalidated) >= self._UNVALIDATED_MAX:
+                del self._unvalidated[next(iter(self._unvalidated))]
+            spent = self._unvalidated[address] = [0, 0]
+        spent[0] += length
+
+    def validated(self, address: str) -> bool:
+        """Whether ``address`` is validated (2.6.1): we linked to it, or a peer there
+        echoed our token. Until then at most 3x the bytes received from it go to it."""
+        return address in self._validated
 
     # ==== internals: records ================================================================
 
@@ -654,6 +697,7 @@ class SocketCore(LinkActions):
             self._arm(link, "flow", self._last_now + self.settings.flow_delay)
 
     def _forget(self, sock: _Socket, link: _Link) -> None:
+        self._drop_held(link)
         if link.fast is not None:
             self._detach_fast(link)
         held = link.grant is not None and sock.budgeted  # (the link is IDLE by now)

@@ -320,6 +320,11 @@ class FastLinks:
 
     # ---- polling --------------------------------------------------------------------------
 
+    @property
+    def malformed_dropped(self) -> int:
+        """Messages ``exon_lt_poll`` dropped as malformed (no exon frame at all)."""
+        return 0 if self._closed else int(self._table.malformed_dropped)
+
     def poller(self, limit: int) -> Poller:
         return Poller(self._table, limit)
 
@@ -403,6 +408,13 @@ class Poller:
                 self._set_copy(max(int(self._used[0]), 2 * self._copy_cap))
                 continue
             check(n, "poll")
+
+    def note_garbage(self, index: int) -> None:
+        """A message of image ``index`` (of the last :meth:`batch`) was garbage to the
+        core: count it as the native poll counts a malformed one, for that image's share
+        (``exon_lt_poll``; nothing else reads the count)."""
+        if self._images is not None and 0 <= index < self._count:
+            self._images[index].lt_malformed += 1
 
     def descriptors(self) -> tuple[Any, Any]:
         """After :meth:`batch`: (int32 view of the descriptors: link, image, offset,

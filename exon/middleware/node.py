@@ -238,6 +238,13 @@ class Node(NodePolling):
         or of a frame left unfinished by a peer node that went (docs/protocol.md 2.14)."""
         return self._assembler.dropped
 
+    @property
+    def malformed_native(self) -> int:
+        """Messages the native poll dropped as no exon frame at all (bad version, length,
+        protocol or type: docs/protocol.md 2.17), each before any Python saw it; they are
+        counted in ``statistics().malformed_dropped`` too."""
+        return self._fast.malformed_dropped
+
     def statistics(self) -> Any:
         """An immutable snapshot of the node's core counters (frames, links, cookies, refusals,
         drops) and the payload bytes its sockets hold (``queued_bytes``, which the memory
@@ -248,8 +255,13 @@ class Node(NodePolling):
             stats = self._core.statistics()
             self._publish_counters(stats)
             queued = sum(sock._queued_bytes() for sock in self._sockets.values())
-        return NodeStatistics(**{f.name: getattr(stats, f.name)
-                                 for f in dataclasses.fields(stats)}, queued_bytes=queued)
+        fields = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
+        fields["malformed_dropped"] = self._malformed_dropped(stats)
+        return NodeStatistics(**fields, queued_bytes=queued)
+
+    def _malformed_dropped(self, stats: Any) -> int:
+        """The core's malformed drops and the native poll's (``malformed_native``)."""
+        return int(stats.malformed_dropped) + self._fast.malformed_dropped
 
     def _publish_counters(self, core_statistics: Any = None, *, now: float | None = None) -> None:
         """Copy the statistics into the node's CnC counters (lock held)."""
@@ -268,7 +280,8 @@ class Node(NodePolling):
     def _statistics_of(self, core_statistics: Any) -> dict[str, int]:
         return statistics_of(core_statistics, frames_dropped=self.frames_dropped,
                              connects_failed=self.connects_failed,
-                             fragments_dropped=self.fragments_dropped)
+                             fragments_dropped=self.fragments_dropped,
+                             malformed_dropped=self._malformed_dropped(core_statistics))
 
     def metrics(self) -> dict[str, list[dict[str, Any]]]:
         """The node's metrics as ``exon stat --serve`` serves them, by Prometheus name:

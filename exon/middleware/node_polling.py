@@ -173,6 +173,8 @@ class NodePolling(NodeConnections):
                             if address is not None:
                                 self._poller.set_key(image, self._fast.key_of(address))
                                 addresses[image] = address
+                            else:  # a frame before a valid HELLO: garbage, dropped
+                                self._poller.note_garbage(image)
                             continue
                         addresses[image] = address
                     channel = channels.get(image)
@@ -183,7 +185,10 @@ class NodePolling(NodeConnections):
                         if whole is None:
                             continue
                         frame = whole
-                    receive(address, frame, now=now, channel=channel)
+                    if not receive(address, frame, now=now, channel=channel):
+                        # garbage the core dropped: it counts against the image's share
+                        # of the next polls, as a malformed message does (2.17)
+                        self._poller.note_garbage(image)
         for address in gone:
             self._drop_peer(address)
             core.peer_gone(address, now=now)

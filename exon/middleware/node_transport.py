@@ -41,6 +41,8 @@ from typing import Any
 
 from exon import errors
 from exon.core.address import join_address
+from exon.core.frames import HEADER_LENGTH, PROTOCOL_SOCKETS, FrameType
+from exon.core.sealing import PROTOCOL_SEALED, SEAL_OVERHEAD
 from exon.native import ffi, lib
 from exon.transport.aeron import (
     ADMIN_ACTION,
@@ -77,8 +79,9 @@ def encode_hello(reply_address: str) -> bytes:
 def decode_hello(data: bytes | memoryview) -> str | None:
     if len(data) < _HELLO_HEADER.size:
         return None
-    _version, protocol, kind, length = _HELLO_HEADER.unpack_from(data)
-    if protocol != NODE_PROTOCOL or kind != HELLO or length != len(data) - _HELLO_HEADER.size:
+    version, protocol, kind, length = _HELLO_HEADER.unpack_from(data)
+    if (version != _VERSION or protocol != NODE_PROTOCOL or kind != HELLO
+            or length != len(data) - _HELLO_HEADER.size):
         return None
     try:
         return bytes(data[_HELLO_HEADER.size :]).decode()
@@ -199,6 +202,27 @@ def is_fragment(data: bytes | memoryview) -> bool:
     """Whether ``data`` claims to be a FRAGMENT (protocol and type bytes only; the
     assembler checks the rest)."""
     return len(data) >= 4 and data[2] == NODE_PROTOCOL and data[3] == FRAGMENT
+
+
+def is_malformed(data: bytes | memoryview) -> bool:
+    """Whether ``data`` can be no exon frame at all: the Python twin of the native poll's
+    ``exon_lt_frame_malformed``, which drops such messages before Python sees them
+    (docs/protocol.md 2.17): shorter than 8 bytes, another version, a remaining length
+    that disagrees, an unknown protocol, a sockets frame shorter than 20 bytes (a sealed
+    one: 44) or of an unknown type, a node frame other than HELLO or FRAGMENT."""
+    if len(data) < _HELLO_HEADER.size:
+        return True
+    version, protocol, kind, length = _HELLO_HEADER.unpack_from(data)
+    if version != _VERSION or length != len(data) - _HELLO_HEADER.size:
+        return True
+    if protocol == PROTOCOL_SOCKETS:
+        return len(data) < HEADER_LENGTH or not FrameType.ERROR <= kind <= FrameType.FLOW
+    if protocol == PROTOCOL_SEALED:  # a sockets frame of an encrypted link (2.20)
+        return (len(data) < HEADER_LENGTH + SEAL_OVERHEAD
+                or not FrameType.ERROR <= kind <= FrameType.FLOW)
+    if protocol == NODE_PROTOCOL:
+        return kind not in (HELLO, FRAGMENT)
+    return True
 
 
 def registry_dir(driver_dir: str) -> str:

@@ -106,6 +106,8 @@ def test_linkack_before_the_peers_link_waits_for_the_link() -> None:
 
 
 def test_data_before_linkack_means_the_peer_accepted() -> None:
+    """Case 4 with address validation (2.6.1): DATA that overtakes the LINKACK carrying
+    the echo is held, and delivered once the echo establishes the link."""
     a, b = make_core("A"), make_core("B")
     a.open_socket(1, "push")
     b.open_socket(2, "pull")
@@ -114,14 +116,19 @@ def test_data_before_linkack_means_the_peer_accepted() -> None:
     transfer(b, a)  # A established, queued LINKACK
     a.events()
     a.send(1, b"early", now=0)
+    a.send(1, b"second", now=0)
     fa = a.frames_to_send()
-    assert types_of(fa) == [FrameType.LINKACK, FrameType.DATA]
-    b.receive_frame("A", fa[1][1], now=0)  # DATA first
-    ev = b.events()
-    assert kinds(ev) == ["LinkEstablished", "MessageReceived"]
-    b.receive_frame("A", fa[0][1], now=0)  # late LINKACK is ignored
-    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
+    assert types_of(fa) == [FrameType.LINKACK, FrameType.DATA, FrameType.DATA]
+    b.receive_frame("A", fa[1][1], now=0)  # DATA first: held, B repeats its LINKACK once
+    b.receive_frame("A", fa[2][1], now=0)
     assert b.events() == []
+    assert b.link_state(2, ("A", 1)) is LinkState.DECIDED
+    assert types_of(b.frames_to_send()) == [FrameType.LINKACK]
+    b.receive_frame("A", fa[0][1], now=0)  # the LINKACK with the echo
+    ev = b.events()
+    assert kinds(ev) == ["LinkEstablished", "MessageReceived", "MessageReceived"]
+    assert [e.payload for e in ev[1:] if isinstance(e, MessageReceived)] == [b"early", b"second"]
+    assert b.link_state(2, ("A", 1)) is LinkState.ESTABLISHED
     assert b.frames_to_send() == []
 
 

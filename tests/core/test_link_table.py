@@ -111,15 +111,15 @@ def _in_state(state: LinkState):  # type: ignore[no-untyped-def]
     return a, (link.incarnation if link else 0), binc
 
 
-def _frame(event: LinkInput, ainc: int, binc: int) -> bytes:
+def _frame(event: LinkInput, ainc: int, binc: int, echo: bytes = b"") -> bytes:
     meta = F.LinkMetadata(socket_type="pull", credits=10, max_message_size=100, node_id="node-B",
                           reply_address="B", nonce=b"n" * 16)
     return {
         LinkInput.LINK: lambda: F.encode_link(2, 1, binc, meta),
         LinkInput.LINKACK_META: lambda: F.encode_linkack(2, 1, binc, F.Decision.ACCEPTED, meta,
-                                                         answers=ainc),
+                                                         answers=ainc, echo=echo),
         LinkInput.LINKACK: lambda: F.encode_linkack(2, 1, binc, F.Decision.ACCEPTED,
-                                                    answers=ainc),
+                                                    answers=ainc, echo=echo),
         LinkInput.DATA: lambda: F.encode_data(2, 1, binc, b"d"),
         LinkInput.FLOW: lambda: F.encode_flow(2, 1, binc, 0, 500),
         LinkInput.UNLINK: lambda: F.encode_unlink(2, 1, binc, 0),
@@ -130,7 +130,9 @@ def _frame(event: LinkInput, ainc: int, binc: int) -> bytes:
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(LinkState, FRAME_INPUTS)))
 def test_core_handles_every_state_frame_pair(state: LinkState, event: LinkInput) -> None:
     a, ainc, binc = _in_state(state)
-    a.receive_frame("B", _frame(event, ainc, binc), now=0.0)
+    link = a._sockets[1].links.get(B_PEER)
+    echo = link.token if link is not None else b""  # (DECIDED: A answered B's LINK, 2.6.1)
+    a.receive_frame("B", _frame(event, ainc, binc, echo), now=0.0)
     after = a.link_state(1, B_PEER)
     allowed = possible_next(TABLE[(state, event)])
     if LinkState.UNLINKING in allowed:

@@ -30,6 +30,8 @@ typedef struct exon_image_stct {
     int32_t initial_term_id;
     int32_t max_message_length;
     int32_t closed;
+    int32_t lt_polled;
+    int32_t lt_malformed;
     ...;
 } exon_image_t;
 int exon_image_init(exon_image_t *img, exon_log_t *log, int64_t *subscriber_position, uint8_t *counters_values);

@@ -43,6 +43,8 @@ typedef struct exon_link_table_stct {
     int32_t capacity;
     int32_t high;
     int32_t flow_count;
+    int32_t poll_next;
+    int64_t malformed_dropped;
     ...;
 } exon_link_table_t;
 int exon_lt_init(exon_link_table_t *t, int32_t capacity, int32_t socket_capacity);
@@ -51,6 +53,9 @@ int32_t exon_lt_reserve(exon_link_table_t *t);
 int exon_lt_activate(exon_link_table_t *t, int32_t link, exon_publication_t *pub);
 void exon_lt_detach(exon_link_table_t *t, int32_t link);
 int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link, const char *payload, int32_t length);
+#define EXON_LT_MIN_SHARE ...
+#define EXON_LT_GARBAGE_SHARE ...
+int exon_lt_frame_malformed(const uint8_t *frame, int32_t length);
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap, int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch);
 int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
 int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns, int64_t timeout_ns);

@@ -60,6 +60,10 @@ typedef struct exon_image_stct
     int32_t initial_term_id;
     int32_t max_message_length;
     int32_t closed;
+    /* The exon link table's fairness bookkeeping (exon_lt_poll), decaying: messages polled
+     * and, of those, malformed (dropped natively). Zero at init; never read here. */
+    int32_t lt_polled;
+    int32_t lt_malformed;
 }
 exon_image_t;
 

@@ -593,44 +593,149 @@ static bool lt_open(exon_link_table_t *t, int32_t key, uint8_t *copy_buf, exon_l
     return true;
 }
 
+int exon_lt_frame_malformed(const uint8_t *frame, int32_t length)
+{
+    if (length < EXON_FIXED_HEADER_LENGTH || frame[0] != EXON_PROTOCOL_VERSION || frame[1] != 0 ||
+        lt_get_u32(frame + 4) != (uint32_t)(length - EXON_FIXED_HEADER_LENGTH))
+    {
+        return 1;
+    }
+    if (frame[2] == EXON_PROTO_SOCKETS)
+    {
+        return length < EXON_LT_HEADER_LENGTH || frame[3] < EXON_MSG_ERROR || frame[3] > EXON_MSG_FLOW;
+    }
+    if (frame[2] == EXON_PROTO_SEALED) /* a sockets frame of an encrypted link (2.20) */
+    {
+        return length < EXON_LT_HEADER_LENGTH + EXON_SEAL_OVERHEAD || frame[3] < EXON_MSG_ERROR ||
+               frame[3] > EXON_MSG_FLOW;
+    }
+    if (frame[2] == EXON_PROTO_NODES)
+    {
+        return frame[3] != 0x01 && frame[3] != 0x02; /* HELLO, FRAGMENT (2.14) */
+    }
+    return 1;
+}
+
+/* An image whose recent messages are mostly malformed (at least 64 seen). */
+static inline bool lt_garbage_image(const exon_image_t *img)
+{
+    return img->lt_polled >= 64 && img->lt_malformed * 2 > img->lt_polled;
+}
+
+/* Poll up to `quota` messages of one image into out[*n...] (the malformed ones get no
+ * descriptor): the messages consumed (>= 0), or EXON_E_FULL (*needed: the bytes the first
+ * message needs) / another error code of exon_image_poll. */
+static int lt_poll_image(exon_link_table_t *t, exon_image_t *img, int32_t index, int32_t quota,
+                         uint8_t *copy_buf, int32_t copy_cap, int32_t *used, int32_t *n,
+                         exon_lt_desc_t *out, exon_fragment_t *scratch, int32_t *needed)
+{
+    int32_t got_used = 0;
+    int rc = exon_image_poll(img, scratch, quota, quota, copy_buf + *used, copy_cap - *used, &got_used);
+    if (rc < 0)
+    {
+        *needed = got_used;
+        return rc;
+    }
+    int32_t malformed = 0;
+    for (int32_t k = 0; k < rc; k++)
+    {
+        const uint8_t *frame = copy_buf + *used + scratch[k].offset;
+        if (exon_lt_frame_malformed(frame, scratch[k].length))
+        {
+            malformed++;
+            continue;
+        }
+        exon_lt_desc_t *d = &out[(*n)++];
+        d->image = index;
+        d->offset = *used + scratch[k].offset;
+        d->length = scratch[k].length;
+        d->link = -1;
+        d->slot = -1;
+    }
+    *used += got_used;
+    if (rc > 0)
+    {
+        img->lt_polled += rc;
+        img->lt_malformed += malformed;
+        t->malformed_dropped += malformed;
+        if (img->lt_polled > 4096) /* decay: the last few thousand messages count */
+        {
+            img->lt_polled /= 2;
+            img->lt_malformed /= 2;
+        }
+    }
+    return rc;
+}
+
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap,
                  int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch)
 {
-    int32_t n = 0;
+    int32_t n = 0;     /* descriptors */
+    int32_t taken = 0; /* messages consumed, malformed ones too: the batch's bound */
     int32_t used = 0;
     *copy_used = 0;
-    for (int32_t img = 0; img < count && n < max_messages; img++)
+    int32_t open = 0;
+    for (int32_t img = 0; img < count; img++)
     {
-        if (images[img] == NULL || images[img]->closed)
+        open += images[img] != NULL && !images[img]->closed;
+    }
+    if (open == 0 || max_messages <= 0)
+    {
+        return 0;
+    }
+    int32_t share = max_messages / open;
+    if (share < EXON_LT_MIN_SHARE)
+    {
+        share = EXON_LT_MIN_SHARE;
+    }
+    int32_t start = (t->poll_next >= 0 && t->poll_next < count) ? t->poll_next : 0;
+    t->poll_next = start + 1 < count ? start + 1 : 0;
+    bool any_more = false;
+    for (int pass = 0; pass < 2 && taken < max_messages; pass++)
+    {
+        if (pass == 1 && !any_more)
         {
-            continue;
+            break;
         }
-        int32_t got_used = 0;
-        int rc = exon_image_poll(images[img], scratch, max_messages - n, max_messages - n,
-                                 copy_buf + used, copy_cap - used, &got_used);
-        if (rc < 0)
+        for (int32_t j = 0; j < count && taken < max_messages; j++)
         {
-            if (rc == EXON_E_FULL && n == 0)
+            int32_t index = (start + j) % count;
+            exon_image_t *img = images[index];
+            if (img == NULL || img->closed)
             {
-                *copy_used = got_used;
-                return rc;
+                continue;
             }
+            bool garbage = lt_garbage_image(img);
+            int32_t quota = max_messages - taken;
+            if (pass == 0)
+            {
+                int32_t cap = garbage ? EXON_LT_GARBAGE_SHARE : share;
+                quota = quota < cap ? quota : cap;
+            }
+            else if (garbage)
+            {
+                continue; /* no second helping for a garbage image */
+            }
+            int32_t needed = 0;
+            int rc = lt_poll_image(t, img, index, quota, copy_buf, copy_cap, &used, &n, out,
+                                   scratch, &needed);
             if (rc == EXON_E_FULL)
             {
-                break; /* the rest next time */
+                if (taken == 0)
+                {
+                    *copy_used = needed;
+                    return rc;
+                }
+                *copy_used = used;
+                return n; /* the rest next time */
             }
-            return rc;
+            if (rc < 0)
+            {
+                return rc;
+            }
+            taken += rc;
+            any_more |= rc == quota && !garbage; /* it may have more */
         }
-        for (int32_t k = 0; k < rc; k++)
-        {
-            exon_lt_desc_t *d = &out[n++];
-            d->image = img;
-            d->offset = used + scratch[k].offset;
-            d->length = scratch[k].length;
-            d->link = -1;
-            d->slot = -1;
-        }
-        used += got_used;
     }
     *copy_used = used;
     return n;
@@ -639,28 +744,50 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
 int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf,
                      exon_lt_desc_t *descs, int32_t count)
 {
-    int32_t slow_image = -1;
+    /* After an image's first message for the core, every later one of that image goes to
+     * the core too (order). An image's messages may come in two runs (exon_lt_poll), so the
+     * mark is per image; images past the bitmap share one mark (conservative: more go to
+     * the core, never fewer). */
+    uint8_t slow[256 / 8];
+    memset(slow, 0, sizeof(slow));
+    bool slow_far = false;
     int fast = 0;
     for (int32_t k = 0; k < count; k++)
     {
         exon_lt_desc_t *d = &descs[k];
+        int32_t img = d->image;
+        bool near = img >= 0 && img < 256;
         d->slot = -1;
-        if (d->image == slow_image)
+        if (near ? (slow[img >> 3] >> (img & 7)) & 1 : slow_far)
         {
             d->link = -1;
             continue;
         }
         if (d->length > 2 && copy_buf[d->offset + 2] == EXON_PROTO_SEALED &&
-            !lt_open(t, image_keys[d->image], copy_buf, d))
+            !lt_open(t, image_keys[img], copy_buf, d))
         {
-            d->link = -1;
-            slow_image = d->image;
+            d->link = -1; /* for the core, which counts what does not open */
+            if (near)
+            {
+                slow[img >> 3] |= (uint8_t)(1u << (img & 7));
+            }
+            else
+            {
+                slow_far = true;
+            }
             continue;
         }
-        d->link = lt_classify(t, image_keys[d->image], copy_buf + d->offset, d->length);
+        d->link = lt_classify(t, image_keys[img], copy_buf + d->offset, d->length);
         if (d->link == -1)
         {
-            slow_image = d->image; /* messages of an image come in one run */
+            if (near)
+            {
+                slow[img >> 3] |= (uint8_t)(1u << (img & 7));
+            }
+            else
+            {
+                slow_far = true;
+            }
             continue;
         }
         int32_t i = d->link >= 0 ? d->link : (d->link == EXON_LT_FLOW_DONE ? -1 : EXON_LT_FLOW_CREDIT - d->link);

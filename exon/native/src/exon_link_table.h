@@ -119,6 +119,10 @@ typedef struct exon_link_table_stct
     int32_t flow_count;
     uint8_t *seal_buf;             /* sealing and opening scratch (grows to the largest) */
     int32_t seal_cap;
+    /* Fairness of exon_lt_poll (docs/protocol.md 2.17): the image polled first rotates, and
+     * messages that are no exon frame (exon_lt_frame_malformed) are dropped there. */
+    int32_t poll_next;             /* the image the next poll starts with */
+    int64_t malformed_dropped;     /* messages dropped by exon_lt_poll as malformed */
 }
 exon_link_table_t;
 
@@ -139,9 +143,24 @@ void exon_lt_detach(exon_link_table_t *t, int32_t link);
 int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
                      const char *payload, int32_t length);
 
-/* Poll images[0, count) (lock NOT needed: only the images are touched) into copy_buf: fills
- * out[0, n) (n returned) with descriptors (link = -1); *copy_used is the bytes used.
- * EXON_E_FULL with *copy_used = needed when the first message does not fit. */
+/* 1 when the message can be no frame of the exon layer (2.1, 2.14): shorter than 8 bytes,
+ * another version, a remaining_length that disagrees, an unknown protocol, a sockets
+ * frame shorter than 20 bytes or of an unknown type, a node frame other than HELLO or
+ * FRAGMENT. The Python side would drop each of these too (never answered). */
+int exon_lt_frame_malformed(const uint8_t *frame, int32_t length);
+
+#define EXON_LT_MIN_SHARE 16       /* messages an image may always take per poll */
+#define EXON_LT_GARBAGE_SHARE 4    /* ... one whose messages are mostly malformed */
+
+/* Poll images[0, count) (under the table's lock: it moves t->poll_next) into copy_buf:
+ * fills out[0, n) (n returned) with descriptors (link = -1); *copy_used is the bytes used.
+ * EXON_E_FULL with *copy_used = needed when the first message does not fit.
+ * Fair: starting with the image after the last poll's first, each image takes at most
+ * max(EXON_LT_MIN_SHARE, max_messages / open images) messages, and one whose recent
+ * messages were mostly malformed EXON_LT_GARBAGE_SHARE; what is left of max_messages then
+ * goes to the images (not the garbage ones) that had more, in the same order (an image's
+ * messages then come in two runs). Malformed messages are counted (the image's
+ * lt_malformed, t->malformed_dropped) and get no descriptor. */
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count,
                  int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap,
                  int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch);

@@ -159,6 +159,10 @@ class NodeCounter(enum.IntEnum):
     LINKS_RESENT = 2020
     FRAGMENTS_DROPPED = 2021
     UNOPENED_DROPPED = 2022
+    TOKENS_REJECTED = 2023
+    UNVALIDATED_DROPPED = 2024
+    AMPLIFICATION_HELD = 2025
+    AMPLIFICATION_HELD_BYTES = 2026
 
     @property
     def what(self) -> str:
@@ -199,6 +203,10 @@ _NODE_WHAT: Final = {
     NodeCounter.LINKS_RESENT: "links resent",
     NodeCounter.FRAGMENTS_DROPPED: "drops fragment",
     NodeCounter.UNOPENED_DROPPED: "drops unopened",
+    NodeCounter.TOKENS_REJECTED: "drops token rejected",
+    NodeCounter.UNVALIDATED_DROPPED: "drops unvalidated",
+    NodeCounter.AMPLIFICATION_HELD: "held amplification",
+    NodeCounter.AMPLIFICATION_HELD_BYTES: "held amplification bytes",
 }
 
 
