@@ -45,11 +45,13 @@ _LAZY = {
     "PubStatistics": "exon.sockets.pub",
     "SubSocket": "exon.sockets.sub",
     "default_node": "exon.middleware.default_node",
+    "sweep_stale_driver_dirs": "exon.middleware.node_driver",
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers (run time: __getattr__ below)
     from exon.middleware.default_node import default_node
     from exon.middleware.node import Node
+    from exon.middleware.node_driver import sweep_stale_driver_dirs
     from exon.sockets.dealer import DealerSocket
     from exon.sockets.messages import Cookie, CookieLost, Dropped, HeldBatch, Message, Peer
     from exon.sockets.pub import PubSocket, PubStatistics
@@ -101,4 +103,5 @@ __all__ = [
     "Timeout",
     "__version__",
     "default_node",
+    "sweep_stale_driver_dirs",
 ]
