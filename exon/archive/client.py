@@ -24,7 +24,7 @@ from exon.archive import codec, protocol
 from exon.archive.archive import RecordingInfo
 from exon.archive.errors import ArchiveError, ControlError
 from exon.archive.format import Record
-from exon.archive.service import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
+from exon.archive.protocol import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
 from exon.sockets.messages import Peer, split_address
 
 #: the least a follow replay waits for the service before raising Timeout: three of its

@@ -29,26 +29,21 @@ from exon.archive import protocol
 from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
 from exon.archive.errors import ArchiveError, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
+from exon.archive.protocol import (
+    CONTROL_TAG,
+    KEEPALIVE_INTERVAL,
+    KEYED_TAG,
+    REPLAY_CHUNK,
+)
 from exon.archive.recording import FsyncPolicy
 from exon.sockets.pull import PullSocket
 
 log = logging.getLogger("exon.archive")
 
-CONTROL_TAG = 1
-KEYED_TAG = 2
 #: longest producer identity recorded ("[v6 host]:port/tag")
 MAX_PRODUCER = 96
 MAX_QUERY = protocol.MAX_QUERY  # the longest query id of a keyed message
-#: record bytes a replay sends per message (or one record, when larger): with its headers
-#: one unfragmented transport message on any term of 512 KiB or more (a message is at most
-#: an eighth of a term: docs/protocol.md 2.14). 256 KiB chunks were just above the default
-#: 2 MiB term's 256 KiB and went as two FRAGMENTs each: remote replay of 64 B records ran
-#: at 5.7-6.1 M/s (IPC) and 4.2 M/s (UDP); 63 KiB: 9.1-10.5 and 7.4; 127 KiB: 8.2-8.8
-REPLAY_CHUNK = 63 * 1024
-#: credits of the replay links (x REPLAY_CHUNK bounds what a slow reader holds: 1 MiB)
-REPLAY_CREDITS = 16
 MAX_REPLAYS = 64
-KEEPALIVE_INTERVAL = 1.0
 BATCH = 1024  # messages a recorder takes at most per write (a quarter of the credits)
 #: payload bytes a recorder aims to take per write: its batch and the records framed from it
 #: stay in the CPU's caches. Measured at 1 KiB (exon bench archive, 21 rounds each): 512 KiB
