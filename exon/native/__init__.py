@@ -8,7 +8,6 @@ thread-local error text as the message.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any
 
@@ -222,11 +221,6 @@ def address_of(pointer: Any) -> int:
 #: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
 #: GIL-holding call over integer addresses (``exon_fast.c``), or None without the fast door
 fast_poll_batch: Any = getattr(_fast, "poll_batch", None) if _fast is not None else None
-
-
-def errno_name(rc: int) -> str:
-    """Name of a ``-errno`` code, for messages."""
-    return errno.errorcode.get(-rc, str(rc))
 
 
 def buffer_of(cdata: Any, size: int) -> Any:
