@@ -221,8 +221,3 @@ def address_of(pointer: Any) -> int:
 #: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
 #: GIL-holding call over integer addresses (``exon_fast.c``), or None without the fast door
 fast_poll_batch: Any = getattr(_fast, "poll_batch", None) if _fast is not None else None
-
-
-def buffer_of(cdata: Any, size: int) -> Any:
-    """A writable buffer over ``size`` bytes of native memory at ``cdata``."""
-    return ffi.buffer(cdata, size)
