@@ -96,14 +96,7 @@ class FastLinks:
         check(lib.exon_lt_init(self._table, capacity, socket_capacity), "link table")
         self._publication_of = publication_of
         self._socket_capacity = socket_capacity
-        calls = fast_link_calls(self._table)
-        if calls is not None:
-            self.send, self.deliver = calls
-        else:  # pragma: no cover - without the fast door: the cffi calls
-            table = self._table
-            c_send, c_deliver_many = lib.exon_lt_send, lib.exon_lt_deliver_many
-            self.send = lambda slot, link, data: c_send(table, slot, link, data, len(data))
-            self.deliver = lambda link, count=1: c_deliver_many(table, link, count)
+        self.send, self.deliver = fast_link_calls(self._table)
         self.tokens: dict[int, FastLink] = {}
         self.by_link: dict[tuple[int, PeerId], FastLink] = {}
         self.slots: dict[int, int] = {}
@@ -129,8 +122,8 @@ class FastLinks:
         return slot
 
     def open_queue(self, owner: Any, message_type: type) -> Any:
-        """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``; None without
-        the fast door): its one receive queue, items
+        """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``): its one
+        receive queue, items
         ``message_type((payload, peer))``. ``owner._on_due(link)``: a delivery counted on a
         link needs the core (FLOW due or timer); ``owner._on_core(peer, incarnation,
         count)``: deliveries for the core to count. Until :meth:`register_queue` it holds
@@ -191,9 +184,7 @@ class FastLinks:
         link's route goes when it detaches."""
         if slot < 0 or self._closed:
             return None
-        routes = peer_routes(self._capacity)
-        if routes is not None:
-            self.routes[slot] = routes
+        routes = self.routes[slot] = peer_routes(self._capacity)
         return routes
 
     def peer_send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], routes: Any,
@@ -336,8 +327,8 @@ class FastLinks:
 class Poller:
     """Buffers for ``exon_lt_poll``: one copy buffer and one descriptor array, reused.
 
-    :meth:`batch` (lock held) polls, classifies and dispatches one batch: with the fast door
-    in one GIL-holding native call, else through the cffi functions one by one."""
+    :meth:`batch` (lock held) polls, classifies and dispatches one batch in one GIL-holding
+    call of the fast door (``poll_batch``)."""
 
     def __init__(self, table: Any, limit: int, copy_capacity: int = 1 << 20) -> None:
         self._table = table
@@ -385,15 +376,7 @@ class Poller:
         if not self._count:
             return 0, 0, []
         while True:
-            if fast_poll_batch is not None:
-                n, left, touched = fast_poll_batch(*self._native_args, queues)
-            else:
-                n = lib.exon_lt_poll(self._table, self._images, self._count, self.limit,
-                                     self._copy, self._copy_cap, self._used, self._descs,
-                                     self._scratch)
-                if n > 0:  # no native queues without the fast door: Python takes all
-                    lib.exon_lt_classify(self._table, self._keys, self._copy, self._descs, n)
-                left, touched = max(n, 0), []
+            n, left, touched = fast_poll_batch(*self._native_args, queues)
             if n >= 0:
                 return n, left, touched
             if n == lib.EXON_E_FULL:
