@@ -59,7 +59,6 @@ _.trims
 
 # exon/native/build.py: cffi and setuptools read these: setup.py's cffi_modules and ext_modules, build_ext's fields
 ffibuilder
-bench_ffibuilder
 archive_extension
 _.build_temp
 _.build_lib
