@@ -44,6 +44,7 @@ from typing import Any
 from exon import errors
 from exon.core import PeerId
 from exon.core.credits import CreditLedger
+from exon.middleware.hosted import HostedSocket, InboxOwner
 from exon.native import (
     address_of,
     check,
@@ -105,7 +106,7 @@ class FastLinks:
         self._capacity = capacity
         #: per socket slot: the socket's inbox (None: none)
         self.queues: list[Any] = [None] * socket_capacity
-        self.slot_owners: dict[int, Any] = {}
+        self.slot_owners: dict[int, HostedSocket] = {}
         #: per socket slot: the PeerRoutes of a ROUTER or DEALER (exon_fast_peers.c); a
         #: link's entry goes the moment the link detaches (before its index can be reused)
         self.routes: dict[int, Any] = {}
@@ -121,7 +122,7 @@ class FastLinks:
         self.slots[tag] = slot
         return slot
 
-    def open_queue(self, owner: Any, message_type: type) -> Any:
+    def open_queue(self, owner: InboxOwner, message_type: type) -> Any:
         """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``): its one
         receive queue, items
         ``message_type((payload, peer))``. ``owner._on_due(link)``: a delivery counted on a
@@ -131,7 +132,7 @@ class FastLinks:
         return fast_recv_queue(self._table, owner._on_due, owner._on_core, message_type,
                                self._capacity)
 
-    def register_queue(self, slot: int, queue: Any, owner: Any) -> None:
+    def register_queue(self, slot: int, queue: Any, owner: HostedSocket) -> None:
         """From now on the fast DATA of the socket ``owner`` of ``slot`` (-1: none; its
         inbox holds the core's messages only) is queued in its inbox ``queue``
         (``Poller.batch``), each link's in its peer's lane (``owner._lane(peer)``)."""
