@@ -48,12 +48,14 @@ _LAZY = {
     "Keypair": "exon.crypto",
     "EncryptedPolicy": "exon.crypto",
     "ANY_KEY": "exon.crypto",
+    "sweep_stale_driver_dirs": "exon.middleware.node_driver",
 }
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers (run time: __getattr__ below)
     from exon.crypto import ANY_KEY, EncryptedPolicy, Keypair
     from exon.middleware.default_node import default_node
     from exon.middleware.node import Node
+    from exon.middleware.node_driver import sweep_stale_driver_dirs
     from exon.sockets.dealer import DealerSocket
     from exon.sockets.messages import Cookie, CookieLost, Dropped, HeldBatch, Message, Peer
     from exon.sockets.pub import PubSocket, PubStatistics
@@ -108,4 +110,5 @@ __all__ = [
     "Timeout",
     "__version__",
     "default_node",
+    "sweep_stale_driver_dirs",
 ]

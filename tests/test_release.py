@@ -115,6 +115,8 @@ def test_a_wheel_with_the_c_core_builds_from_the_sdist_alone(tmp_path) -> None:
     for module in ("_exon", "_fast", "_archive"):
         assert [m for m in members
                 if m.startswith(f"exon/native/{module}.") and m.endswith(".so")], module
+    # the benchmark loops are a development build (bench_loops.py builds them in place)
+    assert not [m for m in members if m.startswith("exon/native/_bench")], "_bench in the wheel"
     assert "exon/py.typed" in members
     assert {"exon/ops/dashboard.json", "exon/ops/alerts.yml"} <= set(members)
 

@@ -535,12 +535,6 @@ class Archive:
         finally:
             files.close()
 
-    def read_raw(self, files: RecordingFiles, start: int, end: int,
-                 max_bytes: int) -> tuple[bytes, int, int]:
-        """Up to ``max_bytes`` of whole records of ``files`` from ``start`` (within one segment):
-        ``(bytes, their start, their end)``."""
-        return files.raw(start, end, max_bytes)
-
     def files(self, recording: str | int) -> RecordingFiles:
         """Read access to the segment files of a recording."""
         return RecordingFiles(self.directory, self.entry(recording))

@@ -20,11 +20,11 @@ import msgpack
 
 import exon
 from exon import errors
-from exon.archive import codec, control
+from exon.archive import codec, protocol
 from exon.archive.archive import RecordingInfo
 from exon.archive.errors import ArchiveError, ControlError
 from exon.archive.format import Record
-from exon.archive.service import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
+from exon.archive.protocol import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
 from exon.core.policy import LinkPolicy
 from exon.sockets.messages import Peer, split_address
 
@@ -89,7 +89,7 @@ class ArchiveClient:
         timeout = self.timeout if wait is None else wait
         with self._lock:
             if self._req is None:
-                req = self.node.socket("req", max_message_size=control.MAX_CONTROL_LENGTH,
+                req = self.node.socket("req", max_message_size=protocol.MAX_CONTROL_LENGTH,
                                        policy=self.policy)
                 try:
                     req.link(f"{self.address}/{CONTROL_TAG}", timeout=timeout)
@@ -103,7 +103,7 @@ class ArchiveClient:
                 self._req = req
             req = self._req
             try:
-                req.send(control.encode_request(op, **args), timeout=timeout)
+                req.send(protocol.encode_request(op, **args), timeout=timeout)
                 reply = req.receive(timeout=timeout)
             except (errors.Timeout, errors.BrokenLink) as exc:
                 # the service died or restarted: link afresh on the next call
@@ -115,7 +115,7 @@ class ArchiveClient:
                 raise
         while not isinstance(reply, exon.Message):  # a REQ has no cookies; be safe
             reply = req.receive(timeout=timeout)
-        return control.decode_response(reply.payload)
+        return protocol.decode_response(reply.payload)
 
     def close(self) -> None:
         """Unlink from the service and close the node if this client created it. Idempotent."""
@@ -222,7 +222,7 @@ class ArchiveClient:
             replay_id = registered = int(reply["replay_id"])
             self._replays[registered] = pull
             producers: dict[bytes, str] = {}
-            header = control.REPLAY_HEADER
+            header = protocol.REPLAY_HEADER
             source = f"archive {self.address} replay {replay_id}"
             wait = max(self.timeout, FOLLOW_MIN_WAIT) if follow else self.timeout
             while True:
@@ -238,7 +238,7 @@ class ArchiveClient:
                 kind, rid, position = header.unpack_from(data, 0)
                 if rid != replay_id:
                     continue  # a late message of an earlier replay
-                if kind == control.REPLAY_RECORDS:
+                if kind == protocol.REPLAY_RECORDS:
                     base = position - header.size
                     records, offset = codec.decode(data, header.size, len(data), base,
                                                    1 << 62, verify, source, producers)
@@ -246,16 +246,16 @@ class ArchiveClient:
                         raise ControlError(f"{source}: records end at {offset} of {len(data)}")
                     if records:
                         yield records
-                elif kind == control.REPLAY_END:
+                elif kind == protocol.REPLAY_END:
                     replay_id = 0
                     return
-                elif kind == control.REPLAY_ERROR:
+                elif kind == protocol.REPLAY_ERROR:
                     replay_id = 0
                     body = msgpack.unpackb(data[header.size:], raw=False)
                     if not isinstance(body, dict):
                         raise ControlError(f"{source}: a replay ERROR that is not a map")
-                    raise control.error_from(body)
-                elif kind != control.REPLAY_KEEPALIVE:
+                    raise protocol.error_from(body)
+                elif kind != protocol.REPLAY_KEEPALIVE:
                     raise ControlError(f"{source}: unknown replay message kind {kind}")
         finally:
             pull.close(timeout=0)  # done, or abandoned: nothing more is wanted
@@ -307,7 +307,7 @@ class KeyedWriter:
     def send(self, batch: int, partition: int, seq: int, payload: bytes) -> None:
         """Send one keyed row (its cookie is ``seq``); blocks up to the client's timeout for
         credit. The archive records a ``(query, partition, batch, seq)`` once."""
-        self._push.send(control.encode_keyed(self._recording_id, partition, batch, seq,
+        self._push.send(protocol.encode_keyed(self._recording_id, partition, batch, seq,
                                              self._query, payload),
                         cookie=seq, timeout=self._client.timeout)
         self._outstanding += 1

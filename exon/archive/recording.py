@@ -24,7 +24,7 @@ from typing import Any, Literal
 from exon.archive import codec
 from exon.archive.catalog import CatalogEntry, fsync_dir
 from exon.archive.errors import ArchiveFull
-from exon.archive.format import HEADER_LENGTH, decode_key, encode_pad
+from exon.archive.format import decode_key, encode_pad
 from exon.archive.segments import recover_segments, segment_bases, segment_path
 
 FsyncPolicy = Literal["none", "data", "full"]
@@ -130,9 +130,6 @@ class RecordingWriter:
             self.changed.notify_all()
 
     # ---- appending -------------------------------------------------------------------------
-
-    def max_payload(self, meta_length: int) -> int:
-        return self.entry.segment_length - HEADER_LENGTH - meta_length
 
     def append(self, payloads: Sequence[bytes], producers: Sequence[bytes], timestamp: int,
                keys: Sequence[bytes] | None = None) -> int:

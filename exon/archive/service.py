@@ -25,32 +25,27 @@ import msgpack
 
 import exon
 from exon import errors
-from exon.archive import control
+from exon.archive import protocol
 from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
 from exon.archive.errors import ArchiveError, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
 from exon.archive.metrics import REFRESH, RecordingMetrics
+from exon.archive.protocol import (
+    CONTROL_TAG,
+    KEEPALIVE_INTERVAL,
+    KEYED_TAG,
+    REPLAY_CHUNK,
+)
 from exon.archive.recording import FsyncPolicy
 from exon.core.policy import LinkPolicy
 from exon.sockets.pull import PullSocket
 
 log = logging.getLogger("exon.archive")
 
-CONTROL_TAG = 1
-KEYED_TAG = 2
 #: longest producer identity recorded ("[v6 host]:port/tag")
 MAX_PRODUCER = 96
-MAX_QUERY = control.MAX_QUERY  # the longest query id of a keyed message
-#: record bytes a replay sends per message (or one record, when larger): with its headers
-#: one unfragmented transport message on any term of 512 KiB or more (a message is at most
-#: an eighth of a term: docs/protocol.md 2.14). 256 KiB chunks were just above the default
-#: 2 MiB term's 256 KiB and went as two FRAGMENTs each: remote replay of 64 B records ran
-#: at 5.7-6.1 M/s (IPC) and 4.2 M/s (UDP); 63 KiB: 9.1-10.5 and 7.4; 127 KiB: 8.2-8.8
-REPLAY_CHUNK = 63 * 1024
-#: credits of the replay links (x REPLAY_CHUNK bounds what a slow reader holds: 1 MiB)
-REPLAY_CREDITS = 16
+MAX_QUERY = protocol.MAX_QUERY  # the longest query id of a keyed message
 MAX_REPLAYS = 64
-KEEPALIVE_INTERVAL = 1.0
 BATCH = 1024  # messages a recorder takes at most per write (a quarter of the credits)
 #: payload bytes a recorder aims to take per write: its batch and the records framed from it
 #: stay in the CPU's caches. Measured at 1 KiB (exon bench archive, 21 rounds each): 512 KiB
@@ -73,7 +68,7 @@ CONTROL_SEND_TIMEOUT = 5.0
 STOP_NOTICE_TIMEOUT = 0.5
 #: events kept (the newest), characters kept of each, and the UTF-8 bytes of them that an
 #: ``info`` answer carries at most (the newest that fit): the events never make an answer
-#: too large for a control reply (control.MAX_REPLY_LENGTH)
+#: too large for a control reply (protocol.MAX_REPLY_LENGTH)
 MAX_EVENTS = 256
 MAX_EVENT_TEXT = 1024
 INFO_EVENTS_BYTES = 16 * 1024
@@ -165,7 +160,7 @@ class ArchiveService:
             self.address = self.node.address
             self.archive.note_owner(self.address)  # the bound port, not the ":0" asked for
             self.control = self.node.socket("rep", tag=CONTROL_TAG,
-                                            max_message_size=control.MAX_CONTROL_LENGTH,
+                                            max_message_size=protocol.MAX_CONTROL_LENGTH,
                                             policy=policy)
             self.ingest: dict[str, Any] = {}
             #: messages a recorder takes per batch with one producer linked (see batch_limit)
@@ -175,7 +170,7 @@ class ArchiveService:
                     "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name],
                     start_credits=INGEST_START_CREDITS, policy=policy)
                 self._batch_upper[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
-            keyed_size = (min(self._max_payload_all(), 1 << 20) + control.KEYED_HEADER.size
+            keyed_size = (min(self._max_payload_all(), 1 << 20) + protocol.KEYED_HEADER.size
                           + MAX_QUERY)
             self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size,
                                           start_credits=INGEST_START_CREDITS, policy=policy)
@@ -405,7 +400,7 @@ class ArchiveService:
         groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
         for msg in batch.messages:
             try:
-                rid, key, payload = control.decode_keyed(msg[0])
+                rid, key, payload = protocol.decode_keyed(msg[0])
             except ControlError as exc:
                 self._event(f"keyed ingest from {msg[1]}: {exc} (dropped)")
                 continue
@@ -446,7 +441,7 @@ class ArchiveService:
                 try:
                     sock.send(reply, timeout=CONTROL_SEND_TIMEOUT)
                 except errors.MessageTooLarge as exc:  # the requester takes less than 64 KiB
-                    sock.send(control.encode_error(ControlError(str(exc))),
+                    sock.send(protocol.encode_error(ControlError(str(exc))),
                               timeout=CONTROL_SEND_TIMEOUT)
             except errors.ExonError as exc:
                 if not sock.closed:
@@ -455,52 +450,52 @@ class ArchiveService:
 
     def answer(self, request: bytes) -> bytes:
         """The encoded answer to one encoded control request: never more than
-        control.MAX_REPLY_LENGTH bytes (a ControlError saying so instead)."""
+        protocol.MAX_REPLY_LENGTH bytes (a ControlError saying so instead)."""
         op = "control"
         try:
-            req = control.decode_request(request)
+            req = protocol.decode_request(request)
             op = req.op
             reply = self.handle(req)
         except (ArchiveError, ValueError) as exc:
-            reply = control.encode_error(exc)
+            reply = protocol.encode_error(exc)
         except Exception as exc:  # a bug must not stop the service
             log.exception("control request failed")
-            reply = control.encode_error(ArchiveError(f"internal error: {exc!r}"))
-        if len(reply) > control.MAX_REPLY_LENGTH:
+            reply = protocol.encode_error(ArchiveError(f"internal error: {exc!r}"))
+        if len(reply) > protocol.MAX_REPLY_LENGTH:
             hint = (" (ask for fewer positions: a larger max_records or a shorter range)"
                     if op == "boundaries" else "")
-            reply = control.encode_error(ControlError(
+            reply = protocol.encode_error(ControlError(
                 f"{op}: the answer is {len(reply)} bytes, over the "
-                f"{control.MAX_REPLY_LENGTH} a control reply holds{hint}"))
+                f"{protocol.MAX_REPLY_LENGTH} a control reply holds{hint}"))
         return reply
 
-    def handle(self, req: control.Request) -> bytes:
+    def handle(self, req: protocol.Request) -> bytes:
         """Answer one decoded control request (the service's control logic)."""
         a = req.args
         ar = self.archive
         op = req.op
         if op == "info":
-            return control.encode_ok(
+            return protocol.encode_ok(
                 version=exon.__version__, fsync=ar.fsync, keyed_tag=self.keyed_tag,
                 control_tag=CONTROL_TAG,
                 ingest={n: s.tag for n, s in self.ingest.items()}, events=self._recent_events())
         if op == "recordings":
-            return control.encode_ok(recordings=[asdict(r) for r in ar.recordings()])
+            return protocol.encode_ok(recordings=[asdict(r) for r in ar.recordings()])
         if op == "recording":
-            return control.encode_ok(recording=asdict(ar.recording(a["recording"])))
+            return protocol.encode_ok(recording=asdict(ar.recording(a["recording"])))
         if op == "stop_position":
-            return control.encode_ok(position=ar.stop_position(a["recording"]))
+            return protocol.encode_ok(position=ar.stop_position(a["recording"]))
         if op == "boundaries":
-            return control.encode_ok(positions=ar.boundaries(
+            return protocol.encode_ok(positions=ar.boundaries(
                 a["recording"], a["start"], a["end"], a["max_records"]))
         if op == "advance":
-            return control.encode_ok(position=ar.advance(a["recording"], a["start"],
+            return protocol.encode_ok(position=ar.advance(a["recording"], a["start"],
                                                          a["max_records"]))
         if op == "commit":
-            return control.encode_ok(start_position=ar.commit(
+            return protocol.encode_ok(start_position=ar.commit(
                 a["recording"], a["consumer"], a["position"], truncate=a["truncate"]))
         if op == "truncate":
-            return control.encode_ok(start_position=ar.truncate(a["recording"], a["before"]))
+            return protocol.encode_ok(start_position=ar.truncate(a["recording"], a["before"]))
         if op == "replay":
             return self._start_replay(a)
         if op == "stop_replay":
@@ -508,7 +503,7 @@ class ArchiveService:
                 ev = self._replays.get(a["replay_id"])
             if ev is not None:
                 ev.set()
-            return control.encode_ok(stopped=ev is not None)
+            return protocol.encode_ok(stopped=ev is not None)
         raise ControlError(f"unknown control operation {op!r}")  # pragma: no cover
 
     # ---- replay --------------------------------------------------------------------------
@@ -527,7 +522,7 @@ class ArchiveService:
             self._replay_recordings[replay_id] = entry.id
         self._spawn(self._replay_loop, f"exon-archive-replay-{replay_id}", replay_id,
                     entry.id, peer, start, end, bool(a["follow"]), stop)
-        return control.encode_ok(replay_id=replay_id, start=start,
+        return protocol.encode_ok(replay_id=replay_id, start=start,
                                  end=None if a["follow"] else end)
 
     def _replay_loop(self, replay_id: int, recording_id: int, peer: exon.Peer, start: int,
@@ -547,12 +542,12 @@ class ArchiveService:
             while not stop.is_set() and not self._stop.is_set():
                 if position < end:
                     data, first, position = files.raw(position, end, REPLAY_CHUNK)
-                    self._push(push, control.encode_replay(control.REPLAY_RECORDS, replay_id,
+                    self._push(push, protocol.encode_replay(protocol.REPLAY_RECORDS, replay_id,
                                                            first, data), stop)
                     last_sent = time.monotonic()
                     continue
                 if not follow:
-                    self._push(push, control.encode_replay(control.REPLAY_END, replay_id,
+                    self._push(push, protocol.encode_replay(protocol.REPLAY_END, replay_id,
                                                            end), stop)
                     push.close(timeout=10.0)
                     return
@@ -566,15 +561,15 @@ class ArchiveService:
                     # the follower gets the reason (REPLAY_ERROR) instead of waiting on
                     writer.check_running()
                 if end <= position and time.monotonic() - last_sent > KEEPALIVE_INTERVAL:
-                    self._push(push, control.encode_replay(control.REPLAY_KEEPALIVE,
+                    self._push(push, protocol.encode_replay(protocol.REPLAY_KEEPALIVE,
                                                            replay_id, position), stop)
                     last_sent = time.monotonic()
             raise self._stopped()  # the reader hears why nothing more comes
         except (errors.ExonError, OSError) as exc:
             if push is not None and not isinstance(exc, errors.BrokenLink | errors.Timeout):
                 try:
-                    body = msgpack.packb(control.error_fields(exc))
-                    push.send(control.encode_replay(control.REPLAY_ERROR, replay_id, 0, body),
+                    body = msgpack.packb(protocol.error_fields(exc))
+                    push.send(protocol.encode_replay(protocol.REPLAY_ERROR, replay_id, 0, body),
                               timeout=STOP_NOTICE_TIMEOUT)
                 except errors.ExonError:
                     pass  # best effort: the reader is gone or has no credit for us

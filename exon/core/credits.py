@@ -174,10 +174,6 @@ class CreditLedger:
             self.confirmed = top
         return newly, before
 
-    @property
-    def unconfirmed(self) -> int:
-        return self.sent - self.confirmed
-
     # ---- receiver half ----------------------------------------------------------------
 
     def accept_data(self) -> bool:

@@ -36,7 +36,6 @@ __all__ = [
 LIBRARY: Final = "libcrypto.so.3"
 KEY_LENGTH: Final = 32  #: X25519 keys, ChaCha20-Poly1305 keys
 TAG_LENGTH: Final = 16  #: Poly1305 tag
-NONCE_LENGTH: Final = 12
 
 _CDEF = """
 typedef struct evp_cipher_st EVP_CIPHER;

@@ -208,10 +208,6 @@ class HandshakeState:
 
     # ---- the result -----------------------------------------------------------------------
 
-    @property
-    def handshake_hash(self) -> bytes:
-        return self._sym.h
-
     def split(self) -> tuple[bytes, bytes]:
         """(our sending key, our receiving key) once both messages are processed. Once:
         the ephemeral secret and the chaining key are dropped (forward secrecy), as Noise

@@ -44,6 +44,7 @@ from typing import Any
 from exon import errors
 from exon.core import PeerId
 from exon.core.credits import CreditLedger
+from exon.middleware.hosted import HostedSocket, InboxOwner
 from exon.native import (
     address_of,
     check,
@@ -96,14 +97,7 @@ class FastLinks:
         check(lib.exon_lt_init(self._table, capacity, socket_capacity), "link table")
         self._publication_of = publication_of
         self._socket_capacity = socket_capacity
-        calls = fast_link_calls(self._table)
-        if calls is not None:
-            self.send, self.deliver = calls
-        else:  # pragma: no cover - without the fast door: the cffi calls
-            table = self._table
-            c_send, c_deliver_many = lib.exon_lt_send, lib.exon_lt_deliver_many
-            self.send = lambda slot, link, data: c_send(table, slot, link, data, len(data))
-            self.deliver = lambda link, count=1: c_deliver_many(table, link, count)
+        self.send, self.deliver = fast_link_calls(self._table)
         self.tokens: dict[int, FastLink] = {}
         self.by_link: dict[tuple[int, PeerId], FastLink] = {}
         self.slots: dict[int, int] = {}
@@ -112,7 +106,7 @@ class FastLinks:
         self._capacity = capacity
         #: per socket slot: the socket's inbox (None: none)
         self.queues: list[Any] = [None] * socket_capacity
-        self.slot_owners: dict[int, Any] = {}
+        self.slot_owners: dict[int, HostedSocket] = {}
         #: per socket slot: the PeerRoutes of a ROUTER or DEALER (exon_fast_peers.c); a
         #: link's entry goes the moment the link detaches (before its index can be reused)
         self.routes: dict[int, Any] = {}
@@ -128,9 +122,9 @@ class FastLinks:
         self.slots[tag] = slot
         return slot
 
-    def open_queue(self, owner: Any, message_type: type) -> Any:
-        """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``; None without
-        the fast door): its one receive queue, items
+    def open_queue(self, owner: InboxOwner, message_type: type) -> Any:
+        """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``): its one
+        receive queue, items
         ``message_type((payload, peer))``. ``owner._on_due(link)``: a delivery counted on a
         link needs the core (FLOW due or timer); ``owner._on_core(peer, incarnation,
         count)``: deliveries for the core to count. Until :meth:`register_queue` it holds
@@ -138,7 +132,7 @@ class FastLinks:
         return fast_recv_queue(self._table, owner._on_due, owner._on_core, message_type,
                                self._capacity)
 
-    def register_queue(self, slot: int, queue: Any, owner: Any) -> None:
+    def register_queue(self, slot: int, queue: Any, owner: HostedSocket) -> None:
         """From now on the fast DATA of the socket ``owner`` of ``slot`` (-1: none; its
         inbox holds the core's messages only) is queued in its inbox ``queue``
         (``Poller.batch``), each link's in its peer's lane (``owner._lane(peer)``)."""
@@ -191,9 +185,7 @@ class FastLinks:
         link's route goes when it detaches."""
         if slot < 0 or self._closed:
             return None
-        routes = peer_routes(self._capacity)
-        if routes is not None:
-            self.routes[slot] = routes
+        routes = self.routes[slot] = peer_routes(self._capacity)
         return routes
 
     def peer_send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], routes: Any,
@@ -344,8 +336,8 @@ class FastLinks:
 class Poller:
     """Buffers for ``exon_lt_poll``: one copy buffer and one descriptor array, reused.
 
-    :meth:`batch` (lock held) polls, classifies and dispatches one batch: with the fast door
-    in one GIL-holding native call, else through the cffi functions one by one."""
+    :meth:`batch` (lock held) polls, classifies and dispatches one batch in one GIL-holding
+    call of the fast door (``poll_batch``)."""
 
     def __init__(self, table: Any, limit: int, copy_capacity: int = 1 << 20) -> None:
         self._table = table
@@ -393,15 +385,7 @@ class Poller:
         if not self._count:
             return 0, 0, []
         while True:
-            if fast_poll_batch is not None:
-                n, left, touched = fast_poll_batch(*self._native_args, queues)
-            else:
-                n = lib.exon_lt_poll(self._table, self._images, self._count, self.limit,
-                                     self._copy, self._copy_cap, self._used, self._descs,
-                                     self._scratch)
-                if n > 0:  # no native queues without the fast door: Python takes all
-                    lib.exon_lt_classify(self._table, self._keys, self._copy, self._descs, n)
-                left, touched = max(n, 0), []
+            n, left, touched = fast_poll_batch(*self._native_args, queues)
             if n >= 0:
                 return n, left, touched
             if n == lib.EXON_E_FULL:

@@ -17,12 +17,29 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from exon import errors
-from exon.core import ErrorReceived, LinkClosed, LinkEstablished, LinkRefused, MessageReceived
+from exon.core import (
+    ErrorReceived,
+    LinkClosed,
+    LinkEstablished,
+    LinkRefused,
+    MessageReceived,
+    PeerId,
+)
 
-__all__ = ["HostedSocket", "make_socket", "register_socket_factory"]
+__all__ = ["HostedSocket", "InboxOwner", "make_socket", "register_socket_factory"]
 
 
-class HostedSocket(Protocol):
+class InboxOwner(Protocol):
+    """The socket of an inbox, as the fast path (:mod:`exon.middleware.fastpath`) and the
+    native receive queue call it (the node's lock held)."""
+
+    def _lane(self, peer: PeerId) -> int: ...  # the inbox lane of the links with peer
+    def _on_due(self, link: int) -> None: ...  # a delivery counted on link needs the core
+    # count messages of link incarnation with peer were handed out: the core counts them
+    def _on_core(self, peer: PeerId, incarnation: int, count: int) -> None: ...
+
+
+class HostedSocket(InboxOwner, Protocol):
     """A socket as its node sees it (every call with the node's lock held)."""
 
     tag: int

@@ -56,7 +56,13 @@ from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket, make_socket
 from exon.middleware.node_connections import CONNECT_TIMEOUT
 from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
-from exon.middleware.node_driver import DRIVER_CHOICES, EMBEDDED_DRIVER_DEFAULTS, choose_driver
+from exon.middleware.node_driver import (
+    DRIVER_CHOICES,
+    EMBEDDED_DRIVER_DEFAULTS,
+    check_dir_prefix,
+    choose_driver,
+    sweep_stale_driver_dirs,
+)
 from exon.middleware.node_metrics import (
     MetricKind,
     NodeMetric,
@@ -68,7 +74,6 @@ from exon.middleware.node_polling import CLIENT_SPIN, DISPATCH_GRACE, NodePollin
 from exon.middleware.node_transport import (
     NODE_DIR_PREFIX,
     NodeTransport,
-    sweep_stale_node_dirs,
 )
 from exon.middleware.socket_host import SocketHost
 from exon.native import node_lock
@@ -76,7 +81,7 @@ from exon.transport.aeron import (
     Aeron,
     MediaDriver,
 )
-from exon.transport.aeron.settings import driver_dir_base, fresh_driver_dir
+from exon.transport.aeron.settings import fresh_driver_dir
 
 # DRIVER_CHOICES and EMBEDDED_DRIVER_DEFAULTS live in exon.middleware.node_driver,
 # CONNECT_TIMEOUT in exon.middleware.node_connections, CLIENT_SPIN and DISPATCH_GRACE in
@@ -110,7 +115,9 @@ class Node(NodePolling):
     the host driver if one is live, else an embedded one), ``"embedded"``, ``"shared"``
     (the host driver or :class:`~exon.errors.DriverUnavailable`) or a driver directory;
     ``driver_dir=DIR`` is the same as ``driver=DIR``. ``driver_options``:
-    :class:`~exon.transport.aeron.DriverSettings` fields for an embedded driver.
+    :class:`~exon.transport.aeron.DriverSettings` fields for an embedded driver;
+    ``driver_dir_prefix``: its directory's name, ``PREFIX-<pid>-<random>`` (those of the
+    prefix whose process is gone are removed first; see :mod:`exon.middleware.node_driver`).
     ``settings``: the core's :class:`~exon.core.LinkSettings` (credits, retry, ...).
     """
 
@@ -122,6 +129,7 @@ class Node(NodePolling):
         driver_dir: str | None = None,
         settings: LinkSettings | None = None,
         driver_options: dict[str, Any] | None = None,
+        driver_dir_prefix: str = NODE_DIR_PREFIX,
         udp: bool = True,
         seed: int | None = None,
     ) -> None:
@@ -138,6 +146,7 @@ class Node(NodePolling):
         self._next_trim_check = 0.0
         self._traffic = False
         driver_dir, self.driver_kind = choose_driver(driver, driver_dir)
+        check_dir_prefix(driver_dir_prefix)
         try:
             if driver_dir is not None and self.driver_kind == "host":
                 try:
@@ -147,8 +156,8 @@ class Node(NodePolling):
                                 "embeds a driver of its own", driver_dir, exc)
                     driver_dir, self.driver_kind = None, "embedded"
             if driver_dir is None:
-                sweep_stale_node_dirs(driver_dir_base())  # what killed nodes left behind
-                directory = fresh_driver_dir(f"{NODE_DIR_PREFIX}-{os.getpid()}")
+                sweep_stale_driver_dirs(driver_dir_prefix)  # what killed nodes left behind
+                directory = fresh_driver_dir(f"{driver_dir_prefix}-{os.getpid()}")
                 options = {**EMBEDDED_DRIVER_DEFAULTS, **(driver_options or {})}
                 options.setdefault("dir_delete_on_shutdown", True)
                 self._driver = MediaDriver.launch(dir=directory, **options)

@@ -47,11 +47,6 @@ class NodeCounters:
             self.release()
         self._last: dict[str, int] = {}
 
-    @property
-    def counter_ids(self) -> dict[str, int]:
-        """{statistic name: counter id} of the counters allocated."""
-        return {name: counter.counter_id for name, counter in self._counters}
-
     def publish(self, statistics: Mapping[str, int]) -> None:
         """Store every statistic that changed into its counter (``links`` is derived:
         established minus closed)."""

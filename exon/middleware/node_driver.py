@@ -11,6 +11,12 @@ Aeron deploys one driver per host:
 * ``"embedded"``: always a driver of its own (isolation: tests, benchmarks).
 * ``"shared"``: the host driver, or :class:`~exon.errors.DriverUnavailable`.
 * a directory (or ``driver_dir=DIR``): the driver of that directory.
+
+An embedded driver's directory is ``PREFIX-<pid>-<random>`` under
+:func:`~exon.transport.aeron.settings.driver_dir_base` (``Node(driver_dir_prefix=...)``,
+default ``exon-node``). A process killed with SIGKILL leaves its directory behind, so a new
+node first removes those of its prefix whose process is gone (:func:`sweep_stale_driver_dirs`,
+public as ``exon.sweep_stale_driver_dirs``).
 """
 
 from __future__ import annotations
@@ -20,10 +26,12 @@ import os
 from typing import Any
 
 from exon import errors
+from exon.middleware.node_transport import NODE_DIR_PREFIX, sweep_stale_pid_dirs
 from exon.transport.aeron.driver import probe_driver
-from exon.transport.aeron.settings import host_driver_dir
+from exon.transport.aeron.settings import driver_dir_base, host_driver_dir
 
-__all__ = ["DRIVER_CHOICES", "EMBEDDED_DRIVER_DEFAULTS", "choose_driver"]
+__all__ = ["DRIVER_CHOICES", "EMBEDDED_DRIVER_DEFAULTS", "check_dir_prefix", "choose_driver",
+           "sweep_stale_driver_dirs"]
 
 log = logging.getLogger("exon.node")
 
@@ -70,3 +78,23 @@ def choose_driver(driver: str | None, driver_dir: str | None) -> tuple[str | Non
             f"driver must be one of {', '.join(DRIVER_CHOICES)} or a driver directory, "
             f"not {choice!r}")
     return choice, "external"
+
+
+def check_dir_prefix(prefix: str) -> str:
+    """``prefix`` if it can name embedded drivers' directories (a file name: not empty, no
+    path separator, not ``.`` or ``..``), else :class:`~exon.errors.ConfigurationError`."""
+    if not isinstance(prefix, str):
+        raise errors.ArgumentTypeError(
+            f"driver_dir_prefix must be a str, not {type(prefix).__name__}")
+    if prefix in ("", ".", "..") or os.sep in prefix or "\0" in prefix:
+        raise errors.ConfigurationError(
+            f"driver_dir_prefix must be a file name (no {os.sep!r}), not {prefix!r}")
+    return prefix
+
+
+def sweep_stale_driver_dirs(prefix: str = NODE_DIR_PREFIX, base: str | None = None) -> list[str]:
+    """Remove the embedded drivers' directories ``<prefix>-<pid>-*`` in ``base`` (default
+    :func:`~exon.transport.aeron.settings.driver_dir_base`) whose process is gone, as Aeron
+    cleans a dead driver's directory at the next start. A directory of a live process (or
+    one not ours to signal), or of this process, is left alone. Returns the names removed."""
+    return sweep_stale_pid_dirs(base or driver_dir_base(), check_dir_prefix(prefix))

@@ -529,31 +529,6 @@ class NodeTransport:
         self._image_address[id(self._images[index])] = address
         return address
 
-    def poll(self, limit: int = 256) -> tuple[list[tuple[str, list[bytes]]], list[str]]:
-        """One batch: ([(reply address, [frame, ...]), ...], [addresses gone])."""
-        gone: list[str] = []
-        self._refresh_images(gone)
-        self.images_ended.clear()  # this way of polling has no FRAGMENT assemblies
-        out: list[tuple[str, list[bytes]]] = []
-        addresses = self._image_address
-        for img in self._images:
-            msgs = img.poll_messages(limit)
-            if not msgs:
-                continue
-            address = addresses.get(id(img))
-            if address is None:
-                first = msgs[0]
-                address = decode_hello(first)
-                if address is None:
-                    self.hello_dropped += len(msgs)  # a frame before HELLO: not from a node
-                    continue
-                addresses[id(img)] = address
-                msgs = msgs[1:]
-                if not msgs:
-                    continue
-            out.append((address, msgs))
-        return out, gone
-
     def wait(self, timeout: float, spin: float = 0.0) -> bool:
         """Sleep (GIL released) until data, an image change, :meth:`wake` or ``timeout``;
         spin (no syscall) for the first ``spin`` seconds of it (a client thread expecting

@@ -8,7 +8,6 @@ thread-local error text as the message.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any
 
@@ -28,22 +27,22 @@ def _address(pointer: Any) -> int:
     return int(ffi.cast("uintptr_t", pointer))
 
 
+# The fast door (exon_fast.c) is part of every build (setup.py's ext_modules, build.py's
+# in-place build): the Node, the sockets and the publications have no path without it.
 try:
     import exon.native._fast as _fast
-except ImportError:  # pragma: no cover - a build without the fast door: cffi paths only
-    _fast = None
-else:
-    # The fast door calls the cffi module's own functions through these addresses.
-    _fast.bind(_address(ffi.addressof(lib, "exon_publication_offer")))
-    if hasattr(_fast, "bind_links"):
-        _fast.bind_links(_address(ffi.addressof(lib, "exon_lt_send")),
-                         _address(ffi.addressof(lib, "exon_lt_deliver")),
-                         _address(ffi.addressof(lib, "exon_lt_deliver_many")))
-    else:  # pragma: no cover - a stale build of the fast door
-        _fast = None
-    if _fast is not None and hasattr(_fast, "bind_poll"):
-        _fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
-                        _address(ffi.addressof(lib, "exon_lt_classify")))
+except ImportError as exc:  # pragma: no cover - only when the package was not built
+    raise ImportError(
+        "exon's fast door (exon.native._fast) is not built: install the package with "
+        "`pip install -e .` (or run `python exon/native/build.py`)"
+    ) from exc
+# It calls the cffi module's own functions through these addresses.
+_fast.bind(_address(ffi.addressof(lib, "exon_publication_offer")))
+_fast.bind_links(_address(ffi.addressof(lib, "exon_lt_send")),
+                 _address(ffi.addressof(lib, "exon_lt_deliver")),
+                 _address(ffi.addressof(lib, "exon_lt_deliver_many")))
+_fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
+                _address(ffi.addressof(lib, "exon_lt_classify")))
 
 __all__ = ["address_of", "check", "error_for", "fast_link_calls",
            "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
@@ -100,23 +99,18 @@ def check(rc: int, what: str = "") -> int:
 
 def fast_offer(publication: Any, on_error: Any, keep: Any = None) -> Any:
     """A callable ``offer(data, reserved_value=0)`` for an ``exon_publication_t *`` that
-    holds the GIL through the (never blocking) append, or None without the fast door.
+    holds the GIL through the (never blocking) append.
 
     ``on_error(rc)`` is called (and must raise) for a code below Aeron's outcomes. The
     callable keeps ``keep`` alive (default: the publication struct alone); pass everything
     the struct points to (its position-limit cell, its log) when the caller may drop them."""
-    if _fast is None:
-        return None
     return _fast.Offer(_address(publication), on_error, publication if keep is None else keep)
 
 
-def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
+def fast_link_calls(table: Any) -> tuple[Any, Any]:
     """``(send, deliver)`` GIL-holding callables over an ``exon_link_table_t *``:
     ``send(slot, link, data)`` -> exon_lt_send's result, ``deliver(link)`` -> exon_lt_deliver's
-    (``deliver(link, count)`` -> exon_lt_deliver_many's);
-    None without the fast door (use ``lib.exon_lt_send``/``lib.exon_lt_deliver`` then)."""
-    if _fast is None:
-        return None
+    (``deliver(link, count)`` -> exon_lt_deliver_many's)."""
     address = _address(table)
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
 
@@ -124,21 +118,15 @@ def fast_link_calls(table: Any) -> tuple[Any, Any] | None:
 def fast_recv_queue(table: Any, on_due: Any, on_core: Any, message_type: type,
                     capacity: int) -> Any:
     """A socket's inbox, its one GIL-holding receive queue, over an ``exon_link_table_t *``
-    of ``capacity`` links (``exon_fast_inbox.c``: ``RecvQueue``), or None without the fast
-    door. ``on_due(link)``: a delivery counted on an attached link needs the core;
-    ``on_core(peer, incarnation, count)``: deliveries for the core to count."""
-    if _fast is None or not hasattr(_fast, "RecvQueue"):
-        return None
+    of ``capacity`` links (``exon_fast_inbox.c``: ``RecvQueue``). ``on_due(link)``: a
+    delivery counted on an attached link needs the core; ``on_core(peer, incarnation,
+    count)``: deliveries for the core to count."""
     return _fast.RecvQueue(_address(table), table, on_due, on_core, message_type, capacity)
 
 
 def node_lock() -> Any:
     """A Node's lock: ``exon_fast.c``'s NodeLock (threading.Lock's interface, shared with
-    the sockets' doors), or a ``threading.Lock`` without the fast door."""
-    if _fast is None or not hasattr(_fast, "NodeLock"):
-        import threading
-
-        return threading.Lock()
+    the sockets' doors)."""
     return _fast.NodeLock()
 
 
@@ -146,8 +134,8 @@ def socket_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any],
                      fallback: Any) -> Any:
     """A socket's ``send(data, *, cookie=None, timeout=None)`` as one native call over the
     link table (``exon_fast.c``: SocketSend); what it cannot finish at once goes to
-    ``fallback`` with the same arguments. None without the fast door or a NodeLock."""
-    if _fast is None or not hasattr(_fast, "SocketSend") or type(lock) is not _fast.NodeLock:
+    ``fallback`` with the same arguments. None unless ``lock`` is a NodeLock."""
+    if type(lock) is not _fast.NodeLock:
         return None
     return _fast.SocketSend(lock, _address(table), table, slot, backlog, fallback)
 
@@ -155,8 +143,8 @@ def socket_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any],
 def socket_receive_door(lock: Any, queue: Any, fallback: Any) -> Any:
     """A plain socket's ``receive(timeout=None)`` popping its native queue in one call
     (``exon_fast.c``: SocketReceive) while ``queue.direct`` is set; otherwise
-    ``fallback``. None without the fast door or a NodeLock."""
-    if _fast is None or not hasattr(_fast, "SocketReceive") or type(lock) is not _fast.NodeLock:
+    ``fallback``. None unless ``lock`` is a NodeLock."""
+    if type(lock) is not _fast.NodeLock:
         return None
     return _fast.SocketReceive(lock, queue, fallback)
 
@@ -166,8 +154,8 @@ def pub_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any], fal
     """A PUB's ``send(data, *, cookie=None, timeout=None)`` as one native call
     (``exon_fast_pubsub.c``: PubSend) while its targets are set (``door.set_targets``);
     otherwise ``fallback``. ``rest(payload, k)`` (lock held) sends to the targets from
-    ``k`` on when an offer failed midway. None without the fast door or a NodeLock."""
-    if _fast is None or not hasattr(_fast, "PubSend") or type(lock) is not _fast.NodeLock:
+    ``k`` on when an offer failed midway. None unless ``lock`` is a NodeLock."""
+    if type(lock) is not _fast.NodeLock:
         return None
     return _fast.PubSend(lock, _address(table), table, slot, backlog, fallback, rest)
 
@@ -175,19 +163,16 @@ def pub_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any], fal
 def sub_receive_door(lock: Any, queue: Any, message_type: type, fallback: Any) -> Any:
     """A SUB's ``receive(timeout=None)`` handing out the next published message of its
     native queue in one call while ``queue.pass_all`` and ``queue.direct`` are set
-    (``exon_fast_pubsub.c``: SubReceive); otherwise ``fallback``. None without the fast
-    door or a NodeLock."""
-    if _fast is None or not hasattr(_fast, "SubReceive") or type(lock) is not _fast.NodeLock:
+    (``exon_fast_pubsub.c``: SubReceive); otherwise ``fallback``. None unless ``lock`` is a
+    NodeLock."""
+    if type(lock) is not _fast.NodeLock:
         return None
     return _fast.SubReceive(lock, queue, message_type, fallback)
 
 
 def peer_routes(capacity: int) -> Any:
     """The routed links of one ROUTER or DEALER for its doors (``exon_fast_peers.c``:
-    PeerRoutes: ``set(link, peer)``, ``drop(link)``, ``link_of(peer)``, ``round_robin``),
-    or None without the fast door."""
-    if _fast is None or not hasattr(_fast, "PeerRoutes"):
-        return None
+    PeerRoutes: ``set(link, peer)``, ``drop(link)``, ``link_of(peer)``, ``round_robin``)."""
     return _fast.PeerRoutes(capacity)
 
 
@@ -197,8 +182,8 @@ def peer_send_door(lock: Any, table: Any, slot: int, backlog: dict[Any, Any], ro
     native call (``exon_fast_peers.c``: PeerSend): to a routed ``peer`` (``takes_peer``: the
     ROUTER's; a DEALER's door hands a ``peer`` keyword to ``fallback``), or round-robin
     while ``routes.round_robin``; anything else goes to ``fallback`` with the same
-    arguments. None without the fast door or a NodeLock."""
-    if _fast is None or not hasattr(_fast, "PeerSend") or type(lock) is not _fast.NodeLock:
+    arguments. None unless ``lock`` is a NodeLock."""
+    if type(lock) is not _fast.NodeLock:
         return None
     return _fast.PeerSend(lock, _address(table), table, slot, backlog, routes, takes_peer,
                           fallback)
@@ -208,8 +193,8 @@ def peer_receive_door(lock: Any, queue: Any, routes: Any, message_type: type,
                       fallback: Any) -> Any:
     """A ROUTER's or DEALER's ``receive(timeout=None)`` popping its native queue in one call
     when the next message's link is routed (``exon_fast_peers.c``: PeerReceive); otherwise
-    ``fallback``. None without the fast door or a NodeLock."""
-    if _fast is None or not hasattr(_fast, "PeerReceive") or type(lock) is not _fast.NodeLock:
+    ``fallback``. None unless ``lock`` is a NodeLock."""
+    if type(lock) is not _fast.NodeLock:
         return None
     return _fast.PeerReceive(lock, queue, routes, message_type, fallback)
 
@@ -221,15 +206,5 @@ def address_of(pointer: Any) -> int:
 
 #: ``poll_batch(table, images, count, limit, copy, copy_cap, used, descs, scratch, keys,
 #: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
-#: GIL-holding call over integer addresses (``exon_fast.c``), or None without the fast door
-fast_poll_batch: Any = getattr(_fast, "poll_batch", None) if _fast is not None else None
-
-
-def errno_name(rc: int) -> str:
-    """Name of a ``-errno`` code, for messages."""
-    return errno.errorcode.get(-rc, str(rc))
-
-
-def buffer_of(cdata: Any, size: int) -> Any:
-    """A writable buffer over ``size`` bytes of native memory at ``cdata``."""
-    return ffi.buffer(cdata, size)
+#: GIL-holding call over integer addresses (``exon_fast.c``)
+fast_poll_batch: Any = _fast.poll_batch

@@ -6,21 +6,43 @@ functions the loops call, compiled from the same sources with the same flags, so
 works on the library's objects: :func:`handle` casts a publication or image pointer of
 ``exon.native`` into this module's type. :func:`check` raises as :func:`exon.native.check`
 does, with this module's error text.
+
+The module is a development build, in no install or wheel: importing this file builds it
+in place first when it is missing or was built from other sources than those beside it
+(a stale copy would hold other layouts than the library's), about as long as the core's
+own build, once.
 """
 
 from __future__ import annotations
 
+import pathlib
+import sys
 from typing import Any
 
 from exon import native
+from exon.native import bench_stamp
 
-try:
-    from exon.native._bench import ffi, lib
-except ImportError as exc:  # pragma: no cover - only when the package was not built
-    raise ImportError(
-        "exon's benchmark loops are not built: install the package with `pip install -e .` "
-        "(or run `python exon/native/build.py`)"
-    ) from exc
+
+def _load_bench() -> tuple[Any, Any]:
+    """``(ffi, lib)`` of ``exon.native._bench``, built in place first if it is not current."""
+    try:
+        if not bench_stamp.is_current(pathlib.Path(__file__).parent):
+            from exon.native import build
+
+            print("exon: building the benchmark loops (exon.native._bench) in place, once",
+                  file=sys.stderr)
+            build.build_bench_in_place()
+        from exon.native._bench import ffi, lib
+    except Exception as exc:
+        raise ImportError(
+            "exon's benchmark loops (exon.native._bench) are a development build and could "
+            f"not be built here ({type(exc).__name__}: {exc}): run `python "
+            "exon/native/build.py` in a source tree (needs a C compiler, cffi and setuptools)"
+        ) from exc
+    return ffi, lib
+
+
+ffi, lib = _load_bench()
 
 __all__ = ["check", "ffi", "handle", "lib"]
 

@@ -2,14 +2,18 @@
 
 Every ``src/*.c`` file is compiled into one extension, ``exon.native._exon``; the
 benchmark loops (``bench/*.c``, declarations in ``bench/cdef/*.h``) into another,
-``exon.native._bench``, that only ``exon.bench`` loads. The cffi
+``exon.native._bench``, that only ``exon bench transport`` loads. ``_bench`` is a
+development build: not in ``setup.py`` (an install or a wheel compiles the core once), but
+built in place by ``python exon/native/build.py`` or on first use
+(:func:`build_bench_in_place`, called by ``exon/native/bench_loops.py`` when the module is
+missing or was built from other sources: ``bench_stamp.py``). The cffi
 declarations are the concatenation of ``cdef/*.h`` (declarations only, one file per
 concern, read in name order). Every ``src/*.h`` is included into the generated module, so
 each header must be self-contained. Nothing but ``exon/native/__init__.py`` imports the
 compiled module.
 
 Run ``python exon/native/build.py`` to rebuild in place during development; ``pip install``
-runs it through setuptools (``cffi_modules`` in setup.py).
+runs ``ffibuilder`` through setuptools (``cffi_modules`` in setup.py).
 
 Sanitizers: ``EXON_NATIVE_SANITIZE=1`` builds all three extensions (``_exon``, ``_fast``,
 ``_archive``) with AddressSanitizer and UndefinedBehaviorSanitizer (``-O1 -g
@@ -33,6 +37,7 @@ import os
 import pathlib
 import shutil
 import sys
+import tempfile
 
 from cffi import FFI
 from setuptools import Extension
@@ -108,7 +113,8 @@ def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     out of the library's module. They call the core's functions (offer, poll), so the
     module compiles the core's sources too, as a private copy; the handles they take are
     the library's, cast by ``exon/native/bench_loops.py`` (same sources, same flags: same
-    layouts). Only ``exon.bench`` loads it."""
+    layouts; ``bench_stamp.py`` tells when the copy is out of date). Only
+    ``exon.bench`` loads it."""
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted((BENCH / "cdef").glob("*.h"))))
     headers = sorted(p.name for p in BENCH.glob("*.h"))
@@ -128,7 +134,25 @@ def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
 
 
 ffibuilder = make_ffibuilder()
-bench_ffibuilder = make_bench_ffibuilder()
+
+def build_bench_in_place(*, verbose: bool = False) -> pathlib.Path:
+    """Compile ``exon.native._bench`` next to this file (objects in a temporary directory)
+    and stamp it with its sources' digest (``bench_stamp.py``); returns the module's path."""
+    import importlib
+
+    # a sibling module: exon.native's when imported from the package, else (run as a
+    # script) the one beside this file, on sys.path
+    stamp = importlib.import_module("exon.native.bench_stamp" if __package__ else "bench_stamp")
+    digest = stamp.sources_digest(HERE)
+    builder = make_bench_ffibuilder(absolute_paths=True)
+    with tempfile.TemporaryDirectory(prefix="exon-bench-build-") as tmpdir:
+        built = pathlib.Path(builder.compile(tmpdir=tmpdir, verbose=verbose))
+        for stale in HERE.glob("_bench*.so"):
+            if stale.name != built.name:
+                stale.unlink()  # an older build under another suffix would shadow it
+        target = _install(built)
+    stamp.write_stamp(HERE, digest)
+    return target
 
 
 def fast_extension(*, absolute_paths: bool = False) -> Extension:
@@ -194,13 +218,11 @@ def _install(built: pathlib.Path) -> pathlib.Path:
 if __name__ == "__main__":
     # In-place development build: python exon/native/build.py
     os.chdir(HERE.parent.parent)
-    for make, stem in ((make_ffibuilder, "_exon"), (make_bench_ffibuilder, "_bench")):
-        builder = make(absolute_paths=True)
-        tmpdir = "build/cffi" if stem == "_exon" else f"build/cffi{stem}"
-        built = pathlib.Path(builder.compile(tmpdir=tmpdir,
-                                             verbose="-v" in sys.argv))
-        for stale in HERE.glob(f"{stem}*.so"):
-            if stale.name != built.name:
-                stale.unlink()  # an older build under another suffix would shadow or confuse
-        print(_install(built))
+    built = pathlib.Path(make_ffibuilder(absolute_paths=True).compile(
+        tmpdir="build/cffi", verbose="-v" in sys.argv))
+    for stale in HERE.glob("_exon*.so"):
+        if stale.name != built.name:
+            stale.unlink()  # an older build under another suffix would shadow or confuse
+    print(_install(built))
+    print(build_bench_in_place(verbose="-v" in sys.argv))
     print(_build_fast_in_place())

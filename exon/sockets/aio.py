@@ -48,7 +48,8 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
-from exon.native import lib
+from exon.middleware.spin_policy import spin_budget as _spin_budget
+from exon.middleware.spin_policy import spin_outcome as _spin_outcome
 from exon.sockets.timeouts import check_timeout as _check_timeout
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ __all__ = ["AsyncSocketMixin", "LoopWaker"]
 
 #: an attempt returns its result, or raises WOULD_BLOCK (or an error for the caller)
 WOULD_BLOCK = BlockingIOError
-_spin_budget = lib.exon_spin_policy_budget
-_spin_outcome = lib.exon_spin_policy_outcome
 _NOT_YET: Any = object()  #: a spin that ended without a result
 _NOT_SPUN: Any = object()  #: a spin refused: another task of the node spins
 

@@ -24,7 +24,6 @@ import time
 from collections import deque
 from typing import Any
 
-from exon import errors
 from exon.core import LinkState, MessageReceived, PeerId, SocketCore
 from exon.middleware.socket_host import SocketHost
 from exon.sockets.messages import Cookie, CookieLost, Message
@@ -57,10 +56,6 @@ class InboxMixin:
         checks (``_accept_locked``)."""
         self._lane_sweep = _LANE_SWEEP
         self._nq = self._host.fast.open_queue(self, Message if self._plain else tuple)
-        if self._nq is None:
-            raise errors.ConfigurationError(
-                "exon's native receive queue (exon.native._fast) is not built: reinstall "
-                "exon (`pip install .`) or run `python setup.py build_ext --inplace`")
 
     def _lane(self, peer: PeerId) -> int:
         """The inbox's lane of ``peer`` (opened on first use)."""

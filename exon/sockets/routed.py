@@ -38,7 +38,8 @@ class RoutedDoorsMixin(Socket):
     #: the peer socket type whose links need an envelope (never routed natively)
     _framed_peer_type: str = ""
 
-    #: the socket's PeerRoutes (exon_fast_peers.c), None without the fast door
+    #: the socket's PeerRoutes (exon_fast_peers.c), None without a link-table slot (or once the
+    #: node closed)
     _routes: Any = None
 
     def _open_doors(self, own_send: Any, *, takes_peer: bool) -> None:

@@ -41,7 +41,7 @@ from exon.core import (
 from exon.core.events import ErrorReceived
 from exon.core.frames import ErrorCode
 from exon.middleware.hosted import register_socket_factory
-from exon.native import ffi
+from exon.middleware.spin_policy import new_spin_policy
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.inbox import InboxMixin
 from exon.sockets.linking import LinkingMixin
@@ -155,7 +155,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._closed = False
         self._aio_waiters: dict[Any, deque[Any]] = {}  # lines of asyncio tasks (sockets.aio)
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
-        self._aio_spin: Any = ffi.new("exon_spin_policy_t *")  # when areceive spins
+        self._aio_spin: Any = new_spin_policy()  # when areceive spins
         # a "plain" socket takes every message as it comes (no gate, no envelope): its
         # inbox holds Messages, and its receive() pops them in one call (the door)
         cls = self.__class__

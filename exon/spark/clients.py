@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import exon
 from exon.errors import ExonError
-from exon.middleware.node_transport import sweep_stale_pid_dirs
 
 __all__ = [
     "ReplayFailed",
@@ -36,7 +36,7 @@ __all__ = [
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[tuple[int, str], Any] = {}
-_NODES: dict[tuple[int, str], tuple[Any, Any]] = {}  # (pid, endpoint) -> (node, driver)
+_NODES: dict[tuple[int, str], Any] = {}  # (pid, endpoint) -> node
 _CLEANUP_INSTALLED: set[int] = set()
 
 #: driver directories of this package's nodes: ``exon-spark-<pid>-<random>``
@@ -64,38 +64,24 @@ def _endpoint_for(address: str) -> str:
 def process_node(address: str) -> Any:
     """This process's exon node for talking to ``address`` (``HOST:PORT``).
 
-    One per process and local endpoint, on its own media driver in a directory named
+    One per process and local endpoint, on an embedded media driver in a directory named
     ``exon-spark-<pid>-...``: Spark SIGKILLs idle Python workers, which leaves such a
     directory behind, so each new node first removes those of processes that are gone."""
-    from exon.middleware.node import EMBEDDED_DRIVER_DEFAULTS, Node
-    from exon.transport.aeron import MediaDriver
-    from exon.transport.aeron.settings import fresh_driver_dir
-
     endpoint = _endpoint_for(address)
     key = (os.getpid(), endpoint)
     with _LOCK:
-        entry = _NODES.get(key)
-        if entry is not None and not entry[0].closed:
-            return entry[0]
+        node = _NODES.get(key)
+        if node is not None and not node.closed:
+            return node
         _install_cleanup()
-        sweep_stale_dirs()
-        directory = fresh_driver_dir(f"{DIR_PREFIX}-{os.getpid()}")
-        driver = MediaDriver.launch(dir=directory, **{**EMBEDDED_DRIVER_DEFAULTS,
-                                                      "dir_delete_on_shutdown": True})
-        try:
-            node = Node(endpoint, driver_dir=directory)
-        except BaseException:
-            driver.close()
-            raise
-        _NODES[key] = (node, driver)
+        node = _NODES[key] = exon.Node(endpoint, driver="embedded",
+                                       driver_dir_prefix=DIR_PREFIX)
         return node
 
 
 def sweep_stale_dirs(base: str | None = None) -> list[str]:
     """Remove ``exon-spark-<pid>-*`` driver directories whose process is gone."""
-    from exon.transport.aeron.settings import driver_dir_base
-
-    return sweep_stale_pid_dirs(base or driver_dir_base(), DIR_PREFIX)
+    return exon.sweep_stale_driver_dirs(DIR_PREFIX, base)
 
 
 def open_client(address: str, timeout: float) -> Any:
@@ -135,10 +121,7 @@ def close_all() -> None:
     with _LOCK:
         clients = [_CLIENTS.pop(k) for k in [k for k in _CLIENTS if k[0] == pid]]
         nodes = [_NODES.pop(k) for k in [k for k in _NODES if k[0] == pid]]
-    closeables: list[Any] = [*clients]
-    for node, driver in nodes:
-        closeables += [node, driver]
-    for closeable in closeables:
+    for closeable in [*clients, *nodes]:  # a node closes its embedded driver
         try:
             closeable.close()
         except Exception:

@@ -14,7 +14,7 @@ import pytest
 import exon
 from exon.archive import ArchiveClient, ArchiveService
 from exon.archive.client import FOLLOW_MIN_WAIT
-from exon.archive.service import KEEPALIVE_INTERVAL
+from exon.archive.protocol import KEEPALIVE_INTERVAL
 from tests.archive.conftest import SEGMENT
 from tests.archive.test_crash import start_service
 

@@ -23,7 +23,7 @@ from exon.archive import (
     ControlError,
     RecordingNotFound,
     ReplayRangeError,
-    control,
+    protocol,
 )
 from exon.archive.service import (
     BATCH,
@@ -306,9 +306,9 @@ def test_control_errors_are_named(service: ArchiveService) -> None:
 
 
 @pytest.mark.parametrize("garbage", [b"", b"\xc1\xc1", b"\x93\x01\x02\x03",
-                                     control.encode_request("explode"),
-                                     control.encode_request("replay", recording="orders"),
-                                     control.encode_request("truncate", recording="orders",
+                                     protocol.encode_request("explode"),
+                                     protocol.encode_request("replay", recording="orders"),
+                                     protocol.encode_request("truncate", recording="orders",
                                                             before=-5),
                                      b"\x81\xa2op\xcc\x01"])
 def test_undecodable_control_requests_get_an_error(service: ArchiveService,
@@ -318,9 +318,9 @@ def test_undecodable_control_requests_get_an_error(service: ArchiveService,
     req.link(f"{service.address}/1", timeout=5)
     req.send(garbage, timeout=5)
     with pytest.raises(ControlError):
-        control.decode_response(req.receive(timeout=5).payload)
-    req.send(control.encode_request("info"), timeout=5)
-    assert control.decode_response(req.receive(timeout=5).payload)["keyed_tag"] == 2
+        protocol.decode_response(req.receive(timeout=5).payload)
+    req.send(protocol.encode_request("info"), timeout=5)
+    assert protocol.decode_response(req.receive(timeout=5).payload)["keyed_tag"] == 2
 
 
 def test_concurrent_recording_and_replays(service: ArchiveService) -> None:
@@ -541,8 +541,8 @@ def control_req(node: exon.Node, service: ArchiveService, **kwargs: Any) -> Any:
 
 
 def ask(req: Any, op: str, **fields: Any) -> dict[str, Any]:
-    req.send(control.encode_request(op, **fields), timeout=5)
-    return control.decode_response(req.receive(timeout=5).payload)
+    req.send(protocol.encode_request(op, **fields), timeout=5)
+    return protocol.decode_response(req.receive(timeout=5).payload)
 
 
 def test_an_answer_over_a_control_reply_is_an_error_and_the_service_goes_on(
@@ -552,7 +552,7 @@ def test_an_answer_over_a_control_reply_is_an_error_and_the_service_goes_on(
     fill(service.archive, "orders", [b"x"] * 14000, batch=1000)
     with ArchiveClient(service.address, timeout=5) as ac:
         with pytest.raises(ControlError, match=r"boundaries: the answer is \d+ bytes, over the "
-                           f"{control.MAX_REPLY_LENGTH}"):
+                           f"{protocol.MAX_REPLY_LENGTH}"):
             ac.boundaries("orders", 0, None, 1)
         assert len(ac.boundaries("orders", 0, None, 1000)) == 15
         stop = ac.stop_position("orders")
@@ -675,13 +675,13 @@ def test_a_stopped_replay_tells_its_reader(service: ArchiveService,
     kinds = []
     for _ in range(100):  # keepalives (one a second) before it, at most
         data = pull.receive(timeout=5).payload
-        kind, rid, _ = control.REPLAY_HEADER.unpack_from(data)
+        kind, rid, _ = protocol.REPLAY_HEADER.unpack_from(data)
         assert rid == replay_id
         kinds.append(kind)
-        if kind != control.REPLAY_KEEPALIVE:
+        if kind != protocol.REPLAY_KEEPALIVE:
             break
-    assert kinds[-1] == control.REPLAY_ERROR
-    body = msgpack.unpackb(data[control.REPLAY_HEADER.size:])
+    assert kinds[-1] == protocol.REPLAY_ERROR
+    body = msgpack.unpackb(data[protocol.REPLAY_HEADER.size:])
     assert body == {"error": "ArchiveError", "message": "the replay was stopped (stop_replay)"}
 
 

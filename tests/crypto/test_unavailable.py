@@ -17,7 +17,8 @@ def no_libcrypto(monkeypatch):
     monkeypatch.setattr(libcrypto, "_load_error", None)
 
 
-def test_encrypted_policy_names_the_missing_library(no_libcrypto) -> None:
+@pytest.mark.usefixtures("no_libcrypto")
+def test_encrypted_policy_names_the_missing_library() -> None:
     assert not libcrypto.available()
     with pytest.raises(EncryptionUnavailable, match=r"libcrypto-missing\.so\.99.*OpenSSL 3"):
         exon.EncryptedPolicy(object(), trusted=exon.ANY_KEY)  # type: ignore[arg-type]

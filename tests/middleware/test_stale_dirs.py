@@ -10,6 +10,8 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 import exon
 from exon.middleware.node_transport import sweep_stale_node_dirs
 from exon.transport.aeron.settings import driver_dir_base
@@ -47,6 +49,8 @@ def test_sweep_removes_dead_pids_dirs_only(tmp_path) -> None:
 
 
 KILLED_NODE = """
+import pytest
+
 import exon
 node = exon.Node("127.0.0.1:0", driver="embedded")
 print(node.driver_dir, flush=True)
@@ -72,3 +76,27 @@ def test_a_killed_nodes_dir_is_cleaned_when_the_next_node_starts() -> None:
             shutil.rmtree(live, ignore_errors=True)
     finally:
         kill(proc)
+
+
+def test_a_prefix_names_the_embedded_drivers_dir_and_what_its_sweep_removes(tmp_path) -> None:
+    """``Node(driver_dir_prefix=...)`` (Spark's ``exon-spark``) names the embedded driver's
+    directory; ``exon.sweep_stale_driver_dirs(prefix)`` removes only that prefix's dead."""
+    base = str(tmp_path)
+    dead = _dead_pid()
+    stale = os.path.join(base, f"exon-test-{dead}-abc")
+    node_dir = _fake_dir(base, dead)  # exon-node-...: another prefix, left alone
+    os.makedirs(stale)
+    assert exon.sweep_stale_driver_dirs("exon-test", base) == [os.path.basename(stale)]
+    assert os.path.isdir(node_dir)
+    assert exon.sweep_stale_driver_dirs(base=base) == [os.path.basename(node_dir)]
+    with exon.Node("127.0.0.1:0", driver="embedded", driver_dir_prefix="exon-test") as node:
+        assert os.path.basename(node.driver_dir).startswith(f"exon-test-{os.getpid()}-")
+    assert not os.path.exists(node.driver_dir)  # the node's driver removed it on close
+
+
+@pytest.mark.parametrize("prefix", ["", ".", "..", "a/b", "a\0b"])
+def test_a_prefix_that_is_no_file_name_is_refused(prefix: str) -> None:
+    with pytest.raises(exon.ConfigurationError, match="driver_dir_prefix"):
+        exon.Node("127.0.0.1:0", driver="embedded", driver_dir_prefix=prefix)
+    with pytest.raises(exon.ConfigurationError, match="driver_dir_prefix"):
+        exon.sweep_stale_driver_dirs(prefix)

@@ -64,13 +64,6 @@ class ArchiveService:
             if stream is not None:
                 stream.close()
 
-    def restart(self, down_for: float = 0.0) -> None:
-        """Stop (SIGKILL) and start again on the same address after ``down_for`` seconds."""
-        address = self.address
-        self.stop(signal.SIGKILL)
-        time.sleep(down_for)
-        self.start(endpoint=address)
-
     @property
     def port(self) -> int:
         return int(self.address.rsplit(":", 1)[1])
@@ -97,14 +90,6 @@ def events(count: int, *, start: int = 0, keys: int = 4) -> list[bytes]:
     """JSON events ``{"key", "value", "seq"}``: seq is unique, value = seq."""
     return [json.dumps({"key": f"k{i % keys}", "value": float(i), "seq": i}).encode()
             for i in range(start, start + count)]
-
-
-def run_script(code: str, *args: str, timeout: float = 240.0,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter with Spark's environment."""
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, env={**os.environ, **spark_env(),
-                                                          **(env or {})}, check=False)
 
 
 def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = "") -> None:

@@ -190,25 +190,7 @@ class _PublicationBase(LogUser):
         def on_error(rc: int) -> int:
             raise error_for(rc, "offer")
 
-        fast = fast_offer(pub, on_error, keep)  # the GIL-holding door: ~4x cheaper than cffi's call
-        if fast is not None:
-            return fast  # type: ignore[no-any-return]
-        c_offer = lib.exon_publication_offer
-        from_buffer = ffi.from_buffer
-
-        def offer(data: bytes | bytearray | memoryview, reserved_value: int = 0) -> int:
-            """Append ``data`` as one message: new position, or an outcome code < 0."""
-            rc: int
-            try:
-                rc = c_offer(keep[0], data, len(data), reserved_value)  # bytes: no copy, no wrap
-            except TypeError:
-                buf = from_buffer(data)  # bytearray, memoryview, numpy...
-                rc = c_offer(keep[0], buf, len(buf), reserved_value)
-            if rc < MAX_POSITION_EXCEEDED:
-                raise error_for(rc, "offer")
-            return rc
-
-        return offer
+        return fast_offer(pub, on_error, keep)  # type: ignore[no-any-return]
 
     def offer(self, data: bytes | bytearray | memoryview, reserved_value: int = 0) -> int:
         """Append ``data`` as one message: new position, or an outcome code < 0."""

@@ -40,19 +40,6 @@ def log(tmp_path):
     lb.close()
 
 
-def offer_retry(pub, data, drive=None, deadline_s: float = 5.0) -> int:
-    """Offer until accepted; ``drive()`` plays the driver/subscriber between tries."""
-    end = time.monotonic() + deadline_s
-    while True:
-        rc = pub.offer(data)
-        if rc > 0:
-            return rc
-        assert rc in (BACK_PRESSURED, ADMIN_ACTION), rc
-        if drive is not None:
-            drive()
-        assert time.monotonic() < end, "offer never accepted"
-
-
 def test_offer_returns_aligned_positions(log: LogBuffer) -> None:
     pub = Publication.standalone(log)
     assert pub.offer(b"") == 32
@@ -209,14 +196,6 @@ def test_rotation_pads_term_end_and_returns_admin_action(log: LogBuffer, cls) ->
     assert pad[3] == L.HDR_TYPE_PAD
     assert log.active_term_count == 1
     assert log.meta.term_tail_counters[1] >> 32 == 101
-
-
-def _reader_thread_drive(log, pub_limits, img):
-    def drive():
-        img.poll_count(1000)
-        for limit in pub_limits:
-            log.update_limit(limit, img.position)
-    return drive
 
 
 def test_two_threads_offer_concurrently(log: LogBuffer) -> None:

@@ -40,6 +40,19 @@ from exon.archive.errors import (
     RecordingNotFound,
 )
 
+#: the service's tags: its control REP, and its keyed-ingest PULL unless it is given another
+CONTROL_TAG: Final = 1
+KEYED_TAG: Final = 2
+#: record bytes a replay sends per message (or one record, when larger): with its headers
+#: one unfragmented transport message on any term of 512 KiB or more (a message is at most
+#: an eighth of a term: docs/protocol.md 2.14). 256 KiB chunks were just above the default
+#: 2 MiB term's 256 KiB and went as two FRAGMENTs each: remote replay of 64 B records ran
+#: at 5.7-6.1 M/s (IPC) and 4.2 M/s (UDP); 63 KiB: 9.1-10.5 and 7.4; 127 KiB: 8.2-8.8
+REPLAY_CHUNK: Final = 63 * 1024
+#: credits of the replay links (x REPLAY_CHUNK bounds what a slow reader holds: 1 MiB)
+REPLAY_CREDITS: Final = 16
+#: seconds without records after which a replay sends a KEEPALIVE (docs/protocol.md 3.5)
+KEEPALIVE_INTERVAL: Final = 1.0
 REPLAY_HEADER: Final = struct.Struct("<B3xIq")
 REPLAY_RECORDS: Final = 1
 REPLAY_END: Final = 2
