@@ -190,6 +190,10 @@ class InSyncSet:
                 self._leave(changed, "lag")
             elif not changed.in_sync and lag <= self.max_lag:
                 self._join(changed)
+        else:  # the primary moved on: who falls too far behind leaves
+            for m in self._members.values():
+                if m.in_sync and self.lag(m) > self.max_lag:
+                    self._leave(m, "lag")
         insync = [m for m in self._members.values() if m.in_sync]
         if len(insync) + 1 < self.min_insync:
             return  # too few in sync: nothing more is confirmed

@@ -468,24 +468,30 @@ class ArchiveService:
     def _keyed_loop(self, sock: Any) -> None:
         limit = _RefreshedLimit(lambda: _held_batch_limit(sock, self._keyed_upper))
         for batch in self._taking(sock, lambda: sock.receive_held(limit(), timeout=POLL)):
-            positions: dict[int, int] = {}
             try:
-                on_disk = self._record_keyed(batch, positions)
+                on_disk = self._record_keyed(batch)
             except Exception as exc:  # a bug must not stop keyed ingest for every recording
                 log.exception("keyed ingest failed")
                 self._event(f"keyed ingest failed: {exc!r}")
                 on_disk = False
             if on_disk:
-                self._appended(sock, batch, positions)
+                # every recording's end now: at or past where this batch's rows lie
+                self._appended(sock, batch, self._stops())
             else:
                 # what is not on disk is never confirmed: the batch's links are dropped,
                 # its writers see CookieLost and their batch fails (Spark retries it; what
                 # did get recorded is dropped then as a duplicate)
                 sock.reject(batch)
 
-    def _record_keyed(self, batch: Any, positions: dict[int, int]) -> bool:
-        """Append a keyed batch to its recordings; False when some of it is not on disk.
-        ``positions`` gets each recording's stop position after it."""
+    def _stops(self) -> dict[int, int]:
+        """Every recording's stop position."""
+        ar = self.archive
+        with ar._lock:
+            ids = list(ar.catalog.entries)
+        return {rid: ar.stop_position(rid) for rid in ids}
+
+    def _record_keyed(self, batch: Any) -> bool:
+        """Append a keyed batch to its recordings; False when some of it is not on disk."""
         groups: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = {}
         for msg in batch.messages:
             try:
@@ -503,8 +509,7 @@ class ArchiveService:
                 self.archive.mark_keyed(rid)
                 writer = self.archive.writer(rid)
                 gaps = writer.gaps_dropped
-                positions[writer.entry.id] = writer.append(payloads, origins, time.time_ns(),
-                                                           keys)
+                writer.append(payloads, origins, time.time_ns(), keys)
                 if writer.gaps_dropped != gaps:
                     # rows past a gap were not recorded: no cookie may say they were
                     self._event(f"keyed ingest into recording {rid}: "
