@@ -277,3 +277,49 @@ def test_split_brain_the_older_epoch_refuses_writes(tmp_path, node) -> None:
         assert any("split brain" in e for e in p.events)
     finally:
         p.close()
+
+
+def test_a_client_of_several_members_reads_from_one_that_answers_and_writes_at_the_primary(
+        tmp_path, node) -> None:
+    with ArchiveService(str(tmp_path / "p"), ingest={"orders": 10},
+                        segment_length=SEGMENT) as primary, \
+            ArchiveService(str(tmp_path / "r"), replica_of=primary.address) as replica:
+        push = producer(node, primary)
+        send(push, 0, 300)
+        assert cookies(push, 300) == 300
+        wait_until(lambda: same_bytes(primary, replica))
+        # a member that is down first, then the replica, then the primary
+        members = f"127.0.0.1:1,{replica.address},{primary.address}"
+        with ArchiveClient(members, node=node, timeout=1.0) as client:
+            assert len(list(client.replay("orders"))) == 300
+            assert client.address == replica.address  # read from the replica
+            client.commit("orders", "c", 0)  # a write: at the primary
+            assert client.address == primary.address
+            with client.keyed_writer("orders", "q") as w:
+                w.send(batch=0, partition=0, seq=0, payload=b"k")
+                w.flush()
+        wait_until(lambda: same_bytes(primary, replica))
+        assert replica.archive.entry("orders").consumers == {"c": 0}
+
+
+def test_a_replay_moves_to_another_member_when_its_member_dies(tmp_path, node) -> None:
+    primary = ArchiveService(str(tmp_path / "p"), ingest={"orders": 10},
+                             segment_length=SEGMENT).start()
+    replica = ArchiveService(str(tmp_path / "r"), replica_of=primary.address).start()
+    try:
+        push = producer(node, primary)
+        send(push, 0, 2000)
+        assert cookies(push, 2000) == 2000
+        wait_until(lambda: same_bytes(primary, replica))
+        with ArchiveClient(f"{primary.address},{replica.address}", node=node,
+                           timeout=1.0) as client:
+            seen = []
+            for i, rec in enumerate(client.replay("orders")):
+                seen.append(int.from_bytes(rec.payload[:4], "little"))
+                if i == 10:
+                    primary.close()  # the member serving the replay dies mid-stream
+            assert seen == list(range(2000))  # each record once, in order
+            assert client.address == replica.address
+    finally:
+        replica.close()
+        primary.close()
