@@ -63,6 +63,9 @@ class Member:
     acked: dict[int, int] = field(default_factory=dict)
     heard: float = 0.0
     in_sync: bool = False
+    #: it has a replication session (a member whose session ended stays listed, out of
+    #: sync, until it comes back)
+    live: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,18 +111,20 @@ class InSyncSet:
         self._update(None)
 
     def start(self, member: str, positions: Mapping[int, int], *, now: float) -> None:
-        """A replica's replication session began, from ``positions`` (what it holds)."""
+        """A replica's replication session began, from ``positions`` (what it holds). A
+        member known already is not heard by asking again: only its acknowledgements count
+        (a replica whose disk refuses asks again and again, and must still leave)."""
         m = self._members.get(member)
         if m is None:
-            m = self._members[member] = Member(member)
+            m = self._members[member] = Member(member, heard=now)
         m.acked = dict(positions)
-        m.heard = now
+        m.live = True
         self._update(m)
 
     def ack(self, member: str, positions: Mapping[int, int], *, now: float) -> None:
         """A replica says its recordings are durable up to ``positions`` (it is heard)."""
         m = self._members.get(member)
-        if m is None:
+        if m is None or not m.live:
             return  # its session was ended: a late ack counts nothing
         for rid, pos in positions.items():
             if pos > m.acked.get(rid, -1):
@@ -128,9 +133,12 @@ class InSyncSet:
         self._update(m)
 
     def drop(self, member: str) -> None:
-        """A replica's session ended (it leaves the set, if it was in it)."""
-        m = self._members.pop(member, None)
-        if m is not None and m.in_sync:
+        """A replica's session ended (it leaves the set, if it was in it; it stays listed)."""
+        m = self._members.get(member)
+        if m is None:
+            return
+        m.live = False
+        if m.in_sync:
             self._leave(m, "gone")
             self._update(None)
 
@@ -139,7 +147,8 @@ class InSyncSet:
         for m in self._members.values():
             if m.in_sync and now - m.heard > self.timeout:
                 self._leave(m, "timeout")
-            elif not m.in_sync and now - m.heard <= self.timeout and self.lag(m) <= self.max_lag:
+            elif (not m.in_sync and m.live and now - m.heard <= self.timeout
+                  and self.lag(m) <= self.max_lag):
                 self._join(m)
         self._update(None)
 
@@ -188,7 +197,7 @@ class InSyncSet:
             lag = self.lag(changed)
             if changed.in_sync and lag > self.max_lag:
                 self._leave(changed, "lag")
-            elif not changed.in_sync and lag <= self.max_lag:
+            elif not changed.in_sync and changed.live and lag <= self.max_lag:
                 self._join(changed)
         else:  # the primary moved on: who falls too far behind leaves
             for m in self._members.values():

@@ -4,6 +4,11 @@ epochs, a stale primary cutting its tail, and bad setups."""
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -323,3 +328,51 @@ def test_a_replay_moves_to_another_member_when_its_member_dies(tmp_path, node) -
     finally:
         replica.close()
         primary.close()
+
+
+def test_a_replica_whose_disk_fills_leaves_the_in_sync_set(tmp_path, node,
+                                                           monkeypatch) -> None:
+    with ArchiveService(str(tmp_path / "p"), ingest={"orders": 10}, segment_length=SEGMENT,
+                        min_insync=2, replica_timeout=1.0) as primary, \
+            ArchiveService(str(tmp_path / "r"), replica_of=primary.address) as replica:
+        push = producer(node, primary)
+        send(push, 0, 20)
+        assert cookies(push, 20) == 20
+        writer = replica.archive.writer("orders")
+
+        def full(position: int, data: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(writer, "_write", full)
+        send(push, 20, 20)
+        wait_until(lambda: primary.insync.in_sync() == [])
+        assert cookies(push, 20, timeout=0.5) == 0  # never confirmed with fewer
+        assert any("left the in-sync set" in e for e in primary.events)
+        assert writer.failed is not None and "errno 28" in writer.failed
+        assert len(list(primary.archive.replay("orders"))) == 40
+
+
+@pytest.mark.slow
+def test_a_replica_killed_mid_copy_catches_up_after_restart(tmp_path, node) -> None:
+    with ArchiveService(str(tmp_path / "p"), ingest={"orders": 10},
+                        segment_length=1 << 20) as primary:
+        push = producer(node, primary)
+        send(push, 0, 20_000, size=1000)  # about 20 MB
+        assert cookies(push, 20_000, timeout=60) == 20_000
+        rdir = str(tmp_path / "r")
+        proc = subprocess.Popen([sys.executable, "-m", "exon.cli", "archive", "serve", "--dir",
+                                 rdir, "--replica-of", primary.address],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            def copied() -> int:
+                return sum(os.path.getsize(os.path.join(rdir, f)) for f in os.listdir(rdir)
+                           if f.endswith(".rec")) if os.path.isdir(rdir) else 0
+            wait_until(lambda: copied() > 2 << 20, timeout=60)
+        finally:
+            proc.send_signal(signal.SIGKILL)  # mid-copy
+            proc.wait(10)
+            assert proc.stdout is not None
+            proc.stdout.close()
+        assert copied() < primary.archive.stop_position("orders")
+        with ArchiveService(rdir, replica_of=primary.address) as replica:
+            wait_until(lambda: same_bytes(primary, replica), timeout=60)

@@ -111,3 +111,25 @@ def test_epoch_starts_names_the_first_later_epoch() -> None:
 
 def test_cut_positions_only_past_the_start() -> None:
     assert cut_positions({1: 1000, 2: 64, 3: 500}, {1: 640, 2: 128}) == {1: 640, 3: 0}
+
+
+def test_a_replica_asking_again_without_acking_still_times_out() -> None:
+    s = InSyncSet(min_insync=2, timeout=1.0)
+    s.start("r", {1: 0}, now=0.0)
+    s.local(1, 100)
+    for t in (0.5, 1.0, 1.5):  # sessions that end before any ack (a full disk)
+        s.start("r", {1: 0}, now=t)
+        s.handle_timer(now=t)
+    assert s.in_sync() == []
+    assert s.confirmed(1) == 0
+
+
+def test_a_member_whose_session_ended_stays_listed_out_of_sync() -> None:
+    s = InSyncSet(min_insync=2, timeout=1.0)
+    s.start("r", {1: 0}, now=0.0)
+    s.drop("r")
+    s.handle_timer(now=0.1)  # heard recently, but no session: not back in
+    assert s.in_sync() == []
+    assert [m.in_sync for m in s.statuses(now=0.1)] == [False]
+    s.ack("r", {1: 0}, now=0.2)  # a late ack of the ended session: nothing
+    assert s.in_sync() == []
