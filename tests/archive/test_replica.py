@@ -348,7 +348,8 @@ def test_a_replica_whose_disk_fills_leaves_the_in_sync_set(tmp_path, node,
         wait_until(lambda: primary.insync.in_sync() == [])
         assert cookies(push, 20, timeout=0.5) == 0  # never confirmed with fewer
         assert any("left the in-sync set" in e for e in primary.events)
-        assert writer.failed is not None and "errno 28" in writer.failed
+        assert writer.failed is not None
+        assert "errno 28" in writer.failed
         assert len(list(primary.archive.replay("orders"))) == 40
 
 
