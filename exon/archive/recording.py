@@ -184,11 +184,13 @@ class RecordingWriter:
             self.check_running()
             return self._append(len(offsets) - 1, encode)
 
-    def append_raw(self, position: int, data: bytes, *, sync: bool = True) -> int:
+    def append_raw(self, position: int, data: bytes, *, sync: bool = True,
+                   keyed: bool = False) -> int:
         """Write records copied byte for byte from another archive (a replica following
         its primary) at ``position``, which must be the stop position: whole, valid records
         (checksums included) within one segment, PAD records included. Their dedup keys
-        raise the marks. ``sync=False`` leaves the sync to :meth:`sync` (a replica syncs
+        raise the marks (``keyed``: the records may carry keys, read in Python; else they
+        are checked natively). ``sync=False`` leaves the sync to :meth:`sync` (a replica syncs
         once per drained stream). Returns the new stop position. Raises ValueError (nothing
         written) for records that do not continue the recording or do not check."""
         with self._appending:
@@ -201,8 +203,11 @@ class RecordingWriter:
                 raise ValueError(f"recording {self.entry.name!r}: {len(data)} bytes copied at "
                                  f"{position} do not fit its segment")
             marks: DedupMarks = {}
-            end, _ = scan_records(data, 0, len(data), position,
-                                  on_key=lambda key, _p: raise_mark(marks, key))
+            if keyed or self.entry.keyed:
+                end, _ = scan_records(data, 0, len(data), position,
+                                      on_key=lambda key, _p: raise_mark(marks, key))
+            else:
+                end, _ = codec.scan(data, 0, len(data), position)
             if end != len(data):
                 raise ValueError(f"recording {self.entry.name!r}: the records copied at "
                                  f"{position} fail their checks at {position + end}")

@@ -168,7 +168,8 @@ class ReplicaFollower:
                     continue  # a late message of an earlier session
                 if m.kind == wire.RECORDS:
                     writer = touched.get(m.recording_id) or ar.writer(m.recording_id)
-                    writer.append_raw(m.position, m.body, sync=False)
+                    writer.append_raw(m.position, m.body, sync=False,
+                                      keyed=bool(m.flags & wire.FLAG_KEYED))
                     touched[m.recording_id] = writer
                 elif m.kind == wire.CATALOG:
                     self._catalog(m.body, touched)

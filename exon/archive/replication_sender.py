@@ -81,6 +81,8 @@ class ReplicationSession:
         except errors.BrokenLink:
             log.info("replication session %d to %s: the replica went", self.session,
                      self.member)
+        except errors.ClosedError:
+            pass  # stopped: a newer session of the member, or the service closing
         except (errors.ExonError, OSError) as exc:
             log.warning("replication session %d to %s ended: %s", self.session, self.member,
                         exc)
@@ -119,7 +121,11 @@ class ReplicationSession:
             if files is None or files.entry is not entry:
                 files = self._files[entry.id] = self.archive.files(entry.id)
             data, first, end = files.raw(position, stop, CHUNK)
-            self._send(wire.encode_records(self.session, entry.id, first, data), stopping)
+            # read after the records: a recording is marked keyed before its first keyed
+            # append, so keyed records read are never sent unflagged
+            keyed = entry.keyed
+            self._send(wire.encode_records(self.session, entry.id, first, data, keyed=keyed),
+                       stopping)
             self.positions[entry.id] = end
             sent = True
         return sent

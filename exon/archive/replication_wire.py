@@ -6,7 +6,8 @@ Stream (the primary's PUSH -> the replica's PULL), little-endian::
     1  u8[3] reserved
     4  u32  session
     8  u32  recording_id (RECORDS; else 0)
-    12 u32  reserved
+    12 u32  flags       RECORDS: bit 0 KEYED (the recording takes keyed ingest: the
+                        replica reads the records' dedup keys); else 0
     16 i64  position    RECORDS: the position of the first record byte
     24 .    RECORDS: whole records exactly as on disk; CATALOG, HEARTBEAT, ERROR: msgpack
 
@@ -24,12 +25,13 @@ import msgpack
 
 from exon.archive.errors import ControlError
 
-STREAM_HEADER: Final = struct.Struct("<B3xII4xq")
+STREAM_HEADER: Final = struct.Struct("<B3xIIIq")
 RECORDS: Final = 1
 CATALOG: Final = 2
 HEARTBEAT: Final = 3
 ERROR: Final = 4
 KINDS: Final = (RECORDS, CATALOG, HEARTBEAT, ERROR)
+FLAG_KEYED: Final = 1
 #: the largest acknowledgement message (a map of at most a few thousand recordings)
 MAX_ACK_LENGTH: Final = 256 * 1024
 
@@ -39,17 +41,20 @@ class StreamMessage:
     kind: int
     session: int
     recording_id: int
+    flags: int
     position: int
     #: RECORDS: the records' bytes; else the decoded msgpack body
     body: Any
 
 
-def encode_records(session: int, recording_id: int, position: int, data: bytes) -> bytes:
-    return STREAM_HEADER.pack(RECORDS, session, recording_id, position) + data
+def encode_records(session: int, recording_id: int, position: int, data: bytes, *,
+                   keyed: bool = False) -> bytes:
+    return STREAM_HEADER.pack(RECORDS, session, recording_id, FLAG_KEYED if keyed else 0,
+                              position) + data
 
 
 def encode_body(kind: int, session: int, body: Any) -> bytes:
-    return STREAM_HEADER.pack(kind, session, 0, 0) + bytes(msgpack.packb(body))
+    return STREAM_HEADER.pack(kind, session, 0, 0, 0) + bytes(msgpack.packb(body))
 
 
 def decode_stream(data: bytes | memoryview) -> StreamMessage:
@@ -58,21 +63,21 @@ def decode_stream(data: bytes | memoryview) -> StreamMessage:
     if len(data) < STREAM_HEADER.size:
         raise ControlError(f"a {len(data)}-byte replication message (header is "
                            f"{STREAM_HEADER.size})")
-    kind, session, rid, position = STREAM_HEADER.unpack_from(data, 0)
+    kind, session, rid, flags, position = STREAM_HEADER.unpack_from(data, 0)
     if kind not in KINDS:
         raise ControlError(f"replication message of unknown kind {kind}")
     rest = bytes(data[STREAM_HEADER.size:])
     if kind == RECORDS:
         if position < 0:
             raise ControlError(f"replication records at negative position {position}")
-        return StreamMessage(kind, session, rid, position, rest)
+        return StreamMessage(kind, session, rid, flags, position, rest)
     try:
         body = msgpack.unpackb(rest, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several types on garbage
         raise ControlError(f"replication message body does not decode ({exc})") from None
     if not isinstance(body, dict):
         raise ControlError("a replication message body is a msgpack map")
-    return StreamMessage(kind, session, rid, position, body)
+    return StreamMessage(kind, session, rid, flags, position, body)
 
 
 def encode_ack(session: int, positions: dict[int, int]) -> bytes:

@@ -11,9 +11,9 @@ from exon.archive.errors import ControlError
 
 
 def test_records_round_trip() -> None:
-    m = wire.decode_stream(wire.encode_records(7, 3, 4096, b"abc"))
-    assert (m.kind, m.session, m.recording_id, m.position, m.body) == (
-        wire.RECORDS, 7, 3, 4096, b"abc")
+    m = wire.decode_stream(wire.encode_records(7, 3, 4096, b"abc", keyed=True))
+    assert (m.kind, m.session, m.recording_id, m.flags, m.position, m.body) == (
+        wire.RECORDS, 7, 3, wire.FLAG_KEYED, 4096, b"abc")
 
 
 def test_body_round_trip() -> None:
