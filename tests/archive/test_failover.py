@@ -84,8 +84,8 @@ def produce(node: exon.Node, peer: str, first: int, stop: threading.Event,
             while True:
                 try:
                     item = push.receive(timeout=wait)
-                except (exon.Timeout, exon.ClosedError, exon.BrokenLink):
-                    return
+                except (exon.Timeout, exon.ClosedError, exon.BrokenLink, exon.StateError):
+                    return  # StateError: no cookie pending
                 if isinstance(item, exon.Cookie):
                     confirmed.add(item.value)
 
@@ -137,6 +137,10 @@ def test_kill_primary_promote_restart_keeps_every_confirmed_message(tmp_path) ->
             assert len(confirmed) > before, f"round {round_}: nothing confirmed"
             with ArchiveClient(replica.address, node=node, timeout=10) as client:
                 assert client.promote() == round_ + 2
+            # on a new port: a node restarted after kill -9 at the same address does not
+            # link again to a node that linked with its previous incarnation (a link-layer
+            # limit of today, outside the archive)
+            primary.address = f"127.0.0.1:{free_port()}"
             primary.start(replica_of=replica.address)  # cuts its tail, then follows
             primary, replica = replica, primary
         deadline = time.monotonic() + 60
