@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import socket as _socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -128,18 +129,24 @@ class ArchiveClient:
         return self._request_one(op, wait=wait, **args)
 
     def primary(self) -> str:
-        """The member that says it is the primary (the client then uses it); ArchiveError
-        when none does."""
-        for _ in range(len(self.addresses)):
-            try:
-                if self._request_one("info", wait=min(self.timeout, 3.0)).get(
-                        "role", "primary") == "primary":
-                    return self.address
-            except (errors.Timeout, errors.BrokenLink, ArchiveError):
-                pass
-            if not self._move_on():
-                break
-        raise ArchiveError(f"no primary among {','.join(self.addresses)}")
+        """The member that says it is the primary (the client then uses it), asking the
+        members in turn for up to the client's timeout (a failover in progress: a replica
+        about to be promoted); ArchiveError when none does."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            for _ in range(len(self.addresses)):
+                try:
+                    if self._request_one("info", wait=min(self.timeout, 3.0)).get(
+                            "role", "primary") == "primary":
+                        return self.address
+                except (errors.Timeout, errors.BrokenLink, ArchiveError):
+                    pass
+                if not self._move_on():
+                    break
+            if time.monotonic() >= deadline:
+                raise ArchiveError(f"no primary among {','.join(self.addresses)} "
+                                   f"(asked for {self.timeout} s)")
+            time.sleep(0.2)
 
     def _write_request(self, op: str, **args: Any) -> dict[str, Any]:
         if len(self.addresses) > 1:
