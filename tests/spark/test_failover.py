@@ -39,11 +39,13 @@ def test_a_streaming_query_keeps_running_across_a_failover(tmp_path: pathlib.Pat
             wait_for(lambda: rc.stop_position("src") == stop, 30, what="the replica")
         members = f"{primary.address},{replica.address}"
         commits = tmp_path / "ck" / "commits"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.query_main", members, "src", "out",
-             str(tmp_path / "ck"), "--slow", "0.002"],
-            cwd=REPO, env={**os.environ, **spark_env()}, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        log = tmp_path / "query.log"  # Spark logs much: a pipe nobody reads would block it
+        with open(log, "w") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.spark.query_main", members, "src", "out",
+                 str(tmp_path / "ck"), "--slow", "0.002"],
+                cwd=REPO, env={**os.environ, **spark_env()}, stdout=subprocess.PIPE,
+                stderr=stderr, text=True, start_new_session=True)
         wait_for(lambda: commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()),
                  240, what="the first committed batch")
         primary.stop(signal.SIGKILL)  # mid-query
@@ -51,8 +53,8 @@ def test_a_streaming_query_keeps_running_across_a_failover(tmp_path: pathlib.Pat
         assert len(committed) < EVENTS // 400, "the query ended before the failover"
         with ArchiveClient(replica.address, timeout=10) as rc:
             assert rc.promote() == 2
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-3000:]
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, log.read_text()[-3000:]
         assert "finished" in out
     finally:
         if proc is not None and proc.poll() is None:
