@@ -47,8 +47,10 @@ class ReplicaFollower:
 
     def __init__(self, archive: Archive, node: exon.Node, *, primary: str, member: str,
                  instance: str, event: Callable[[str], None],
-                 on_epoch: Callable[[int], None] | None = None) -> None:
+                 on_epoch: Callable[[int], None] | None = None, policy: Any = None) -> None:
         self.archive = archive
+        #: the link policy of the replica's sockets (its service's)
+        self.policy = policy
         self.node = node
         self.primary = primary
         self.member = member
@@ -95,8 +97,9 @@ class ReplicaFollower:
 
         ar = self.archive
         pull = self.node.socket("pull", credits=STREAM_CREDITS,
-                                max_message_size=wire.STREAM_HEADER.size + 5 * (1 << 20))
-        client = ArchiveClient(self.primary, node=self.node, timeout=5.0)
+                                max_message_size=wire.STREAM_HEADER.size + 5 * (1 << 20),
+                                policy=self.policy)
+        client = ArchiveClient(self.primary, node=self.node, timeout=5.0, policy=self.policy)
         ack = None
         try:
             positions = {str(e.id): ar.stop_position(e.id) for e in ar.recordings()}
@@ -119,7 +122,8 @@ class ReplicaFollower:
                            f"primary {self.primary} of epoch {reply.get('epoch')} does not "
                            f"hold (written in an older epoch, never confirmed)")
             self._take_epoch(reply)
-            ack = self.node.socket("push", max_message_size=wire.MAX_ACK_LENGTH)
+            ack = self.node.socket("push", max_message_size=wire.MAX_ACK_LENGTH,
+                                   policy=self.policy)
             ack.link(str(reply["ack_to"]), timeout=5.0)
             self.sessions += 1
             self.state = "catching up"

@@ -150,9 +150,10 @@ class ReplicationSession:
             pass
 
 
-def open_push(node: exon.Node, reply_to: str, timeout: float) -> Any:
-    """The session's PUSH, linked to the replica's stream PULL."""
-    push = node.socket("push", max_message_size=CHUNK + 4 * (1 << 20))
+def open_push(node: exon.Node, reply_to: str, timeout: float, policy: Any = None) -> Any:
+    """The session's PUSH (under the service's link ``policy``), linked to the replica's
+    stream PULL."""
+    push = node.socket("push", max_message_size=CHUNK + 4 * (1 << 20), policy=policy)
     try:
         push.link(reply_to, timeout=timeout)
     except BaseException:

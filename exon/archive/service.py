@@ -585,7 +585,7 @@ class ArchiveService:
         assert self.primary is not None
         self.follower = ReplicaFollower(
             self.archive, self.node, primary=self.primary, member=self.address,
-            instance=self.instance, event=self._event)
+            instance=self.instance, event=self._event, policy=self.policy)
         self._follower_thread = self._spawn(self.follower.run, "exon-archive-replica",
                                             self._stop)
 
@@ -630,7 +630,7 @@ class ArchiveService:
                                    f"{entry.name!r} up to {position}, past this primary's "
                                    f"end {stop} in the same epoch {cat.epoch}")
         member = a["member"]
-        push = open_push(self.node, a["reply_to"], CONTROL_SEND_TIMEOUT)
+        push = open_push(self.node, a["reply_to"], CONTROL_SEND_TIMEOUT, self.policy)
         with self._repl:
             session_id = next(self._session_ids)
             old = self._sessions.pop(member, None)
@@ -701,7 +701,7 @@ class ArchiveService:
         from exon.archive.client import ArchiveClient
 
         try:
-            with ArchiveClient(old, node=self.node, timeout=2.0) as client:
+            with ArchiveClient(old, node=self.node, timeout=2.0, policy=self.policy) as client:
                 client._request("fence", epoch=epoch, primary=self.address)
         except errors.ExonError as exc:
             log.info("fence of the old primary %s: %s", old, exc)
