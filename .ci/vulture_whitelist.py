@@ -217,3 +217,6 @@ address_family
 
 # exon/sockets/pub.py: a drop count read by name (Socket._drop_attributes, the metrics)
 _._dropped_total
+
+# exon/archive/replication.py: a MemberStatus field, served by asdict (exon archive list)
+_.silent

@@ -369,9 +369,18 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1),
               help="rounds of the record cases (archive and peers interleaved); the lines "
               "give the medians and every round")
+@click.option("--replicated", is_flag=True,
+              help="replication instead: --min-insync 2 against 1 with a replica following "
+                   "(UDP loopback), its lag, and a replica's catch-up against local replay")
 def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transport: str,
-                  directory: str | None, runs: int) -> None:
+                  directory: str | None, runs: int, replicated: bool) -> None:
     """The archive's record and replay speed beside plain file I/O and exon push/pull."""
+    if replicated:
+        from exon.bench.archive_replicated import run_replicated_bench
+
+        run_replicated_bench(sizes=sizes or (64, 1024), messages=messages, runs=runs,
+                             directory=directory)
+        return
     from exon.bench.archive import run_archive_bench
 
     run_archive_bench(sizes=sizes or (64, 1024), messages=messages, replay=not no_replay,

@@ -281,6 +281,109 @@ class Archive:
                 return self.truncate(recording, min(entry.consumers.values()))
             return entry.start_position
 
+    # ---- replicating (docs/protocol.md 3.7) ------------------------------------------------
+
+    def adopt(self, doc: dict[str, Any]) -> CatalogEntry:
+        """Take a primary's catalog entry (a replica): a recording new here is created under
+        the primary's id, at its start position; a known one must be the same recording
+        (id, name, segment length, creation time: else :class:`ArchiveError`, "wrong
+        primary"), and takes the primary's consumers, dedup marks, keyed flag, ingest tag
+        and start position (truncating, or starting over empty when the primary truncated
+        past everything held here)."""
+        self._require_owner()
+        try:
+            theirs = CatalogEntry(**doc)
+        except TypeError as exc:
+            raise ArchiveError(f"a primary's catalog entry does not decode ({exc})") from None
+        with self._lock:
+            mine = self.catalog.entries.get(theirs.id)
+            if mine is None:
+                check_name(theirs.name)
+                check_segment_length(theirs.segment_length)
+                for e in self.catalog.entries.values():
+                    if e.name == theirs.name:
+                        raise ArchiveError(
+                            f"wrong primary: recording {theirs.name!r} is id {e.id} here, "
+                            f"{theirs.id} on the primary")
+                self.catalog.put(theirs)
+                self._open_writer(theirs)
+                return theirs
+            if (mine.name, mine.segment_length, mine.created_ns) != (
+                    theirs.name, theirs.segment_length, theirs.created_ns):
+                raise ArchiveError(
+                    f"wrong primary: recording id {theirs.id} is {mine.name!r} created at "
+                    f"{mine.created_ns} here, {theirs.name!r} created at {theirs.created_ns} "
+                    f"on the primary (the two archives hold different recordings)")
+            changed = False
+            for name, position in theirs.consumers.items():
+                if position > mine.consumers.get(name, -1):
+                    mine.consumers[name] = position
+                    changed = True
+            if theirs.dedup:
+                marks = marks_from_rows(mine.dedup)
+                for key, value in marks_from_rows(theirs.dedup).items():
+                    if value > marks.get(key, (-1, -1)):
+                        marks[key] = value
+                if marks_to_rows(marks) != mine.dedup:
+                    mine.dedup = marks_to_rows(marks)
+                    changed = True
+                writer = self._writers.get(mine.id)
+                if writer is not None:
+                    for key, value in marks.items():
+                        if value > writer.dedup.get(key, (-1, -1)):
+                            writer.dedup[key] = value
+            writer = self._writers.get(mine.id)
+            keyed = theirs.keyed or mine.keyed or (writer is not None and writer.entry.keyed)
+            if (mine.keyed, mine.ingest_tag) != (keyed, theirs.ingest_tag):
+                mine.keyed, mine.ingest_tag = keyed, theirs.ingest_tag
+                changed = True
+            if changed:
+                self.catalog.save()
+            if theirs.start_position > mine.start_position:
+                if theirs.start_position <= self.stop_position(mine.id):
+                    self.truncate(mine.id, theirs.start_position)
+                else:
+                    self.start_over(mine.id, theirs.start_position)
+            return mine
+
+    def start_over(self, recording: str | int, start: int) -> None:
+        """Empty a recording and let it begin at ``start`` (a replica whose primary
+        truncated past everything it held): its segment files are deleted."""
+        self._require_owner()
+        with self._lock:
+            entry = self.entry(recording)
+            writer = self._writers.pop(entry.id, None)
+            if writer is not None:
+                if entry.keyed:
+                    entry.dedup = writer.dedup_marks()
+                writer.close()
+            entry.start_position = start
+            self.catalog.save()
+            for base in segment_bases(self.directory, entry.id):
+                os.unlink(segment_path(self.directory, entry.id, base))
+            self._refused.pop(entry.id, None)
+            self._open_writer(entry)
+
+    def cut(self, recording: str | int, position: int) -> None:
+        """Cut a recording back to ``position`` (a stale former primary's tail, which the
+        new primary does not hold; docs/protocol.md 3.7). The writer is opened again, so
+        the dedup marks are those of the records kept (and the catalog's)."""
+        self._require_owner()
+        with self._lock:
+            entry = self.entry(recording)
+            if position < entry.start_position:
+                self.start_over(entry.id, position)
+                return
+            writer = self.writer(entry.id)
+            if position >= writer.stop_position:
+                return
+            if not self._is_boundary(entry, position, writer.stop_position):
+                raise ReplayRangeError(f"recording {entry.name!r}: cut position {position} "
+                                       f"is not a record boundary")
+            writer.cut(position)
+            writer.close()
+            self._open_writer(entry)
+
     # ---- reading ---------------------------------------------------------------------------
 
     def entry(self, recording: str | int) -> CatalogEntry:

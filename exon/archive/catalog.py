@@ -60,11 +60,18 @@ class Catalog:
     """The recordings of one archive directory (not thread-safe: the owner locks)."""
 
     def __init__(self, directory: str, *, entries: list[CatalogEntry] | None = None,
-                 next_id: int = 1) -> None:
+                 next_id: int = 1, epoch: int = 1,
+                 epochs: list[list[Any]] | None = None) -> None:
         self.directory = directory
         self.path = os.path.join(directory, CATALOG_FILE)
         self.entries: dict[int, CatalogEntry] = {e.id: e for e in entries or []}
         self.next_id = next_id
+        #: the replication epoch this archive last served or followed (docs/protocol.md
+        #: 3.7): every promotion begins a new one
+        self.epoch = epoch
+        #: ``[[epoch, {recording id: its stop when the epoch began}], ...]``, ascending:
+        #: where a stale member cuts its tail
+        self.epochs: list[list[Any]] = list(epochs or [])
 
     @classmethod
     def load(cls, directory: str) -> Catalog:
@@ -88,7 +95,16 @@ class Catalog:
                 raise ArchiveCorrupt("catalog recordings are not a list of objects",
                                      path=path, offset=0)
             entries = [CatalogEntry(**e) for e in doc["recordings"]]
-            return cls(directory, entries=entries, next_id=int(doc["next_id"]))
+            epochs = doc.get("epochs", [])
+            if not isinstance(epochs, list) or not all(
+                    isinstance(e, list) and len(e) == 2 and isinstance(e[1], dict)
+                    for e in epochs):
+                raise ArchiveCorrupt("catalog epochs are not a list of [epoch, {id: position}]",
+                                     path=path, offset=0)
+            return cls(directory, entries=entries, next_id=int(doc["next_id"]),
+                       epoch=int(doc.get("epoch", 1)),
+                       epochs=[[int(e), {str(k): int(v) for k, v in s.items()}]
+                               for e, s in epochs])
         except ArchiveCorrupt:
             raise
         except (ValueError, KeyError, TypeError) as exc:
@@ -99,6 +115,8 @@ class Catalog:
         doc: dict[str, Any] = {
             "version": CATALOG_VERSION,
             "next_id": self.next_id,
+            "epoch": self.epoch,
+            "epochs": self.epochs,
             "recordings": [asdict(e) for e in sorted(self.entries.values(), key=lambda e: e.id)],
         }
         tmp = f"{self.path}.tmp"
@@ -120,6 +138,12 @@ class Catalog:
         elif isinstance(recording, int) and recording in self.entries:
             return self.entries[recording]
         raise RecordingNotFound(recording)
+
+    def put(self, entry: CatalogEntry) -> None:
+        """Keep ``entry`` under its own id (a replica copying its primary's), and save."""
+        self.entries[entry.id] = entry
+        self.next_id = max(self.next_id, entry.id + 1)
+        self.save()
 
     def add(self, name: str, segment_length: int, ingest_tag: int | None = None) -> CatalogEntry:
         check_name(name)

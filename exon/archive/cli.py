@@ -56,25 +56,50 @@ def archive_group() -> None:
               help="answer /healthz (alive, its driver answers) and /readyz (its recordings "
                    "are recovered, its endpoint bound) on HOST:PORT; under systemd it also "
                    "sends READY=1 and watchdog keep-alives")
+@click.option("--replica-of", default=None, metavar="PRIMARY_HOST:PORT",
+              help="follow this primary archive service: copy its recordings live, take "
+                   "no writes until promoted")
+@click.option("--min-insync", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="members (this one counted) a message must be durable on before its "
+                   "cookie returns")
+@click.option("--max-lag", type=click.IntRange(0), default=64 * 1024 * 1024,
+              show_default=True, help="bytes a replica may lag and stay in sync")
+@click.option("--replica-timeout", type=click.FloatRange(0.1, 3600), default=5.0,
+              show_default=True, help="seconds without word before a replica leaves the "
+                                      "in-sync set")
 def serve(directory: str, endpoint: str, ingest: tuple[str, ...], fsync: str,
           segment_length: int, keyed_tag: int, max_message_size: int | None,
-          health: str | None) -> None:
+          health: str | None, replica_of: str | None, min_insync: int, max_lag: int,
+          replica_timeout: float) -> None:
     """Run the archive service until SIGINT/SIGTERM; prints its address first."""
+    from exon import ExonError
+    from exon.sockets.messages import split_address
+
+    if replica_of is not None:
+        try:
+            split_address(replica_of, what="--replica-of")
+        except ExonError as exc:
+            _fail(exc)
+            return
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     sys.exit(run_service(directory, endpoint=endpoint, ingest=_ingest(ingest), fsync=fsync,
                          segment_length=segment_length, keyed_tag=keyed_tag,
-                         max_message_size=max_message_size, health=health, stop=stop))
+                         max_message_size=max_message_size, health=health, stop=stop,
+                         replication={"replica_of": replica_of, "min_insync": min_insync,
+                                      "max_lag": max_lag,
+                                      "replica_timeout": replica_timeout}))
 
 
 def run_service(directory: str, *, endpoint: str, ingest: dict[str, int], fsync: str,
                 segment_length: int = DEFAULT_SEGMENT_LENGTH, keyed_tag: int = 2,
                 max_message_size: int | None = None, health: str | None = None,
-                stop: threading.Event) -> int:
+                stop: threading.Event, replication: dict[str, Any] | None = None) -> int:
     """``exon archive serve``: the service until ``stop``; the exit status. With
     ``health``, ``/readyz`` answers 503 until the recordings are recovered and the
-    service runs (exon.ops.lifecycle)."""
+    service runs (exon.ops.lifecycle). ``replication``: ArchiveService's ``replica_of``,
+    ``min_insync``, ``max_lag`` and ``replica_timeout`` (docs/protocol.md 3.7)."""
     from exon import ConfigurationError, ExonError
     from exon.archive.service import ArchiveService
     from exon.ops.lifecycle import ServiceLifecycle
@@ -90,7 +115,7 @@ def run_service(directory: str, *, endpoint: str, ingest: dict[str, int], fsync:
             service = ArchiveService(directory, endpoint=endpoint, ingest=ingest,
                                      fsync=fsync,  # type: ignore[arg-type]
                                      segment_length=segment_length, keyed_tag=keyed_tag,
-                                     max_message_size=max_message_size)
+                                     max_message_size=max_message_size, **(replication or {}))
         except (ExonError, ValueError, OSError) as exc:
             _fail(exc)
             return 1
@@ -114,15 +139,77 @@ def _archive(directory: str) -> Any:
         _fail(exc)
 
 
+@archive_group.command("promote")
+@click.option("--endpoint", required=True, help="HOST:PORT of the replica to promote")
+@click.option("--timeout", type=float, default=15.0, show_default=True)
+def promote_command(endpoint: str, timeout: float) -> None:
+    """Make a replica the primary of a new epoch (its old primary, if reachable, is
+    fenced: it refuses writes and follows). Prints the new epoch."""
+    from exon import ExonError
+    from exon.archive.client import ArchiveClient
+
+    try:
+        with ArchiveClient(endpoint, timeout=timeout) as ac:
+            click.echo(ac.promote())
+    except ExonError as exc:
+        _fail(exc)
+
+
+def _list_members(addresses: str, as_json: bool) -> None:
+    """Each member's role, epoch and lag, then the recordings of the first that answers."""
+    from dataclasses import asdict
+
+    from exon import ExonError
+    from exon.archive.client import ArchiveClient
+
+    recs = None
+    for address in addresses.split(","):
+        try:
+            with ArchiveClient(address.strip(), timeout=3.0) as ac:
+                info = ac.info()
+                if recs is None:
+                    recs = ac.recordings()
+        except ExonError as exc:
+            info = {"role": "down", "error": str(exc)}
+        if as_json:
+            click.echo(json.dumps({"member": address.strip(), **{
+                k: info.get(k) for k in ("role", "epoch", "primary", "lag", "state",
+                                         "members", "min_insync", "error")}}))
+            continue
+        lag = info.get("lag")
+        click.echo(f"member {address.strip()}: {info.get('role')}, epoch {info.get('epoch')}"
+                   + (f", following {info['primary']} ({info.get('state')}, lag {lag} B)"
+                      if info.get("primary") else "")
+                   + (f", min-insync {info['min_insync']}" if info.get("role") == "primary"
+                      else "")
+                   + (f": {info['error']}" if "error" in info else ""))
+        for m in info.get("members") or []:
+            click.echo(f"  replica {m['member']}: {'in sync' if m['in_sync'] else 'OUT of sync'}"
+                       f", lag {m['lag']} B")
+    for r in recs or []:
+        click.echo(json.dumps(asdict(r)) if as_json else
+                   f"{r.id:>4} {r.name:<20} {r.start_position:>14} {r.stop_position:>14}  "
+                   f"{r.state}")
+
+
 @archive_group.command("list")
-@click.option("--dir", "directory", required=True, help="archive directory")
+@click.option("--dir", "directory", default=None, help="archive directory")
+@click.option("--archive", "addresses", default=None,
+              help="HOST:PORT[,HOST:PORT...] of running services: each member's role, "
+                   "epoch and lag")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per recording")
-def list_command(directory: str, as_json: bool) -> None:
-    """The recordings of an archive directory."""
+def list_command(directory: str | None, addresses: str | None, as_json: bool) -> None:
+    """The recordings of an archive directory (or of running services)."""
     from dataclasses import asdict
 
     from exon.archive import ArchiveError
 
+    if (directory is None) == (addresses is None):
+        raise click.UsageError("give exactly one of --dir and --archive")
+    if addresses is not None:
+        _list_members(addresses, as_json)
+        return
+    assert directory is not None
     try:
         with _archive(directory) as ar:
             recs = ar.recordings()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import socket as _socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +23,7 @@ import exon
 from exon import errors
 from exon.archive import codec, protocol
 from exon.archive.archive import RecordingInfo
-from exon.archive.errors import ArchiveError, ControlError
+from exon.archive.errors import ArchiveError, ControlError, ReplayRangeError
 from exon.archive.format import Record
 from exon.archive.protocol import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
 from exon.core.policy import LinkPolicy
@@ -47,12 +48,29 @@ def local_endpoint_for(host: str) -> str:
     return f"[{local}]:0" if family == _socket.AF_INET6 else f"{local}:0"
 
 
+def _unreachable(exc: ArchiveError) -> bool:
+    """An error that says the member could not be reached or will not serve this (another
+    member may): a link failure, or a replica asked to write."""
+    text = str(exc)
+    return (text.startswith("archive ") and " did not answer" not in text) or \
+        " is a replica" in text or " is a fenced" in text or text.endswith(" is closing")
+
+
 class ArchiveClient:
     """``ArchiveClient("HOST:PORT", timeout=10.0)``: every call waits at most ``timeout``
-    seconds for the service and raises :class:`exon.Timeout` (naming the address)."""
+    seconds for the service and raises :class:`exon.Timeout` (naming the address).
+
+    ``ArchiveClient("H1:P1,H2:P2")``: the members of a replicated archive (docs/protocol.md
+    3.7). Reads go to the member in use and move to the next when it does not answer (a
+    replay resumes from the position it reached); writes (commit, truncate, keyed ingest)
+    go to the member that says it is the primary."""
 
     def __init__(self, address: str, *, timeout: float = 10.0, node: exon.Node | None = None,
                  endpoint: str | None = None, policy: LinkPolicy | None = None) -> None:
+        self.addresses = [a.strip() for a in address.split(",")]
+        for member in self.addresses:
+            split_address(member, what="archive address")
+        address = self.addresses[0]
         host, port = split_address(address, what="archive address")
         self.address = address
         #: the link policy of the client's sockets (control, replay, keyed queries): e.g.
@@ -83,9 +101,60 @@ class ArchiveClient:
             self._node = exon.Node(endpoint=self._endpoint or local_endpoint_for(self.host))
         return self._node
 
+    def _move_on(self) -> bool:
+        """Use the next member (False: there is only one)."""
+        if len(self.addresses) < 2:
+            return False
+        with self._lock:
+            if self._req is not None:
+                self._req.close(timeout=0)
+                self._req = None
+            i = self.addresses.index(self.address) if self.address in self.addresses else -1
+            self.address = self.addresses[(i + 1) % len(self.addresses)]
+            self.host, self.port = split_address(self.address, what="archive address")
+            self._info = None
+        return True
+
     def _request(self, op: str, *, wait: float | None = None, **args: Any) -> dict[str, Any]:
         """Send one control request and return its decoded reply, within ``wait`` seconds
-        for each step (default: the client's timeout)."""
+        for each step (default: the client's timeout); with several members, the next
+        that answers."""
+        for _ in range(len(self.addresses) - 1):
+            try:
+                return self._request_one(op, wait=wait, **args)
+            except (errors.Timeout, errors.BrokenLink, ArchiveError) as exc:
+                if isinstance(exc, ArchiveError) and not _unreachable(exc):
+                    raise
+                self._move_on()
+        return self._request_one(op, wait=wait, **args)
+
+    def primary(self) -> str:
+        """The member that says it is the primary (the client then uses it), asking the
+        members in turn for up to the client's timeout (a failover in progress: a replica
+        about to be promoted); ArchiveError when none does."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            for _ in range(len(self.addresses)):
+                try:
+                    if self._request_one("info", wait=min(self.timeout, 3.0)).get(
+                            "role", "primary") == "primary":
+                        return self.address
+                except (errors.Timeout, errors.BrokenLink, ArchiveError):
+                    pass
+                if not self._move_on():
+                    break
+            if time.monotonic() >= deadline:
+                raise ArchiveError(f"no primary among {','.join(self.addresses)} "
+                                   f"(asked for {self.timeout} s)")
+            time.sleep(0.2)
+
+    def _write_request(self, op: str, **args: Any) -> dict[str, Any]:
+        if len(self.addresses) > 1:
+            self.primary()
+        return self._request_one(op, **args)
+
+    def _request_one(self, op: str, *, wait: float | None = None,
+                     **args: Any) -> dict[str, Any]:
         timeout = self.timeout if wait is None else wait
         with self._lock:
             if self._req is None:
@@ -188,13 +257,17 @@ class ArchiveClient:
     def commit(self, recording: str | int, consumer: str, position: int, *,
                truncate: bool = False) -> int:
         """Record that ``consumer`` consumed up to ``position``; returns the start position."""
-        return int(self._request("commit", recording=recording, consumer=consumer,
-                                 position=position, truncate=truncate)["start_position"])
+        return int(self._write_request("commit", recording=recording, consumer=consumer,
+                                       position=position, truncate=truncate)["start_position"])
 
     def truncate(self, recording: str | int, before: int) -> int:
         """Drop whole segments below ``before``; returns the new start position."""
-        return int(self._request("truncate", recording=recording, before=before)
+        return int(self._write_request("truncate", recording=recording, before=before)
                    ["start_position"])
+
+    def promote(self) -> int:
+        """Make the service (a replica) the primary of a new epoch; returns the epoch."""
+        return int(self._request_one("promote")["epoch"])
 
     def ingest_peer(self, recording: str) -> str:
         """``"HOST:PORT/TAG"`` of the recording's ingest PULL socket."""
@@ -207,6 +280,32 @@ class ArchiveClient:
 
     def replay_batches(self, recording: str | int, start: int = 0, end: int | None = None, *,
                        follow: bool = False, verify: bool = True) -> Iterator[list[Record]]:
+        """Records of ``[start, end)`` in batches, streamed from the service (``end=None``:
+        its stop position now; ``follow``: then keep tailing). With several members, a
+        replay whose member stops answering goes on from the next member that holds the
+        range, from the position it reached. See :meth:`_replay_from` for the rest."""
+        position = start
+        tries = 0
+        while True:
+            progress = [position]
+            try:
+                for records in self._replay_from(recording, position, end, follow, verify,
+                                                 progress):
+                    tries = 0
+                    yield records
+                return
+            except (errors.Timeout, errors.BrokenLink, ArchiveError) as exc:
+                # gone, or does not hold the range (a replica behind): the next member
+                if isinstance(exc, ArchiveError) and not (
+                        isinstance(exc, ReplayRangeError) or _unreachable(exc)):
+                    raise
+                tries += 1
+                if tries >= len(self.addresses) or not self._move_on():
+                    raise
+                position = progress[0]
+
+    def _replay_from(self, recording: str | int, start: int, end: int | None, follow: bool,
+                     verify: bool, progress: list[int]) -> Iterator[list[Record]]:
         """Records of ``[start, end)`` in batches, streamed from the service (``end=None``:
         its stop position now; ``follow``: then keep tailing). Raises exon.Timeout when the
         service sends nothing for ``timeout`` seconds (in follow mode it sends a keepalive
@@ -244,6 +343,7 @@ class ArchiveClient:
                                                    1 << 62, verify, source, producers)
                     if offset != len(data):
                         raise ControlError(f"{source}: records end at {offset} of {len(data)}")
+                    progress[0] = base + offset
                     if records:
                         yield records
                 elif kind == protocol.REPLAY_END:
@@ -280,6 +380,8 @@ class ArchiveClient:
     def keyed_writer(self, recording: str | int, query: str) -> KeyedWriter:
         """A writer whose rows the archive records once: a row whose ``(query, partition)``
         already has a recorded ``(batch, seq)`` at or past its own is dropped."""
+        if len(self.addresses) > 1:
+            self.primary()
         rec = self.recording(recording)
         if self._info is None:
             self._info = self.info()

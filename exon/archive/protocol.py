@@ -39,6 +39,7 @@ from exon.archive.errors import (
     ControlError,
     RecordingNotFound,
 )
+from exon.archive.replication_wire import positions_map
 
 #: the service's tags: its control REP, and its keyed-ingest PULL unless it is given another
 CONTROL_TAG: Final = 1
@@ -85,6 +86,10 @@ OPERATIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "advance": (("recording", "start", "max_records"), {}),
     "commit": (("recording", "consumer", "position"), {"truncate": False}),
     "truncate": (("recording", "before"), {}),
+    # replication (3.7)
+    "replicate": (("member", "instance", "reply_to", "epoch", "positions"), {}),
+    "promote": ((), {}),
+    "fence": (("epoch", "primary"), {}),
 }
 
 
@@ -139,12 +144,13 @@ def decode_request(data: bytes) -> Request:
     return Request(op, args)
 
 
-_INT_FIELDS = {"start", "end", "max_records", "position", "before", "replay_id"}
+_INT_FIELDS = {"start", "end", "max_records", "position", "before", "replay_id", "epoch"}
 #: (op, field) -> the smallest value, where it is not 0
 _INT_MINIMUM = {("boundaries", "max_records"): 1}
 #: string field -> its longest value (a consumer name is kept in the catalog and comes back
 #: in every RecordingInfo; reply_to is HOST:PORT/TAG)
-_STR_FIELDS = {"reply_to": 512, "consumer": NAME_MAX}
+_STR_FIELDS = {"reply_to": 512, "consumer": NAME_MAX, "member": 512, "primary": 512,
+               "instance": 64}
 
 
 def _quote(value: Any) -> str:
@@ -175,6 +181,11 @@ def _check_field(op: str, name: str, value: Any) -> None:
         elif type(value) is not int or not 0 <= value <= I64_MAX:
             raise ControlError(f"{op}: recording must be a name or an id (an integer "
                                f"0..2**63-1), not {_quote(value)}")
+    elif name == "positions":
+        try:
+            positions_map(value, name)
+        except ControlError as exc:
+            raise ControlError(f"{op}: {exc}") from None
     elif name in ("follow", "truncate") and not isinstance(value, bool):
         raise ControlError(f"{op}: {name} must be true or false, not {_quote(value)}")
 

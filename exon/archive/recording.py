@@ -24,7 +24,7 @@ from typing import Any, Literal
 from exon.archive import codec
 from exon.archive.catalog import CatalogEntry, fsync_dir
 from exon.archive.errors import ArchiveFull
-from exon.archive.format import decode_key, encode_pad
+from exon.archive.format import decode_key, encode_pad, scan_records
 from exon.archive.segments import recover_segments, segment_bases, segment_path
 
 FsyncPolicy = Literal["none", "data", "full"]
@@ -180,6 +180,70 @@ class RecordingWriter:
         with self._appending:
             self.check_running()
             return self._append(len(offsets) - 1, encode)
+
+    def append_raw(self, position: int, data: bytes, *, sync: bool = True,
+                   keyed: bool = False) -> int:
+        """Write records copied byte for byte from another archive (a replica following
+        its primary) at ``position``, which must be the stop position: whole, valid records
+        (checksums included) within one segment, PAD records included. Their dedup keys
+        raise the marks (``keyed``: the records may carry keys, read in Python; else they
+        are checked natively). ``sync=False`` leaves the sync to :meth:`sync` (a replica syncs
+        once per drained stream). Returns the new stop position. Raises ValueError (nothing
+        written) for records that do not continue the recording or do not check."""
+        with self._appending:
+            self.check_running()
+            if position != self.stop_position:
+                raise ValueError(f"recording {self.entry.name!r}: records copied at position "
+                                 f"{position}, but it ends at {self.stop_position}")
+            length = self.entry.segment_length
+            if not data or (position % length) + len(data) > length:
+                raise ValueError(f"recording {self.entry.name!r}: {len(data)} bytes copied at "
+                                 f"{position} do not fit its segment")
+            marks: DedupMarks = {}
+            if keyed or self.entry.keyed:
+                end, _ = scan_records(data, 0, len(data), position,
+                                      on_key=lambda key, _p: raise_mark(marks, key))
+            else:
+                end, _ = codec.scan(data, 0, len(data), position)
+            if end != len(data):
+                raise ValueError(f"recording {self.entry.name!r}: the records copied at "
+                                 f"{position} fail their checks at {position + end}")
+            try:
+                self._write(position, memoryview(data))
+                if sync:
+                    self._sync()
+            except OSError as exc:
+                self._fail(position, exc)
+            for k, v in marks.items():
+                if v > self.dedup.get(k, (-1, -1)):
+                    self.dedup[k] = v
+            with self.changed:
+                self.stop_position = position + len(data)
+                self.changed.notify_all()
+            return self.stop_position
+
+    def sync(self) -> None:
+        """Make what :meth:`append_raw` wrote with ``sync=False`` durable (the fsync policy)."""
+        with self._appending:
+            if self._fd >= 0:
+                try:
+                    self._sync()
+                except OSError as exc:
+                    self._fail(self.stop_position, exc)
+
+    def cut(self, position: int) -> None:
+        """Cut the recording back to ``position`` (a record boundary at or below the stop):
+        a stale member's tail (docs/protocol.md 3.7). The dedup marks are not lowered
+        here: the owner reopens the writer (recovery rebuilds them)."""
+        with self._appending:
+            if position >= self.stop_position:
+                return
+            self._cut_back(position)
+            if self.fsync != "none":
+                fsync_dir(self.directory)
+            with self.changed:
+                self.stop_position = position
+                self.changed.notify_all()
 
     def dedup_marks(self) -> list[list[Any]]:
         """The keyed ingest's high-water marks, ``[query, partition, batch, seq]`` each (a

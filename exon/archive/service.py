@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import secrets
 import sys
 import threading
 import time
@@ -26,6 +27,7 @@ import msgpack
 import exon
 from exon import errors
 from exon.archive import protocol
+from exon.archive import replication_wire as wire
 from exon.archive.archive import DEFAULT_SEGMENT_LENGTH, Archive
 from exon.archive.errors import ArchiveError, ControlError, RecordingNotFound
 from exon.archive.format import HEADER_LENGTH, KEY
@@ -37,6 +39,16 @@ from exon.archive.protocol import (
     REPLAY_CHUNK,
 )
 from exon.archive.recording import FsyncPolicy
+from exon.archive.replica import ReplicaFollower
+from exon.archive.replication import (
+    DEFAULT_MAX_LAG,
+    DEFAULT_REPLICA_TIMEOUT,
+    InSyncSet,
+    MemberJoined,
+    cut_positions,
+    epoch_starts,
+)
+from exon.archive.replication_sender import ReplicationSession, open_push
 from exon.core.policy import LinkPolicy
 from exon.sockets.pull import PullSocket
 
@@ -127,11 +139,38 @@ class ArchiveService:
                  ingest: dict[str, int] | None = None, fsync: FsyncPolicy = "none",
                  segment_length: int = DEFAULT_SEGMENT_LENGTH, keyed_tag: int = KEYED_TAG,
                  max_message_size: int | None = None, node: exon.Node | None = None,
+                 replica_of: str | None = None, min_insync: int = 1,
+                 max_lag: int = DEFAULT_MAX_LAG,
+                 replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
                  policy: LinkPolicy | None = None) -> None:
         ingest = dict(ingest or {})
-        #: the link policy of every socket of the service (control, ingest, keyed, replay):
-        #: e.g. ``exon.EncryptedPolicy(keys, trusted=[...])`` for encrypted links
+        #: the link policy of every socket of the service (control, ingest, keyed, replay,
+        #: replication): e.g. ``exon.EncryptedPolicy(keys, trusted=[...])`` for encrypted
+        #: links
         self.policy = policy
+        if replica_of is not None and ingest:
+            raise exon.ConfigurationError(
+                "--ingest with --replica-of: a replica takes its recordings (and their "
+                "ingest tags) from its primary")
+        #: "primary" (takes writes), "replica" (follows replica_of; refuses writes)
+        self.role = "primary" if replica_of is None else "replica"
+        self.primary = replica_of
+        #: who this process is (a replica pointed at its own service is told so)
+        self.instance = secrets.token_hex(8)
+        self.insync = InSyncSet(min_insync=min_insync, max_lag=max_lag,
+                                timeout=replica_timeout)
+        #: guards the replication state below; notified on every append and ack
+        self._repl = threading.Condition()
+        #: socket -> its held batches appended but not yet confirmed: (batch, {recording id:
+        #: the position that must be confirmed}), oldest first
+        self._pending: dict[Any, deque[tuple[Any, dict[int, int]]]] = {}
+        self._sessions: dict[str, ReplicationSession] = {}
+        self._session_members: dict[int, str] = {}
+        self._session_ids = itertools.count(1)
+        self._catalog_version = 0
+        self.follower: ReplicaFollower | None = None
+        self._segment_length = segment_length
+        self._max_message_size = max_message_size
         tags = list(ingest.values())
         reserved = {CONTROL_TAG: "control", keyed_tag: "keyed ingest"}
         for name, tag in ingest.items():
@@ -159,27 +198,45 @@ class ArchiveService:
             self.node = node if node is not None else exon.Node(endpoint=endpoint)
             self.address = self.node.address
             self.archive.note_owner(self.address)  # the bound port, not the ":0" asked for
+            if replica_of is not None and replica_of in (self.address, endpoint):
+                raise exon.ConfigurationError(
+                    f"--replica-of {replica_of}: that is this service's own address (a "
+                    f"replica follows another archive service)")
             self.control = self.node.socket("rep", tag=CONTROL_TAG,
                                             max_message_size=protocol.MAX_CONTROL_LENGTH,
                                             policy=policy)
+            #: where replicas acknowledge what they hold durable (a tag of its own)
+            self.acks = self.node.socket("pull", max_message_size=wire.MAX_ACK_LENGTH,
+                                         policy=policy)
             self.ingest: dict[str, Any] = {}
             #: messages a recorder takes per batch with one producer linked (see batch_limit)
             self._batch_upper: dict[str, int] = {}
-            for name, tag in ingest.items():
-                self.ingest[name] = self.node.socket(
-                    "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name],
-                    start_credits=INGEST_START_CREDITS, policy=policy)
-                self._batch_upper[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
-            keyed_size = (min(self._max_payload_all(), 1 << 20) + protocol.KEYED_HEADER.size
-                          + MAX_QUERY)
-            self.keyed = self.node.socket("pull", tag=keyed_tag, max_message_size=keyed_size,
-                                          start_credits=INGEST_START_CREDITS, policy=policy)
-            self._keyed_upper = self._batch_limit(
-                self.node.link_settings.initial_credits, keyed_size)
             self.keyed_tag = keyed_tag
+            self.keyed: Any = None
+            if self.role == "primary":
+                self._open_writes(ingest, sizes)
         except BaseException:
             self.close()
             raise
+
+    def _open_writes(self, ingest: dict[str, int], sizes: dict[str, int]) -> None:
+        """The ingest PULLs and the keyed PULL: what takes writes (a primary's)."""
+        for name, tag in ingest.items():
+            self.ingest[name] = self.node.socket(
+                "pull", tag=tag, credits=INGEST_CREDITS, max_message_size=sizes[name],
+                start_credits=INGEST_START_CREDITS, policy=self.policy)
+            self._batch_upper[name] = self._batch_limit(INGEST_CREDITS, sizes[name])
+        keyed_size = (min(self._max_payload_all(), 1 << 20) + protocol.KEYED_HEADER.size
+                      + MAX_QUERY)
+        self.keyed = self.node.socket("pull", tag=self.keyed_tag, max_message_size=keyed_size,
+                                      start_credits=INGEST_START_CREDITS, policy=self.policy)
+        self._keyed_upper = self._batch_limit(
+            self.node.link_settings.initial_credits, keyed_size)
+
+    def _start_writes(self) -> None:
+        for name, sock in self.ingest.items():
+            self._spawn(self._record_loop, f"exon-archive-record-{name}", name, sock)
+        self._spawn(self._keyed_loop, "exon-archive-keyed", self.keyed)
 
     def _max_payload(self, recording: str, key_length: int) -> int:
         """The largest message a recording takes (a record must fit one segment)."""
@@ -221,6 +278,8 @@ class ArchiveService:
 
     def keyed_batch_limit(self) -> int:
         """:meth:`batch_limit` of the keyed ingest."""
+        if self.keyed is None:
+            raise ArchiveError(f"{self.address} is a {self.role}: no keyed ingest")
         return _held_batch_limit(self.keyed, self._keyed_upper)
 
     def _max_payload_all(self) -> int:
@@ -232,9 +291,12 @@ class ArchiveService:
     def start(self) -> ArchiveService:
         """Start the control, recording and keyed-ingest threads; returns ``self``."""
         self._spawn(self._control_loop, "exon-archive-control")
-        for name, sock in self.ingest.items():
-            self._spawn(self._record_loop, f"exon-archive-record-{name}", name, sock)
-        self._spawn(self._keyed_loop, "exon-archive-keyed")
+        self._spawn(self._ack_loop, "exon-archive-acks")
+        self._spawn(self._confirm_loop, "exon-archive-confirm")
+        if self.role == "primary":
+            self._start_writes()
+        else:
+            self._follow()
         self._spawn(self._metrics_loop, "exon-archive-metrics")
         return self
 
@@ -253,6 +315,11 @@ class ArchiveService:
             for ev in self._replays.values():
                 ev.set()
             threads = list(self._threads)
+        with self._repl:
+            for session in self._sessions.values():
+                session.stop.set()
+        if self.follower is not None:
+            self.follower.stop.set()
         for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout)
@@ -296,8 +363,25 @@ class ArchiveService:
         finally:
             metrics.close()
 
-    def _event(self, text: str) -> None:
-        log.error(text)
+    def replication_status(self) -> dict[str, Any]:
+        """``role``, ``epoch``, ``primary`` (a replica's), ``min_insync``, ``members`` (a
+        primary's replicas: member, in_sync, lag, silent), the times a replica left and
+        joined the in-sync set (``insync_left``, ``insync_joined``), ``state`` and ``lag``
+        (a replica's)."""
+        out: dict[str, Any] = {"role": self.role, "epoch": self.archive.catalog.epoch,
+                               "primary": self.primary, "min_insync": self.insync.min_insync}
+        with self._repl:
+            out["members"] = [asdict(m) for m in self.insync.statuses(now=time.monotonic())]
+            out["insync_left"] = self.insync.left_count
+            out["insync_joined"] = self.insync.joined_count
+        follower = self.follower
+        if follower is not None:
+            out["state"] = follower.state
+            out["lag"] = follower.lag()
+        return out
+
+    def _event(self, text: str, *, error: bool = True) -> None:
+        (log.error if error else log.info)(text)
         if len(text) > MAX_EVENT_TEXT:
             text = text[:MAX_EVENT_TEXT - 3] + "..."
         with self._lock:
@@ -360,7 +444,8 @@ class ArchiveService:
                     producers.clear()
                 hit = producers[id(peer)] = (peer, str(peer).encode()[:MAX_PRODUCER])
             return hit[1]
-        limit = _RefreshedLimit(lambda: self.batch_limit(name))
+        upper = self._batch_upper[name]
+        limit = _RefreshedLimit(lambda: _held_batch_limit(sock, upper))
         size = [limit()]
 
         def take() -> Any:
@@ -369,17 +454,16 @@ class ArchiveService:
         for batch in self._taking(sock, take):
             size[0] = take_size(limit(), len(batch), len(batch.buffer))
             try:
-                writer.append_buffer(batch.buffer, batch.offsets, batch.runs, producer_of,
-                                     time.time_ns())
+                stop = writer.append_buffer(batch.buffer, batch.offsets, batch.runs,
+                                            producer_of, time.time_ns())
             except (OSError, ValueError) as exc:  # ArchiveFull among them
                 self._event(f"recording {name!r} stopped: {exc}")
                 sock.close(timeout=0)  # unconfirmed: the producers get CookieLost
                 return
-            sock.confirm(batch)
+            self._appended(sock, batch, {writer.entry.id: stop})
 
-    def _keyed_loop(self) -> None:
-        sock = self.keyed
-        limit = _RefreshedLimit(self.keyed_batch_limit)
+    def _keyed_loop(self, sock: Any) -> None:
+        limit = _RefreshedLimit(lambda: _held_batch_limit(sock, self._keyed_upper))
         for batch in self._taking(sock, lambda: sock.receive_held(limit(), timeout=POLL)):
             try:
                 on_disk = self._record_keyed(batch)
@@ -388,12 +472,20 @@ class ArchiveService:
                 self._event(f"keyed ingest failed: {exc!r}")
                 on_disk = False
             if on_disk:
-                sock.confirm(batch)
+                # every recording's end now: at or past where this batch's rows lie
+                self._appended(sock, batch, self._stops())
             else:
                 # what is not on disk is never confirmed: the batch's links are dropped,
                 # its writers see CookieLost and their batch fails (Spark retries it; what
                 # did get recorded is dropped then as a duplicate)
                 sock.reject(batch)
+
+    def _stops(self) -> dict[int, int]:
+        """Every recording's stop position."""
+        ar = self.archive
+        with ar._lock:
+            ids = list(ar.catalog.entries)
+        return {rid: ar.stop_position(rid) for rid in ids}
 
     def _record_keyed(self, batch: Any) -> bool:
         """Append a keyed batch to its recordings; False when some of it is not on disk."""
@@ -427,6 +519,212 @@ class ArchiveService:
                 self._event(f"keyed ingest into recording {rid} failed: {exc}")
                 on_disk = False
         return on_disk
+
+    # ---- replication (docs/protocol.md 3.7) ---------------------------------------------
+
+    def _appended(self, sock: Any, batch: Any, positions: dict[int, int]) -> None:
+        """A held batch is durable here up to ``positions``: confirm it once the in-sync set
+        holds it on ``min_insync`` members (at once with min-insync 1)."""
+        with self._repl:
+            for rid, position in positions.items():
+                self.insync.local(rid, position)
+            direct = self.insync.min_insync == 1 and not self._pending.get(sock)
+            if not direct:
+                self._pending.setdefault(sock, deque()).append((batch, positions))
+            self._repl.notify_all()
+        if direct:
+            sock.confirm(batch)
+
+    def _confirm_loop(self) -> None:
+        """Confirm held batches as the in-sync set comes to hold them, in the order each
+        socket took them; move silent replicas out of the set (events)."""
+        while not self._stop.is_set():
+            ready: list[tuple[Any, Any]] = []
+            events = []
+            with self._repl:
+                self._repl.wait(0.05)
+                self.insync.handle_timer(now=time.monotonic())
+                while (ev := self.insync.next_event()) is not None:
+                    events.append(ev)
+                for sock, queue in self._pending.items():
+                    while queue and all(self.insync.confirmed(rid) >= position
+                                        for rid, position in queue[0][1].items()):
+                        ready.append((sock, queue.popleft()[0]))
+            for ev in events:
+                if isinstance(ev, MemberJoined):
+                    self._event(f"replica {ev.member} joined the in-sync set", error=False)
+                else:
+                    self._event(f"replica {ev.member} left the in-sync set ({ev.reason}, "
+                                f"{ev.lag} bytes behind)")
+            for sock, batch in ready:
+                try:
+                    sock.confirm(batch)
+                except errors.ExonError as exc:  # pragma: no cover - closed under us
+                    log.warning("confirm: %s", exc)
+
+    def _ack_loop(self) -> None:
+        sock = self.acks
+        for batch in self._taking(sock, lambda: sock.receive_many(256, timeout=POLL)):
+            now = time.monotonic()
+            with self._repl:
+                for msg in batch:
+                    try:
+                        session, positions = wire.decode_ack(msg.payload)
+                    except ControlError as exc:
+                        log.warning("replication ack from %s: %s (dropped)", msg.peer, exc)
+                        continue
+                    member = self._session_members.get(session)
+                    if member is not None:
+                        self.insync.ack(member, positions, now=now)
+                self._repl.notify_all()
+
+    def _follow(self) -> None:
+        assert self.primary is not None
+        self.follower = ReplicaFollower(
+            self.archive, self.node, primary=self.primary, member=self.address,
+            instance=self.instance, event=self._event, policy=self.policy)
+        self._follower_thread = self._spawn(self.follower.run, "exon-archive-replica",
+                                            self._stop)
+
+    def _bump_catalog(self) -> None:
+        with self._repl:
+            self._catalog_version += 1
+            self._repl.notify_all()
+
+    def _replicate(self, a: dict[str, Any]) -> bytes:
+        """Start a replication session for the replica asking (3.7)."""
+        if a["instance"] == self.instance:
+            raise ControlError("replicate: this is the replica's own service (a replica of "
+                               "itself)")
+        if self.role != "primary":
+            raise ArchiveError(f"replicate: {self.address} is a {self.role}, not a primary"
+                               + (f" (its primary is {self.primary})" if self.primary else ""))
+        cat = self.archive.catalog
+        epoch = a["epoch"]
+        if epoch > cat.epoch:
+            self._event(f"split brain: replica {a['member']} is of epoch {epoch}, this "
+                        f"primary of epoch {cat.epoch}: this member refuses writes")
+            self._demote(None)
+            raise ArchiveError(f"split brain: {self.address} is a primary of epoch "
+                               f"{cat.epoch}, older than the replica's {epoch}; it now "
+                               f"refuses writes")
+        positions = wire.positions_map(a["positions"], "positions")
+        cuts: dict[int, int] = {}
+        if epoch < cat.epoch:
+            starts = epoch_starts(cat.epochs, epoch)
+            if starts is not None:
+                cuts = cut_positions(positions, starts)
+                positions.update(cuts)
+        for rid, position in positions.items():
+            try:
+                entry = self.archive.entry(rid)
+            except RecordingNotFound:
+                raise ArchiveError(f"wrong primary: the replica holds recording id {rid}, "
+                                   f"which {self.address} does not") from None
+            stop = self.archive.stop_position(rid)
+            if position > stop:
+                raise ArchiveError(f"wrong primary: the replica holds recording "
+                                   f"{entry.name!r} up to {position}, past this primary's "
+                                   f"end {stop} in the same epoch {cat.epoch}")
+        member = a["member"]
+        push = open_push(self.node, a["reply_to"], CONTROL_SEND_TIMEOUT, self.policy)
+        with self._repl:
+            session_id = next(self._session_ids)
+            old = self._sessions.pop(member, None)
+            if old is not None:
+                old.stop.set()
+            session = ReplicationSession(
+                self.archive, session=session_id, member=member, push=push,
+                positions=positions, changed=self._repl,
+                catalog_version=lambda: self._catalog_version,
+                epoch=lambda: self.archive.catalog.epoch)
+            self._sessions[member] = session
+            self._session_members[session_id] = member
+            self.insync.start(member, positions, now=time.monotonic())
+        self._spawn(self._run_session, f"exon-archive-replicate-{session_id}", session)
+        return protocol.encode_ok(epoch=cat.epoch, epochs=cat.epochs, session=session_id,
+                                 ack_to=f"{self.address}/{self.acks.tag}",
+                                 cut={str(k): v for k, v in cuts.items()})
+
+    def _run_session(self, session: ReplicationSession) -> None:
+        try:
+            session.run(self._stop)
+        finally:
+            session.push.close(timeout=0)
+            with self._repl:
+                self._session_members.pop(session.session, None)
+                if self._sessions.get(session.member) is session:
+                    del self._sessions[session.member]
+                    self.insync.drop(session.member)
+                self._repl.notify_all()
+            with self._lock:
+                self._threads.remove(threading.current_thread())
+
+    def promote(self) -> int:
+        """Make this replica the primary of a new epoch (3.7); returns the epoch."""
+        with self._lock:
+            if self.role == "primary":
+                raise ArchiveError(f"{self.address} is the primary already (epoch "
+                                   f"{self.archive.catalog.epoch})")
+            follower, old_primary = self.follower, self.primary
+            if follower is not None:
+                follower.stop.set()
+        thread = getattr(self, "_follower_thread", None)
+        if thread is not None:
+            thread.join(10.0)  # its last append done: the epoch begins where it stopped
+            if thread.is_alive():
+                raise ArchiveError("promote: the replica's follower did not stop in 10 s")
+        ar = self.archive
+        with ar._lock:
+            cat = ar.catalog
+            epoch = max([cat.epoch, *(int(e[0]) for e in cat.epochs)]) + 1
+            cat.epochs.append([epoch, {str(e.id): ar.stop_position(e.id)
+                                       for e in cat.entries.values()}])
+            cat.epoch = epoch
+            cat.save()
+        self.role, self.primary, self.follower = "primary", None, None
+        ingest = {e.name: e.ingest_tag for e in cat.entries.values() if e.ingest_tag is not None}
+        sizes = {name: self._ingest_message_size(name, self._segment_length,
+                                                 self._max_message_size) for name in ingest}
+        self._open_writes(ingest, sizes)
+        self._start_writes()
+        self._bump_catalog()
+        self._event(f"promoted to primary of epoch {epoch}", error=False)
+        if old_primary is not None:  # best effort: the old primary stops taking writes
+            self._spawn(self._fence_old, "exon-archive-fence", old_primary, epoch)
+        return epoch
+
+    def _fence_old(self, old: str, epoch: int) -> None:
+        from exon.archive.client import ArchiveClient
+
+        try:
+            with ArchiveClient(old, node=self.node, timeout=2.0, policy=self.policy) as client:
+                client._request("fence", epoch=epoch, primary=self.address)
+        except errors.ExonError as exc:
+            log.info("fence of the old primary %s: %s", old, exc)
+        finally:
+            with self._lock:
+                self._threads.remove(threading.current_thread())
+
+    def _demote(self, primary: str | None) -> None:
+        """Stop taking writes (a newer epoch exists): close the ingest sockets (producers
+        get CookieLost for what was not confirmed) and follow ``primary`` when known."""
+        with self._lock:
+            if self.role != "primary":
+                return
+            self.role = "replica" if primary is not None else "fenced"
+            self.primary = primary
+            socks = [*self.ingest.values(), *([self.keyed] if self.keyed is not None else [])]
+            self.ingest, self.keyed = {}, None
+        for sock in socks:
+            sock.close(timeout=0)
+        with self._repl:
+            for sock in socks:
+                self._pending.pop(sock, None)
+            for session in self._sessions.values():
+                session.stop.set()
+        if primary is not None:
+            self._follow()
 
     # ---- control -------------------------------------------------------------------------
 
@@ -478,7 +776,8 @@ class ArchiveService:
             return protocol.encode_ok(
                 version=exon.__version__, fsync=ar.fsync, keyed_tag=self.keyed_tag,
                 control_tag=CONTROL_TAG,
-                ingest={n: s.tag for n, s in self.ingest.items()}, events=self._recent_events())
+                ingest={n: s.tag for n, s in self.ingest.items()}, events=self._recent_events(),
+                **self.replication_status())
         if op == "recordings":
             return protocol.encode_ok(recordings=[asdict(r) for r in ar.recordings()])
         if op == "recording":
@@ -491,13 +790,31 @@ class ArchiveService:
         if op == "advance":
             return protocol.encode_ok(position=ar.advance(a["recording"], a["start"],
                                                          a["max_records"]))
-        if op == "commit":
-            return protocol.encode_ok(start_position=ar.commit(
-                a["recording"], a["consumer"], a["position"], truncate=a["truncate"]))
-        if op == "truncate":
-            return protocol.encode_ok(start_position=ar.truncate(a["recording"], a["before"]))
+        if op in ("commit", "truncate"):
+            if self.role != "primary":
+                raise ArchiveError(f"{op}: {self.address} is a {self.role}; commit and "
+                                   f"truncate at the primary"
+                                   + (f" ({self.primary})" if self.primary else ""))
+            if op == "commit":
+                start = ar.commit(a["recording"], a["consumer"], a["position"],
+                                  truncate=a["truncate"])
+            else:
+                start = ar.truncate(a["recording"], a["before"])
+            self._bump_catalog()
+            return protocol.encode_ok(start_position=start)
         if op == "replay":
             return self._start_replay(a)
+        if op == "replicate":
+            return self._replicate(a)
+        if op == "promote":
+            return protocol.encode_ok(epoch=self.promote())
+        if op == "fence":
+            if a["epoch"] <= ar.catalog.epoch:
+                return protocol.encode_ok(role=self.role, epoch=ar.catalog.epoch)
+            self._event(f"fenced by {a['primary']}, primary of epoch {a['epoch']}: this "
+                        f"member refuses writes and follows it")
+            self._demote(a["primary"])
+            return protocol.encode_ok(role=self.role, epoch=ar.catalog.epoch)
         if op == "stop_replay":
             with self._lock:
                 ev = self._replays.get(a["replay_id"])

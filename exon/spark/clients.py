@@ -57,7 +57,7 @@ def _endpoint_for(address: str) -> str:
     from exon.archive.client import local_endpoint_for
     from exon.sockets.messages import split_address
 
-    host, _ = split_address(address, what="address")
+    host, _ = split_address(address.split(",")[0].strip(), what="address")
     return local_endpoint_for(host)
 
 

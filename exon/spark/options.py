@@ -120,11 +120,12 @@ def _archive_address(options: Mapping[str, str], *, required: bool) -> str | Non
             raise ExonOptionError("archive", "is required: HOST:PORT of an exon archive service "
                                   "(`exon archive serve` prints it)")
         return None
-    value = value.strip()
+    value = ",".join(v.strip() for v in value.split(","))
     try:
-        split_address(value, what="archive")
+        for member in value.split(","):  # the members of a replicated archive
+            split_address(member, what="archive")
     except ConfigurationError as exc:
-        raise ExonOptionError("archive", f"{exc} (want HOST:PORT)") from None
+        raise ExonOptionError("archive", f"{exc} (want HOST:PORT[,HOST:PORT...])") from None
     return value
 
 

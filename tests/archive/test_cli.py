@@ -183,3 +183,24 @@ def test_list_without_the_service_names_damage_an_owner_refuses(tmp_path) -> Non
     assert info["state"].startswith(f"damaged: {segment_path(d, rid, 0)} at offset {bad}")
     with Archive(d, owner=True) as ar:  # what the note announces
         assert ar.recording("orders").state.startswith("failed: recovery refused")
+
+
+def test_promote_and_list_members(tmp_path) -> None:
+    with ArchiveService(str(tmp_path / "p"), ingest={"orders": 10}) as primary, \
+            ArchiveService(str(tmp_path / "r"), replica_of=primary.address) as replica:
+        out = run("list", "--archive", f"{primary.address},{replica.address}")
+        assert out.returncode == 0, out.stderr
+        assert f"member {primary.address}: primary, epoch 1" in out.stdout
+        assert f"member {replica.address}: replica, epoch 1, following" in out.stdout
+        promoted = run("promote", "--endpoint", replica.address)
+        assert promoted.returncode == 0, promoted.stderr
+        assert promoted.stdout.strip() == "2"
+        again = run("promote", "--endpoint", replica.address)
+        assert again.returncode == 1
+        assert "primary already" in again.stderr
+
+
+def test_serve_refuses_a_bad_replica_of(tmp_path) -> None:
+    out = run("serve", "--dir", str(tmp_path / "a"), "--replica-of", "no-port")
+    assert out.returncode == 1
+    assert "replica-of" in out.stderr

@@ -632,7 +632,8 @@ def test_finished_replays_leave_the_service_thread_list(service: ArchiveService,
     while replay_threads(service) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert replay_threads(service) == []
-    assert len(service._threads) == 5  # control, two recorders, keyed ingest, metrics
+    # control, replication acks, confirmer, two recorders, keyed ingest, metrics
+    assert len(service._threads) == 7
     assert all(t.is_alive() for t in service._threads)
 
 

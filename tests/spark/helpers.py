@@ -23,8 +23,10 @@ class ArchiveService:
     by SIGTERM; ``restart()`` comes back on the same port and directory)."""
 
     def __init__(self, directory: pathlib.Path, ingest: dict[str, int], *,
-                 fsync: str = "none", segment_length: int | None = None) -> None:
+                 fsync: str = "none", segment_length: int | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.directory = directory
+        self.args = args
         self.ingest = ingest
         self.fsync = fsync
         self.segment_length = segment_length
@@ -38,6 +40,7 @@ class ArchiveService:
             args += ["--ingest", f"{name}={tag}"]
         if self.segment_length:
             args += ["--segment-length", str(self.segment_length)]
+        args += list(self.args)
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, cwd=REPO)
         deadline = time.monotonic() + timeout

@@ -116,3 +116,10 @@ def test_bad_write_option_names_the_option(options: dict[str, str], option: str)
     with pytest.raises(ExonOptionError) as info:
         parse_write_options(options)
     assert info.value.option == option
+
+
+def test_archive_takes_the_members_of_a_replicated_archive() -> None:
+    opts = parse_read_options({**BASE, "archive": "h1:1, h2:2"})
+    assert opts.archive == "h1:1,h2:2"
+    with pytest.raises(ExonOptionError, match="archive"):
+        parse_read_options({**BASE, "archive": "h1:1,no-port"})
