@@ -590,26 +590,33 @@ def _pull(driver_dir: str, count: int) -> None:
 
 
 def _push_worker(driver_dir: str, count: int, size: int, peer: str, idle: int = 0) -> None:
-    from exon.sockets.messages import Cookie
-
     with _node(driver_dir) as node:
         others = [node.socket("push") for _ in range(idle)]
         for other in others:  # linked first, and never send
             other.link(peer, timeout=10)
         sock = node.socket("push")
         sock.link(peer, timeout=10)
-        payload = b"x" * size
-        send = sock.send
-        start = time.perf_counter()
-        for _ in range(count - 1):
-            send(payload)
-        sock.send(payload, cookie="last", timeout=60)
-        item = sock.receive(timeout=120)
-        seconds = time.perf_counter() - start
-        if not isinstance(item, Cookie) or item.value != "last":
-            raise SystemExit(f"push: got {item!r} instead of the last cookie")
-        print(seconds, flush=True)
+        print(timed_push(sock, count, size), flush=True)
         sock.close(timeout=10)
+
+
+def timed_push(sock: Any, count: int, size: int, *, last_timeout: float = 60,
+               cookie_timeout: float = 120) -> float:
+    """Send ``count`` messages of ``size`` bytes, the last with a cookie: the seconds from
+    the first send to that cookie (every message durable, in order)."""
+    from exon.sockets.messages import Cookie
+
+    payload = b"x" * size
+    send = sock.send
+    start = time.perf_counter()
+    for _ in range(count - 1):
+        send(payload)
+    sock.send(payload, cookie="last", timeout=last_timeout)
+    item = sock.receive(timeout=cookie_timeout)
+    seconds = time.perf_counter() - start
+    if not isinstance(item, Cookie) or item.value != "last":
+        raise SystemExit(f"push: got {item!r} instead of the last cookie")
+    return seconds
 
 
 def _replay_worker(driver_dir: str, address: str, name: str) -> None:

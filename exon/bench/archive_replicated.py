@@ -250,22 +250,12 @@ def _catchup(directory: str, primary: str, specs: list[str]) -> None:
 
 def _push_worker(count: int, size: int, peer: str) -> None:
     import exon
-    from exon.sockets.messages import Cookie
+    from exon.bench.archive import timed_push
 
     with exon.Node(endpoint="127.0.0.1:0") as node:
         sock = node.socket("push")
         sock.link(peer, timeout=10)
-        payload = b"x" * size
-        send = sock.send
-        start = time.perf_counter()
-        for _ in range(count - 1):
-            send(payload)
-        sock.send(payload, cookie="last", timeout=120)
-        item = sock.receive(timeout=300)
-        seconds = time.perf_counter() - start
-        if not isinstance(item, Cookie) or item.value != "last":
-            raise SystemExit(f"push: got {item!r} instead of the last cookie")
-        print(seconds, flush=True)
+        print(timed_push(sock, count, size, last_timeout=120, cookie_timeout=300), flush=True)
         sock.close(timeout=10)
 
 
