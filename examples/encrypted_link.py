@@ -9,8 +9,9 @@ or inject a message. A client with another key, and a client without encryption,
 refused with ``exon.LinkRefused`` (``UNAUTHORIZED``, permanent).
 
 Uses the media driver of ``$EXON_NODE_DRIVER_DIR`` when set, else the host's (``exon
-driver``) if one runs, else embeds one; it says which. Keys here are made in memory; in production make them once with ``exon keygen PATH``
-(mode 0600) and load them with ``exon.Keypair.load(PATH)``.
+driver``) if one runs, else embeds one; it says which. Keys here are made in memory; in
+production make them once with ``exon keygen PATH`` (mode 0600) and load them with
+``exon.Keypair.load(PATH)``.
 Prints ``ok`` and exits 0 when exactly the right cases were refused.
 """
 
