@@ -84,43 +84,39 @@ def test_dealer_router_encrypted(make_node, keys) -> None:
         assert dealer.receive(timeout=5).payload == b"d%d!" % n
 
 
+def _assert_refused(make_node, server_policy, client_policy, server_initiates: bool) -> None:
+    """The link between a socket with ``server_policy`` and one with ``client_policy`` is
+    refused UNAUTHORIZED for good, whichever side sends the LINK."""
+    a, b = make_node(), make_node()
+    if server_initiates:  # the socket with trusted= sends the LINK
+        push = a.socket("push", tag=1, policy=server_policy)
+        b.socket("pull", tag=2, policy=client_policy)
+        peer = f"{b.address}/2"
+    else:
+        a.socket("pull", tag=1, policy=server_policy)
+        push = b.socket("push", policy=client_policy)
+        peer = f"{a.address}/1"
+    with pytest.raises(exon.LinkRefused) as info:
+        push.link(peer, timeout=10)
+    assert info.value.reason == "UNAUTHORIZED"
+    assert info.value.permanent
+
+
 @pytest.mark.parametrize("server_initiates", [False, True])
 def test_untrusted_client_is_refused_permanently(make_node, keys, server_initiates) -> None:
     server, client = keys
     stranger = exon.Keypair.generate()
-    a, b = make_node(), make_node()
-    if server_initiates:  # the socket with trusted= sends the LINK
-        push = a.socket("push", tag=1, policy=_server(server, client))
-        b.socket("pull", tag=2, policy=_client(stranger, server))
-        with pytest.raises(exon.LinkRefused) as info:
-            push.link(f"{b.address}/2", timeout=10)
-    else:
-        a.socket("pull", tag=1, policy=_server(server, client))
-        push = b.socket("push", policy=_client(stranger, server))
-        with pytest.raises(exon.LinkRefused) as info:
-            push.link(f"{a.address}/1", timeout=10)
-    assert info.value.reason == "UNAUTHORIZED"
-    assert info.value.permanent
+    _assert_refused(make_node, _server(server, client), _client(stranger, server),
+                    server_initiates)
 
 
 @pytest.mark.parametrize("server_initiates", [False, True])
 def test_pinned_key_refuses_an_impostor_server(make_node, keys, server_initiates) -> None:
     server, client = keys
     impostor = exon.Keypair.generate()
-    a, b = make_node(), make_node()
     # the impostor trusts the client, but is not the key the client pinned
-    if server_initiates:
-        push = a.socket("push", tag=1, policy=_server(impostor, client))
-        b.socket("pull", tag=2, policy=_client(client, server))
-        with pytest.raises(exon.LinkRefused) as info:
-            push.link(f"{b.address}/2", timeout=10)
-    else:
-        a.socket("pull", tag=1, policy=_server(impostor, client))
-        push = b.socket("push", policy=_client(client, server))
-        with pytest.raises(exon.LinkRefused) as info:
-            push.link(f"{a.address}/1", timeout=10)
-    assert info.value.reason == "UNAUTHORIZED"
-    assert info.value.permanent
+    _assert_refused(make_node, _server(impostor, client), _client(client, server),
+                    server_initiates)
 
 
 @pytest.mark.parametrize("server_initiates", [False, True])
