@@ -31,6 +31,7 @@ class ArchiveService:
         self.fsync = fsync
         self.segment_length = segment_length
         self.proc: subprocess.Popen[str] | None = None
+        self.log = directory.parent / "archive-serve.log"
         self.address = ""
 
     def start(self, endpoint: str = "127.0.0.1:0", timeout: float = 30.0) -> str:
@@ -41,14 +42,18 @@ class ArchiveService:
         if self.segment_length:
             args += ["--segment-length", str(self.segment_length)]
         args += list(self.args)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=REPO)
+        # stderr to a file, never an unread pipe: the service writes one line per event,
+        # and once a pipe's 64 KiB fill, its next event blocks it (it stops answering)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
+                                         text=True, cwd=REPO)
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         if not line or time.monotonic() > deadline:
             self.stop()
-            raise RuntimeError(f"archive serve did not print its address: {line!r}")
+            raise RuntimeError(f"archive serve did not print its address: {line!r}; "
+                               f"{self.log.read_text(errors='replace')[-2000:]}")
         self.address = line
         return line
 
@@ -63,9 +68,8 @@ class ArchiveService:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     @property
     def port(self) -> int:
