@@ -128,8 +128,8 @@ class _Families:
 
     def add(self, name: str, kind: str, labels: dict[str, str], value: float) -> None:
         entry = self._families.get(name)
-        keys = tuple(sorted(labels))
         if entry is None:
+            keys = tuple(sorted(labels))
             text = self._known.get(name, (kind, name))[1]
             family: Metric
             if kind == "counter":
@@ -138,9 +138,12 @@ class _Families:
                 family = GaugeMetricFamily(name, text, labels=keys)
             entry = self._families[name] = (family, keys)
         family, keys = entry
-        if tuple(sorted(labels)) != keys:  # a newer writer's extra label: keep the known
-            labels = {k: labels.get(k, "") for k in keys}
-        family.add_metric([labels[k] for k in keys], value)  # type: ignore[attr-defined]
+        try:
+            values = [labels[k] for k in keys]
+        except KeyError:  # a label an older writer did not set
+            values = [labels.get(k, "") for k in keys]
+        # a newer writer's extra label is dropped: the family keeps the known ones
+        family.add_metric(values, value)  # type: ignore[attr-defined]
 
     def __iter__(self) -> Iterator[Metric]:
         return (family for family, _keys in self._families.values())

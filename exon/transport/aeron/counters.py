@@ -320,6 +320,9 @@ class CountersReader:
             "counters",
         )
         self._label_buf = ffi.new("char[]", MAX_LABEL_LENGTH)
+        # (id, type id, registration id) -> label: a label never changes once its counter
+        # is allocated, and a scrape reads every counter (exon stat --serve, 10/s)
+        self._labels: dict[tuple[int, int, int], str] = {}
 
     @property
     def handle(self) -> Any:
@@ -370,18 +373,27 @@ class CountersReader:
         value = int(lib.exon_counter_get(c, counter_id))
         if type_id == CounterType.DOORBELL:
             value &= 0xFFFFFFFF  # the wake-ups (the high half is the reader's armed flag)
+        registration_id = int(lib.exon_counters_registration_id(c, counter_id))
+        identity = (counter_id, type_id, registration_id)
+        label = self._labels.get(identity)
+        if label is None:
+            label = self._labels[identity] = self.label(counter_id)
         return Counter(
             id=counter_id,
             type_id=type_id,
-            label=self.label(counter_id),
+            label=label,
             value=value,
-            registration_id=int(lib.exon_counters_registration_id(c, counter_id)),
+            registration_id=registration_id,
             owner_id=int(lib.exon_counters_owner_id(c, counter_id)),
         )
 
     def snapshot(self) -> list[Counter]:
         """Every allocated counter, ascending by id."""
-        return [self.counter(counter_id) for counter_id in self.ids()]
+        found = [self.counter(counter_id) for counter_id in self.ids()]
+        if len(self._labels) > 2 * len(found) + 64:  # forget the labels of freed counters
+            live = {(k.id, k.type_id, k.registration_id) for k in found}
+            self._labels = {k: v for k, v in self._labels.items() if k in live}
+        return found
 
     def find(
         self, *, type_id: int | None = None, registration_id: int | None = None

@@ -29,6 +29,7 @@ Reading the counters costs the driver nothing: they are plain memory the driver 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -122,6 +123,7 @@ def group_of(counter: dict[str, Any]) -> str:
     return TYPE_GROUPS.get(type_id, "other")
 
 
+@functools.lru_cache(maxsize=4096)  # a scrape parses every label, 10/s
 def _parse_node_label(label: str) -> tuple[str, str]:
     """``"exon WHAT: node ID ADDRESS"`` -> (id, address); ("?", "") if it is not one."""
     _, sep, rest = label.partition(": node ")
@@ -151,6 +153,15 @@ def nodes(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda n: (n["address"], n["node_id"]))
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_metric_label(label: str) -> tuple[str, str, str, tuple[tuple[str, str], ...]] | None:
+    parsed = parse_metric_label(label)
+    if parsed is None:
+        return None
+    name, node_id, address, labels = parsed
+    return name, node_id, address, tuple(labels.items())
+
+
 def metrics(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The metrics nodes publish for what they host (sockets, archive recordings: counters
     of :data:`~.counters.METRIC_TYPES`): ``name``, ``kind`` ("gauge" or "counter"),
@@ -160,10 +171,11 @@ def metrics(counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for c in counters:
         if c["type_id"] not in METRIC_TYPES:
             continue
-        parsed = parse_metric_label(c["label"])
+        parsed = _parse_metric_label(c["label"])
         if parsed is None:
             continue
-        name, node_id, address, labels = parsed
+        name, node_id, address, pairs = parsed
+        labels = dict(pairs)
         found.append({"name": name,
                       "kind": "counter" if c["type_id"] == METRIC_COUNTER_TYPE else "gauge",
                       "node_id": node_id, "address": address, "labels": labels,
@@ -233,6 +245,7 @@ def add_rates(current: dict[str, Any], previous: dict[str, Any] | None,
     return current
 
 
+@functools.lru_cache(maxsize=4096)  # a scrape parses every label, 10/s
 def _parse_stream_label(label: str) -> tuple[int, int, str] | None:
     """``"pub-pos: REG SESSION STREAM CHANNEL"`` -> (session, stream, channel)."""
     _, sep, rest = label.partition(": ")
