@@ -1,9 +1,9 @@
 """``exon bench sockets --scrape``: what Prometheus scraping costs a push/pull run.
 
 The exporter runs as it is deployed, its own ``exon stat --serve`` process on the bench's
-driver, and a scraper thread of the bench asks it for ``/metrics`` ``rate`` times a second
-(10: far more often than any Prometheus, whose default is every 15 s) for the whole of
-every scraped run. Each round runs push/pull without the scraper and with it, in turns
+driver, and a scraper process (as Prometheus is) asks it for ``/metrics`` ``rate`` times
+a second (10: far more often than any Prometheus, whose default is every 15 s) for the
+whole of every scraped run. Each round runs push/pull without the scraper and with it, in turns
 (the order alternates between rounds, so a drift of the machine falls on both); the line
 gives the medians, each round's figures, and how many scrapes ran and what they took.
 Ratio = scraped / not scraped: 1 means scraping costs nothing (goal: >= 0.97).
@@ -12,11 +12,12 @@ Ratio = scraped / not scraped: 1 means scraping costs nothing (goal: >= 0.97).
 from __future__ import annotations
 
 import contextlib
+import json
+import select
 import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from exon.bench.report import emit
 from exon.bench.sockets import _DRIVER, exon_push_pull
 from exon.transport.aeron.settings import fresh_driver_dir
 
-__all__ = ["run_scrape_bench"]
+__all__ = ["run_scrape_bench", "scrape_loop"]
 
 
 @contextmanager
@@ -51,30 +52,53 @@ def _exporter(directory: str) -> Iterator[str]:
 
 
 class _Scraper:
-    """GET ``url`` ``rate`` times a second from a thread until :meth:`stop`."""
+    """GET ``url`` ``rate`` times a second until :meth:`stop`, from a child process (as
+    Prometheus scrapes: a scraper thread in the bench's own process would take the GIL
+    from the push/pull threads it measures, a cost no deployment has)."""
 
     def __init__(self, url: str, rate: float) -> None:
-        self.url = url
-        self.period = 1.0 / rate
         self.durations: list[float] = []
         self.bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-scraper", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            t = time.perf_counter()
-            with urllib.request.urlopen(self.url, timeout=10) as answer:
-                self.bytes = len(answer.read())
-            self.durations.append(time.perf_counter() - t)
-            next_at = max(next_at + self.period, time.monotonic())
-            self._stop.wait(max(0.0, next_at - time.monotonic()))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from exon.bench.scrape import scrape_loop; "
+                                   "scrape_loop(sys.argv[1], float(sys.argv[2]))",
+             url, str(rate)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        if self._proc.stdout.readline().strip() != "ready":  # scraping from here on
+            self._proc.kill()
+            self._proc.wait(10)
+            raise RuntimeError("the bench's scraper did not start")
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
+        try:
+            out, _ = self._proc.communicate("", timeout=15)  # EOF on stdin: stop
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            raise RuntimeError("the bench's scraper did not stop") from None
+        found = json.loads(out)
+        self.durations, self.bytes = found["durations"], found["bytes"]
+
+
+def scrape_loop(url: str, rate: float) -> None:
+    """The scraper process: print ``ready``, GET ``url`` ``rate`` times a second until
+    stdin ends, then print ``{"durations": [s, ...], "bytes": N}`` (the last answer's
+    size)."""
+    period = 1.0 / rate
+    durations: list[float] = []
+    size = 0
+    print("ready", flush=True)
+    next_at = time.monotonic()
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], max(0.0, next_at - time.monotonic()))
+        if ready:  # the bench closed stdin
+            break
+        t = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            size = len(answer.read())
+        durations.append(time.perf_counter() - t)
+        next_at = max(next_at + period, time.monotonic())
+    print(json.dumps({"durations": durations, "bytes": size}), flush=True)
 
 
 def run_scrape_bench(*, sizes: tuple[int, ...] = (64,), messages: int = 2_000_000,
