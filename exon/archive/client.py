@@ -34,6 +34,14 @@ from exon.sockets.messages import Peer, split_address
 #: under load), whatever the client's ``timeout``
 FOLLOW_MIN_WAIT = 3 * KEEPALIVE_INTERVAL
 
+#: with several members, the longest a client waits to link to one before it tries the
+#: next (a live service answers a LINK in milliseconds; a dead one never does)
+MEMBER_LINK_WAIT = 3.0
+
+#: with several members, the longest a read request waits for one member's answer before
+#: it asks the next (the links' liveness timeout: a member gone since is not coming back)
+MEMBER_ANSWER_WAIT = 10.0
+
 
 def local_endpoint_for(host: str) -> str:
     """The endpoint a client node should bind so that ``host`` can reach it back: loopback
@@ -119,14 +127,27 @@ class ArchiveClient:
         """Send one control request and return its decoded reply, within ``wait`` seconds
         for each step (default: the client's timeout); with several members, the next
         that answers."""
-        for _ in range(len(self.addresses) - 1):
+        if len(self.addresses) < 2:
+            return self._request_one(op, wait=wait, **args)
+        # members in turn until the time is up: a dead member costs MEMBER_LINK_WAIT to
+        # link or MEMBER_ANSWER_WAIT to answer, not the whole wait (60 s for a Spark sink's
+        # client); these requests are reads, which every member answers at once
+        budget = self.timeout if wait is None else wait
+        deadline = time.monotonic() + budget
+        tried = 0  # each member is asked once at least, whatever the time left
+        while True:
             try:
-                return self._request_one(op, wait=wait, **args)
+                return self._request_one(op, wait=min(budget, MEMBER_ANSWER_WAIT),
+                                         link_wait=min(budget, MEMBER_LINK_WAIT), **args)
             except (errors.Timeout, errors.BrokenLink, ArchiveError) as exc:
                 if isinstance(exc, ArchiveError) and not _unreachable(exc):
                     raise
+                tried += 1
+                if tried >= len(self.addresses) and time.monotonic() >= deadline:
+                    raise
                 self._move_on()
-        return self._request_one(op, wait=wait, **args)
+                if tried % len(self.addresses) == 0:
+                    time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
     def primary(self) -> str:
         """The member that says it is the primary (the client then uses it), asking the
@@ -136,7 +157,7 @@ class ArchiveClient:
         while True:
             for _ in range(len(self.addresses)):
                 try:
-                    if self._request_one("info", wait=min(self.timeout, 3.0)).get(
+                    if self._request_one("info", wait=min(self.timeout, MEMBER_LINK_WAIT)).get(
                             "role", "primary") == "primary":
                         return self.address
                 except (errors.Timeout, errors.BrokenLink, ArchiveError):
@@ -154,24 +175,30 @@ class ArchiveClient:
         return self._request_one(op, **args)
 
     def _request_one(self, op: str, *, wait: float | None = None,
-                     **args: Any) -> dict[str, Any]:
+                     link_wait: float | None = None, **args: Any) -> dict[str, Any]:
         timeout = self.timeout if wait is None else wait
         with self._lock:
             if self._req is None:
                 req = self.node.socket("req", max_message_size=protocol.MAX_CONTROL_LENGTH,
                                        policy=self.policy)
+                linking = timeout if link_wait is None else link_wait
                 try:
-                    req.link(f"{self.address}/{CONTROL_TAG}", timeout=timeout)
+                    req.link(f"{self.address}/{CONTROL_TAG}", timeout=linking)
                 except errors.Timeout:
                     req.close(timeout=0)
                     raise errors.Timeout(f"archive {self.address} did not answer in "
-                                         f"{timeout}s (is it running?)") from None
+                                         f"{linking}s (is it running?)") from None
                 except errors.ExonError as exc:
                     req.close(timeout=0)
                     raise ArchiveError(f"archive {self.address}: {exc}") from exc
                 self._req = req
             req = self._req
             try:
+                if link_wait is not None and not req.peers:
+                    # its link broke (the member went away): relinking may take as long
+                    # as a LINK, then the next member is tried; a request sent now would
+                    # wait for the relink and its answer for the whole ``timeout``
+                    req.wait_for_links(1, timeout=link_wait)
                 req.send(protocol.encode_request(op, **args), timeout=timeout)
                 reply = req.receive(timeout=timeout)
             except (errors.Timeout, errors.BrokenLink) as exc:

@@ -164,3 +164,26 @@ def test_kill_primary_promote_restart_keeps_every_confirmed_message(tmp_path) ->
     assert segment_bytes(primary.directory, stop_p) == segment_bytes(replica.directory, stop_p)
     epochs = Archive(str(primary.directory)).catalog.epochs
     assert [e[0] for e in epochs] == list(range(2, ROUNDS + 2))
+
+
+def test_a_client_skips_a_killed_member_without_waiting_its_whole_timeout(tmp_path) -> None:
+    """A client of several members whose first member was killed (no LINK will ever be
+    answered) asks the next after a LINK's wait (3 s), not after its own ``timeout`` (60 s:
+    the Spark sink's default), so a query that fails over does not stall a minute."""
+    a = Member(tmp_path / "a", free_port())
+    b = Member(tmp_path / "b", free_port())
+    a.start()
+    b.start(replica_of=a.address)
+    try:
+        a.kill()
+        answers: list[object] = []
+        with ArchiveClient(f"{a.address},{b.address}", timeout=60) as client:
+            reader = threading.Thread(target=lambda: answers.append(client.recordings()),
+                                      daemon=True)
+            reader.start()
+            reader.join(30)
+            assert answers, "the read still waited for the killed member after 30 s"
+            assert client.address == b.address
+    finally:
+        a.kill()
+        b.stop()
