@@ -53,7 +53,9 @@ def test_driver_killed_between_offset_log_and_commit_log_then_restarted_records_
     push_events(archive.address, source, sent)
     checkpoint = tmp_path / "ck"
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
-    cluster = StandaloneCluster(tmp_path / "cluster", cores=2)
+    # one core: the batch's two partitions run one after the other, so the rows of the
+    # first are in while the second still runs, a window of 200 x 2 ms however loaded
+    cluster = StandaloneCluster(tmp_path / "cluster", cores=1)
     cluster.start()
     killed_in: int | None = None
     proc = subprocess.Popen(
