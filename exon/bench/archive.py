@@ -117,13 +117,21 @@ def _first_line(proc: subprocess.Popen[str]) -> str:
 
 
 @contextmanager
-def _service(driver: str, directory: str, names: dict[str, int],
-             fsync: str = "none") -> Iterator[str]:
-    """The archive service in its own process (``fsync``: its policy): yields its address."""
+def _service(driver: str, directory: str, names: dict[str, int]) -> Iterator[str]:
+    """The archive service in its own process: yields its address."""
+    with _service_process(driver, directory, names) as (address, _pid):
+        yield address
+
+
+@contextmanager
+def _service_process(driver: str, directory: str, names: dict[str, int],
+                     fsync: str = "none") -> Iterator[tuple[str, int]]:
+    """The archive service in its own process (``fsync``: its policy): yields its address
+    and process id."""
     proc = _worker("serve", driver, directory, f"--fsync={fsync}",
                    *(f"{n}={t}" for n, t in names.items()), stdin=subprocess.PIPE)
     try:
-        yield _first_line(proc)
+        yield _first_line(proc), proc.pid
         assert proc.stdin is not None
         proc.stdin.close()  # the service closes cleanly on EOF
         proc.wait(30)

@@ -29,6 +29,13 @@ Rounds alternate: round ``k`` runs exon then Aeron for even ``k``, Aeron then ex
 each timed phase after an ``os.sync()``. One JSON line per case (``exon``, ``peer``: the
 medians of the rounds; ``*_runs``: each round; ratio > 1: exon faster). Without java the
 bench prints one line saying why and runs nothing.
+
+On a shared machine the rates say as much about the other loads as about the archives, so
+each line also gives the CPU time each side spent per message (``exon_cpu_ns``,
+``peer_cpu_ns``, medians; ``cpu_ratio`` > 1: exon spends less), from ``/proc`` and
+``os.times()`` (Linux): exon's record counts the producer worker, the archive service and
+the bench process (which hosts the media driver); its replay the bench process; Aeron's the
+whole JVM over the measured pass (driver, archive, publisher or subscriber, JIT and GC).
 """
 
 from __future__ import annotations
@@ -41,9 +48,10 @@ import statistics
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from typing import Any
 
-from exon.bench.archive import _FIRST_TAG, _DRIVER, _local_replay, _push, _service
+from exon.bench.archive import _DRIVER, _FIRST_TAG, _local_replay, _push, _service_process
 from exon.bench.peers import _peer_env, aeron_peer_script, aeron_peer_unavailable_reason
 from exon.bench.report import emit
 
@@ -55,14 +63,48 @@ REPLAY_SAMPLE = "io.aeron.samples.archive.EmbeddedReplayThroughput"
 _RESULT_LINE = re.compile(r"(?:Recorded|Replayed) [\d.]+ MB @ [\d.]+ MB/s - ([\d,]+) msg/sec")
 _SYNC_LEVEL = {"none": 0, "data": 1}
 _PEER_PASSES = 2  # per JVM: a warm-up pass, then the measured one
+_PEER_ATTEMPTS = 3  # JVMs run for one figure at most (see aeron_archive_sample)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds process ``pid`` has used (all its threads) so far; None
+    where ``/proc`` cannot tell (not Linux, the process gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _own_cpu_seconds() -> tuple[float, float]:
+    """(this process's CPU seconds, its reaped children's)."""
+    t = os.times()
+    return t.user + t.system, t.children_user + t.children_system
 
 
 def aeron_archive_sample(sample: str, size: int, messages: int, archive_dir: str, *,
                          fsync: str = "none", passes: int = _PEER_PASSES,
-                         timeout: float = 600) -> list[float]:
-    """msgs/s of each of ``passes`` passes of an Aeron Archive sample in one JVM (the
-    archive in ``archive_dir``, deleted on start). Raises RuntimeError when the sample
-    fails or prints fewer results."""
+                         timeout: float = 600,
+                         attempts: int = _PEER_ATTEMPTS) -> list[tuple[float, float | None]]:
+    """(msgs/s, the JVM's CPU seconds) of each of ``passes`` passes of an Aeron Archive
+    sample in one JVM (the archive in ``archive_dir``, deleted on start; the first pass's
+    CPU includes the JVM's start). A JVM that fails is run again, ``attempts`` times in
+    all: 1.15.1's EmbeddedRecordingThroughput races, now and then reading the recording's
+    counter before the archive made it ("Counter id -1 out of range"). Raises RuntimeError
+    when every attempt fails."""
+    for attempt in range(attempts):
+        try:
+            return _sample_once(sample, size, messages, archive_dir, fsync=fsync,
+                                passes=passes, timeout=timeout)
+        except RuntimeError:
+            if attempt == attempts - 1:
+                raise
+    raise ValueError("attempts must be >= 1")
+
+
+def _sample_once(sample: str, size: int, messages: int, archive_dir: str, *, fsync: str,
+                 passes: int, timeout: float) -> list[tuple[float, float | None]]:
     script = aeron_peer_script()
     if script is None:
         raise RuntimeError("aeron-peer.sh not found (set EXON_AERON_PEER)")
@@ -70,19 +112,25 @@ def aeron_archive_sample(sample: str, size: int, messages: int, archive_dir: str
              "-Daeron.sample.channel=aeron:ipc", f"-Daeron.archive.dir={archive_dir}",
              f"-Daeron.archive.file.sync.level={_SYNC_LEVEL[fsync]}"]
     env = _peer_env(f"archive-{os.getpid()}")
-    rates: list[float] = []
+    rates: list[tuple[float, float | None]] = []
+    last_cpu: float | None = 0.0
     with tempfile.TemporaryFile("w+") as errors:
         proc = subprocess.Popen([str(script), "java", *props, sample], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
-            assert proc.stdin is not None and proc.stdout is not None
+            assert proc.stdin is not None
+            assert proc.stdout is not None
             for line in proc.stdout:
                 m = _RESULT_LINE.search(line)  # after the last "Execute again?"
                 if m is None:
                     continue
-                rates.append(float(m.group(1).replace(",", "")))
+                # aeron-peer.sh execs java: the process is the JVM
+                cpu = process_cpu_seconds(proc.pid)
+                rates.append((float(m.group(1).replace(",", "")),
+                              None if cpu is None or last_cpu is None else cpu - last_cpu))
+                last_cpu = cpu
                 # the sample asks "Execute again? (y/n)" after each pass
                 proc.stdin.write("y\n" if len(rates) < passes else "n\n")
                 proc.stdin.flush()
@@ -104,20 +152,46 @@ def aeron_archive_sample(sample: str, size: int, messages: int, archive_dir: str
     return rates
 
 
-def _median_line(case: str, size: int, messages: int, rounds: list[tuple[float, float]],
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Side:
+    """One side's figures in one round."""
+
+    #: messages per second
+    rate: float
+    #: CPU seconds per message, None where unknown
+    cpu: float | None
+
+
+def _per_message(cpu: float | None, messages: int) -> float | None:
+    return None if cpu is None else cpu / messages
+
+
+def _cpu_median(sides: list[_Side]) -> float | None:
+    known = [s.cpu for s in sides if s.cpu is not None]
+    return statistics.median(known) * 1e9 if len(known) == len(sides) else None
+
+
+def _median_line(case: str, size: int, messages: int, rounds: list[tuple[_Side, _Side]],
                  peer_cold: list[float], *, peer_name: str, note: str,
                  extra: dict[str, Any]) -> dict[str, Any]:
-    """One case's line from its rounds' (exon, peer) rates."""
+    """One case's line from its rounds' (exon, peer) figures."""
+    exon_cpu = _cpu_median([e for e, _ in rounds])
+    peer_cpu = _cpu_median([p for _, p in rounds])
     return emit(
-        case, exon=statistics.median(e for e, _ in rounds),
-        peer=statistics.median(p for _, p in rounds), peer_name=peer_name, unit="msgs/s",
-        higher_is_better=True, goal=1.0, size=size, messages=messages, runs=len(rounds),
-        exon_runs=[round(e, 3) for e, _ in rounds], peer_runs=[round(p, 3) for _, p in rounds],
-        ratio_runs=[round(e / p, 3) for e, p in rounds],
+        case, exon=statistics.median(e.rate for e, _ in rounds),
+        peer=statistics.median(p.rate for _, p in rounds), peer_name=peer_name,
+        unit="msgs/s", higher_is_better=True, goal=1.0, size=size, messages=messages,
+        runs=len(rounds), exon_runs=[round(e.rate, 3) for e, _ in rounds],
+        peer_runs=[round(p.rate, 3) for _, p in rounds],
+        ratio_runs=[round(e.rate / p.rate, 3) for e, p in rounds],
         peer_cold=round(statistics.median(peer_cold), 3),
+        exon_cpu_ns=None if exon_cpu is None else round(exon_cpu, 1),
+        peer_cpu_ns=None if peer_cpu is None else round(peer_cpu, 1),
+        cpu_ratio=None if not (exon_cpu and peer_cpu) else round(peer_cpu / exon_cpu, 3),
         note=note + "; exon, peer: medians of the rounds, *_runs: each round (rounds "
                     "alternate which side runs first); peer: the JVM's last pass, "
-                    "peer_cold: its first (JIT warm-up)",
+                    "peer_cold: its first (JIT warm-up); exon_cpu_ns, peer_cpu_ns: CPU "
+                    "time per message (medians), cpu_ratio = peer_cpu_ns / exon_cpu_ns",
         **extra)
 
 
@@ -145,36 +219,47 @@ def run_archive_vs_aeron(*, sizes: tuple[int, ...] = (64, 1024), messages: int =
     archive_dir = os.path.join(work, "archive")
     peer_dir = os.path.join(work, "aeron-archive")
     driver_dir = fresh_driver_dir("exon-bench-vs-aeron")
-    record: dict[int, list[tuple[float, float]]] = {size: [] for size in sizes}
-    replayed: dict[int, list[tuple[float, float]]] = {size: [] for size in sizes}
+    record: dict[int, list[tuple[_Side, _Side]]] = {size: [] for size in sizes}
+    replayed: dict[int, list[tuple[_Side, _Side]]] = {size: [] for size in sizes}
     cold: dict[tuple[str, int], list[float]] = {}
     lines = []
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(MediaDriver.launch(dir=driver_dir, **_DRIVER))
-            address = stack.enter_context(_service(driver_dir, archive_dir, names, fsync=fsync))
+            address, service_pid = stack.enter_context(
+                _service_process(driver_dir, archive_dir, names, fsync=fsync))
             for k in range(runs):
                 for size in sizes:
                     name = f"vs{size}_{k}"
 
-                    def exon_record(size: int = size, name: str = name) -> float:
+                    def exon_record(size: int = size, name: str = name) -> _Side:
                         os.sync()
-                        return messages / _push(driver_dir, messages, size,
-                                                f"{address}/{names[name]}")
+                        own, children = _own_cpu_seconds()
+                        service = process_cpu_seconds(service_pid)
+                        seconds = _push(driver_dir, messages, size, f"{address}/{names[name]}")
+                        own_after, children_after = _own_cpu_seconds()
+                        service_after = process_cpu_seconds(service_pid)
+                        cpu = (None if service is None or service_after is None else
+                               own_after - own + children_after - children
+                               + service_after - service)
+                        return _Side(rate=messages / seconds, cpu=_per_message(cpu, messages))
 
-                    def exon_replay(name: str = name) -> float:
+                    def exon_replay(name: str = name) -> _Side:
                         os.sync()
+                        own, _ = _own_cpu_seconds()
                         n, seconds = _local_replay(archive_dir, name)[0]
+                        cpu = _own_cpu_seconds()[0] - own
                         if n != messages:
                             raise RuntimeError(f"local replay: {n} records, want {messages}")
-                        return messages / seconds
+                        return _Side(rate=messages / seconds, cpu=_per_message(cpu, messages))
 
-                    def peer(sample: str, size: int = size) -> float:
+                    def peer(sample: str, size: int = size) -> _Side:
                         os.sync()
-                        rates = aeron_archive_sample(sample, size, messages, peer_dir,
-                                                     fsync=fsync)
-                        cold.setdefault((sample, size), []).append(rates[0])
-                        return rates[-1]
+                        passes = aeron_archive_sample(sample, size, messages, peer_dir,
+                                                      fsync=fsync)
+                        cold.setdefault((sample, size), []).append(passes[0][0])
+                        rate, cpu = passes[-1]
+                        return _Side(rate=rate, cpu=_per_message(cpu, messages))
 
                     if k % 2 == 0:
                         e = exon_record()
