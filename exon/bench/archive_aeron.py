@@ -36,6 +36,9 @@ each line also gives the CPU time each side spent per message (``exon_cpu_ns``,
 ``os.times()`` (Linux): exon's record counts the producer worker, the archive service and
 the bench process (which hosts the media driver); its replay the bench process; Aeron's the
 whole JVM over the measured pass (driver, archive, publisher or subscriber, JIT and GC).
+Waiting counts on both sides: Aeron's agents back off by spinning and yielding before they
+park, and exon's producer spins on its send door while it has no credit (``--fsync data``
+above all), so read the CPU figures as what each side took from a shared machine.
 """
 
 from __future__ import annotations
@@ -160,6 +163,9 @@ class _Side:
     rate: float
     #: CPU seconds per message, None where unknown
     cpu: float | None
+    #: exon's record: that CPU by process (producer, service, bench process with the
+    #: driver), seconds per message
+    parts: dict[str, float] | None = None
 
 
 def _per_message(cpu: float | None, messages: int) -> float | None:
@@ -177,6 +183,10 @@ def _median_line(case: str, size: int, messages: int, rounds: list[tuple[_Side, 
     """One case's line from its rounds' (exon, peer) figures."""
     exon_cpu = _cpu_median([e for e, _ in rounds])
     peer_cpu = _cpu_median([p for _, p in rounds])
+    parts = [e.parts for e, _ in rounds if e.parts is not None]
+    if len(parts) == len(rounds):
+        extra = {**extra, "exon_cpu_ns_parts": {
+            k: round(statistics.median(p[k] for p in parts) * 1e9, 1) for k in parts[0]}}
     return emit(
         case, exon=statistics.median(e.rate for e, _ in rounds),
         peer=statistics.median(p.rate for _, p in rounds), peer_name=peer_name,
@@ -191,7 +201,9 @@ def _median_line(case: str, size: int, messages: int, rounds: list[tuple[_Side, 
         note=note + "; exon, peer: medians of the rounds, *_runs: each round (rounds "
                     "alternate which side runs first); peer: the JVM's last pass, "
                     "peer_cold: its first (JIT warm-up); exon_cpu_ns, peer_cpu_ns: CPU "
-                    "time per message (medians), cpu_ratio = peer_cpu_ns / exon_cpu_ns",
+                    "time per message (medians), cpu_ratio = peer_cpu_ns / exon_cpu_ns; "
+                    "exon_cpu_ns_parts: exon's record by process (the producer worker, the "
+                    "archive service, the bench process hosting the media driver)",
         **extra)
 
 
@@ -239,10 +251,13 @@ def run_archive_vs_aeron(*, sizes: tuple[int, ...] = (64, 1024), messages: int =
                         seconds = _push(driver_dir, messages, size, f"{address}/{names[name]}")
                         own_after, children_after = _own_cpu_seconds()
                         service_after = process_cpu_seconds(service_pid)
-                        cpu = (None if service is None or service_after is None else
-                               own_after - own + children_after - children
-                               + service_after - service)
-                        return _Side(rate=messages / seconds, cpu=_per_message(cpu, messages))
+                        if service is None or service_after is None:
+                            return _Side(rate=messages / seconds, cpu=None)
+                        parts = {"producer": (children_after - children) / messages,
+                                 "service": (service_after - service) / messages,
+                                 "bench_with_driver": (own_after - own) / messages}
+                        return _Side(rate=messages / seconds, cpu=sum(parts.values()),
+                                     parts=parts)
 
                     def exon_replay(name: str = name) -> _Side:
                         os.sync()

@@ -66,4 +66,9 @@ def test_beside_aeron_one_line_per_case(tmp_path: Path) -> None:
         assert line["peer_cpu_ns"] > 0
         assert line["cpu_ratio"] == pytest.approx(
             line["peer_cpu_ns"] / line["exon_cpu_ns"], rel=1e-2, abs=1e-3)
+    # exon's record CPU by process: they add up to its total
+    parts = lines[0]["exon_cpu_ns_parts"]
+    assert isinstance(parts, dict)
+    assert set(parts) == {"producer", "service", "bench_with_driver"}
+    assert sum(parts.values()) == pytest.approx(lines[0]["exon_cpu_ns"], rel=1e-2, abs=1)
     assert list(tmp_path.iterdir()) == []  # the bench removed its files
