@@ -360,7 +360,8 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
 
 @bench.command("archive")
 @click.option("--size", "sizes", multiple=True, type=int, help="message sizes (default 64, 1024)")
-@click.option("--messages", default=500_000, show_default=True, help="messages per record run")
+@click.option("--messages", default=None, type=click.IntRange(min=1),
+              help="messages per record run (default 500000; 1000000 with --vs aeron)")
 @click.option("--no-replay", is_flag=True, help="skip the replay cases")
 @click.option("--transport", type=click.Choice(["ipc", "udp"]), default="ipc", show_default=True,
               help="ipc: every node on one driver; udp: a driver per node, UDP over loopback")
@@ -372,9 +373,25 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
 @click.option("--replicated", is_flag=True,
               help="replication instead: --min-insync 2 against 1 with a replica following "
                    "(UDP loopback), its lag, and a replica's catch-up against local replay")
-def bench_archive(sizes: tuple[int, ...], messages: int, no_replay: bool, transport: str,
-                  directory: str | None, runs: int, replicated: bool) -> None:
-    """The archive's record and replay speed beside plain file I/O and exon push/pull."""
+@click.option("--vs", "versus", type=click.Choice(["aeron"]), default=None,
+              help="aeron: beside the real Aeron Archive 1.15.1 (Java) recording and "
+                   "replaying the same messages, rounds alternating (default --messages "
+                   "1000000)")
+@click.option("--fsync", type=click.Choice(["none", "data"]), default="none", show_default=True,
+              help="with --vs aeron: exon's fsync policy; Aeron's file sync level 0 or 1")
+def bench_archive(sizes: tuple[int, ...], messages: int | None, no_replay: bool, transport: str,
+                  directory: str | None, runs: int, replicated: bool, versus: str | None,
+                  fsync: str) -> None:
+    """The archive's record and replay speed beside plain file I/O and exon push/pull,
+    or beside Aeron Archive (--vs aeron)."""
+    if versus == "aeron":
+        from exon.bench.archive_aeron import run_archive_vs_aeron
+
+        run_archive_vs_aeron(sizes=sizes or (64, 1024), messages=messages or 1_000_000,
+                             runs=runs, replay=not no_replay, fsync=fsync,
+                             directory=directory)
+        return
+    messages = messages or 500_000
     if replicated:
         from exon.bench.archive_replicated import run_replicated_bench
 

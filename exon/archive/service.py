@@ -531,7 +531,11 @@ class ArchiveService:
             direct = self.insync.min_insync == 1 and not self._pending.get(sock)
             if not direct:
                 self._pending.setdefault(sock, deque()).append((batch, positions))
-            self._repl.notify_all()
+            # the confirm loop and the replication sessions wait for new positions; with
+            # neither anything to confirm nor a session, waking the confirm loop at every
+            # batch only costs (its timer runs on its own wait timeout)
+            if not direct or self._sessions or any(self._pending.values()):
+                self._repl.notify_all()
         if direct:
             sock.confirm(batch)
 

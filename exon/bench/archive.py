@@ -50,8 +50,9 @@ by then, so no phase pays for another's writeback (a round of the 1 KiB case wri
 Worker roles (``python -m exon.bench.archive ROLE DRIVER_DIR ...``, DRIVER_DIR ``-`` for
 an embedded driver)::
 
-    serve DRIVER_DIR ARCHIVE_DIR NAME=TAG...   print the service address; serve until
-                                               stdin closes
+    serve DRIVER_DIR ARCHIVE_DIR [--fsync=POLICY] NAME=TAG...
+                                               print the service address; serve until
+                                               stdin closes (fsync "none" by default)
     pull DRIVER_DIR N                          print HOST:PORT/TAG; receive() N messages
     push DRIVER_DIR N SIZE PEER                link, send N (the last with a cookie), wait
                                                for the cookie; print seconds
@@ -118,10 +119,19 @@ def _first_line(proc: subprocess.Popen[str]) -> str:
 @contextmanager
 def _service(driver: str, directory: str, names: dict[str, int]) -> Iterator[str]:
     """The archive service in its own process: yields its address."""
-    proc = _worker("serve", driver, directory, *(f"{n}={t}" for n, t in names.items()),
-                   stdin=subprocess.PIPE)
+    with _service_process(driver, directory, names) as (address, _pid):
+        yield address
+
+
+@contextmanager
+def _service_process(driver: str, directory: str, names: dict[str, int],
+                     fsync: str = "none") -> Iterator[tuple[str, int]]:
+    """The archive service in its own process (``fsync``: its policy): yields its address
+    and process id."""
+    proc = _worker("serve", driver, directory, f"--fsync={fsync}",
+                   *(f"{n}={t}" for n, t in names.items()), stdin=subprocess.PIPE)
     try:
-        yield _first_line(proc)
+        yield _first_line(proc), proc.pid
         assert proc.stdin is not None
         proc.stdin.close()  # the service closes cleanly on EOF
         proc.wait(30)
@@ -564,11 +574,15 @@ def _serve(driver_dir: str, directory: str, specs: list[str]) -> None:
     from exon.archive import ArchiveService
 
     ingest = {}
+    fsync = "none"
     for spec in specs:
-        name, _, tag = spec.partition("=")
-        ingest[name] = int(tag)
+        name, _, value = spec.partition("=")
+        if name == "--fsync":
+            fsync = value
+        else:
+            ingest[name] = int(value)
     with _node(driver_dir) as node, \
-            ArchiveService(directory, ingest=ingest, fsync="none", node=node) as service:
+            ArchiveService(directory, ingest=ingest, fsync=fsync, node=node) as service:
         print(service.address, flush=True)
         sys.stdin.read()  # until the bench closes our stdin
         for event in service.events:
