@@ -440,6 +440,11 @@ class NodeTransport:
 
     # ---- sending -------------------------------------------------------------------
 
+    def sends_setups(self, address: str) -> bool:
+        """Whether a publication towards ``address`` goes over UDP (it sends SETUPs and
+        heartbeats there until the peer's driver answers), not IPC."""
+        return self.channel_for(address)[0].startswith("aeron:udp")
+
     def start_connect(self, address: str) -> ExclusivePublication | None:
         """Create the publication towards ``address`` (one driver round trip, no wait for
         the peer); None if the driver refused it. :meth:`finish_connect` completes it."""
