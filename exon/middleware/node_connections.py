@@ -86,6 +86,8 @@ class NodeConnections:
     connects_failed: int
     #: frames for unreachable peer nodes (dropped, counted)
     frames_dropped: int
+    #: old streams retired early: quiet while a newer one came from their address (2.7)
+    streams_retired: int
 
     # the node's own, used here
     _lock: Any
@@ -105,6 +107,11 @@ class NodeConnections:
         self.connects_failed = 0  #: peer nodes that did not answer in CONNECT_TIMEOUT
         self._lost: set[str] = set()
         self.frames_dropped = 0  #: frames for unreachable peer nodes
+        #: old streams of an address found quiet once a newer one came from it (its node
+        #: restarted there): retired before their liveness timeout (2.7)
+        self.streams_retired = 0
+        self._restart_suspects: dict[tuple[str, int], float] = {}  # -> watched until
+        self._next_suspect_check = 0.0
 
     def _pump_locked(self) -> None:
         """The node's (:meth:`Node._pump_locked`): hand out the core's events and frames."""

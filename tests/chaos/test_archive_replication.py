@@ -164,9 +164,9 @@ def test_kill_primary_promote_producer_goes_on(hosts: MulticastLab,
             epoch = producer.ok("promote", endpoint=replica.address)["epoch"]
             assert epoch == round_ + 2
             # the old primary comes back as a replica of the new one, on another port of
-            # its host: at its old HOST:PORT it would link again only once the new
-            # primary's image of its previous process timed out (10 s, see the report of
-            # this change)
+            # its host: at its old HOST:PORT, the producer (which never hears from it
+            # before it links to it in the next round) would read it only once its image
+            # of the previous process timed out (10 s; docs/protocol.md 2.7)
             port = PORT + 1 + round_
             primary.address = f"{hosts.address[primary.host]}:{port}"
             primary.start(*options, replica_of=replica.address)

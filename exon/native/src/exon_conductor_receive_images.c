@@ -143,6 +143,10 @@ static void exon_dc_free_image(exon_driver_conductor_t *c, exon_dc_image_t *imag
     {
         exon_counters_free(&c->counters, image->img.rtt_id, now_ms);
     }
+    if (image->img.heard_id >= 0)
+    {
+        exon_counters_free(&c->counters, image->img.heard_id, now_ms);
+    }
     char path[EXON_LOG_PATH_MAX];
     snprintf(path, sizeof(path), "%s", image->log.path);
     exon_log_close(&image->log);
@@ -293,6 +297,13 @@ static bool exon_dc_create_image(exon_driver_conductor_t *c, exon_receive_endpoi
         now_ns);
     image->img.rtt_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_RTT, "rcv-rtt",
         image->correlation_id, setup->session_id, setup->stream_id, label);
+    image->img.heard_id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_HEARD, "rcv-heard",
+        image->correlation_id, setup->session_id, setup->stream_id, label);
+    if (image->img.heard_id >= 0)
+    {
+        exon_counter_set(&c->counters, image->img.heard_id, exon_epoch_ms());
+        image->img.heard_ns = now_ns;
+    }
     int64_t nak_delay_ns = exon_dc_image_nak_delay(c, ep, setup->stream_id);
     if (nak_delay_ns >= 0)
     {
