@@ -113,7 +113,8 @@ typedef struct exon_publication_image_stct
     int64_t last_rttm_ns;             /* last RTTM request sent */
     int64_t rtt_ns;                   /* last measured round trip (0 before the first) */
     int32_t rtt_id;                   /* rcv-rtt counter, -1 when none */
-    int32_t heard_id;                 /* rcv-heard counter, -1 when none */
+    int32_t heard_id;                 /* rcv-heard counter, -1 when none (the conductor
+                                       * allocates it once the image is verified) */
     int64_t heard_ns;                 /* last_packet_ns when rcv-heard was last set */
     bool wake_readers;                /* frames inserted in this batch: ring the readers
                                        * asleep on the log once the batch is done */
