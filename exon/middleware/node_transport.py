@@ -52,6 +52,8 @@ from exon.transport.aeron import (
     Image,
     Subscription,
 )
+from exon.transport.aeron.cnc import CncFile
+from exon.transport.aeron.counters import CounterType
 
 __all__ = ["FRAGMENT", "FRAGMENT_HEADER_LENGTH", "HELLO", "UDP_STREAM_ID", "ConnectBackoff",
            "NodeTransport", "PendingFragments", "decode_fragment", "encode_fragments",
@@ -376,6 +378,7 @@ class NodeTransport:
         self._image_array: Any = None
         self._image_address: dict[int, str] = {}  # id(image) -> reply address
         self.publications: dict[str, ExclusivePublication] = {}
+        self._cnc: CncFile | None = None  # opened when a relink asks how quiet a stream is
         self.hello_dropped = 0
         #: channels (correlation ids) of the images gone since the Node last looked: it
         #: forgets their FRAGMENT assemblies and clears the list
@@ -439,6 +442,32 @@ class NodeTransport:
         return f"aeron:udp?endpoint={address}", UDP_STREAM_ID
 
     # ---- sending -------------------------------------------------------------------
+
+    def other_channels(self, address: str, index: int) -> list[int]:
+        """Channels of the images other than ``index`` whose HELLO announced ``address``."""
+        new = self._images[index]
+        return [int(img.correlation_id) for img in self._images
+                if img is not new and self._image_address.get(id(img)) == address]
+
+    def channel_quiet(self, channel: int) -> float | None:
+        """Seconds since the image ``channel`` last heard its sender (the driver's
+        ``rcv-heard`` counter, 10 ms steps); None when the driver keeps no such counter
+        (Aeron's own) or the image is gone."""
+        if self._cnc is None:
+            try:
+                self._cnc = CncFile.open(self.aeron.dir)
+            except errors.ExonError:
+                return None
+        found = self._cnc.counters().find(type_id=CounterType.RECEIVER_HEARD,
+                                          registration_id=channel)
+        if not found:
+            return None
+        return max(0.0, (time.time() * 1000 - found[0].value) / 1000)
+
+    def sends_setups(self, address: str) -> bool:
+        """Whether a publication towards ``address`` goes over UDP (it sends SETUPs and
+        heartbeats there until the peer's driver answers), not IPC."""
+        return self.channel_for(address)[0].startswith("aeron:udp")
 
     def start_connect(self, address: str) -> ExclusivePublication | None:
         """Create the publication towards ``address`` (one driver round trip, no wait for
@@ -566,6 +595,9 @@ class NodeTransport:
         for sub in reversed(getattr(self, "subscriptions", [])):
             with contextlib.suppress(errors.ExonError):
                 sub.close()
+        cnc, self._cnc = getattr(self, "_cnc", None), None
+        if cnc is not None:
+            cnc.close()
         if self._registry is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._registry)
