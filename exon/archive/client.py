@@ -254,6 +254,20 @@ class ArchiveClient:
         return int(self._request("advance", recording=recording, start=start,
                                  max_records=max_records)["position"])
 
+    def count(self, recording: str | int, start: int, end: int | None = None, *,
+              max_records: int = 2**63 - 1) -> int:
+        """How many records ``[start, end)`` holds (``end=None``: the stop position),
+        counting at most ``max_records``."""
+        return int(self._request("count", recording=recording, start=start, end=end,
+                                 max_records=max_records)["records"])
+
+    def position_at(self, recording: str | int, timestamp: int) -> int:
+        """The position of the first record the archive received at or after ``timestamp``
+        (ns since the Unix epoch); the start position when every record is, the stop
+        position when none is (exon.archive.time_index)."""
+        return int(self._request("position_at", recording=recording,
+                                 timestamp=timestamp)["position"])
+
     def commit(self, recording: str | int, consumer: str, position: int, *,
                truncate: bool = False) -> int:
         """Record that ``consumer`` consumed up to ``position``; returns the start position."""

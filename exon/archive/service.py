@@ -790,6 +790,11 @@ class ArchiveService:
         if op == "advance":
             return protocol.encode_ok(position=ar.advance(a["recording"], a["start"],
                                                          a["max_records"]))
+        if op == "count":
+            return protocol.encode_ok(records=ar.count(a["recording"], a["start"], a["end"],
+                                                      a["max_records"]))
+        if op == "position_at":
+            return protocol.encode_ok(position=ar.position_at(a["recording"], a["timestamp"]))
         if op in ("commit", "truncate"):
             if self.role != "primary":
                 raise ArchiveError(f"{op}: {self.address} is a {self.role}; commit and "
