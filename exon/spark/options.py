@@ -8,6 +8,7 @@ strings; the lookups here are case-insensitive too, whatever mapping they get.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_RECORDS_PER_PARTITION",
     "DEFAULT_MAX_TRIGGER_DELAY",
     "READ_OPTIONS",
+    "READ_OPTION_NAMES",
     "ExonOptionError",
     "PositionSpec",
     "ReadOptions",
@@ -43,13 +45,23 @@ DEFAULT_MAX_TRIGGER_DELAY = 15 * 60.0
 #: a Kafka timestamp is in ms since the epoch; an archive record's is in ns
 NS_PER_MS = 1_000_000
 
-#: every option of a read (lower case: Spark's option names are case-insensitive)
-READ_OPTIONS = frozenset(name.lower() for name in (
+#: every option of a read
+READ_OPTION_NAMES = (
     "archive", "recording", "format", "schema", "startingPosition", "endingPosition",
     "startingTimestamp", "endingTimestamp", "startingPositionByTimestamp",
     "endingPositionByTimestamp", "failOnDataLoss", "maxRecordsPerTrigger",
     "minRecordsPerTrigger", "maxTriggerDelay", "maxRecordsPerPartition", "minPartitions",
-    "consumer", "truncate", "replayTimeout", "timeout"))
+    "consumer", "truncate", "replayTimeout", "timeout")
+#: lower case: Spark's option names are case-insensitive (it hands them over lowered)
+READ_OPTIONS = {name.lower(): name for name in READ_OPTION_NAMES}
+#: the Kafka source's names for what exon's options do (a hint for an unknown option)
+_KAFKA_NAMES = {
+    "startingoffsets": "startingPosition", "endingoffsets": "endingPosition",
+    "startingoffsetsbytimestamp": "startingPositionByTimestamp",
+    "endingoffsetsbytimestamp": "endingPositionByTimestamp",
+    "maxoffsetspertrigger": "maxRecordsPerTrigger",
+    "minoffsetspertrigger": "minRecordsPerTrigger", "subscribe": "recording",
+    "kafka.bootstrap.servers": "archive", "minpartitions": "minPartitions"}
 
 
 class ExonOptionError(ConfigurationError):
@@ -305,9 +317,13 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     """Check the options of ``spark.read[Stream].format("exon")``: an unknown option, or
     a value of the wrong type, is an :class:`ExonOptionError` naming it."""
     for key in options:
-        if str(key).lower() not in READ_OPTIONS:
+        lowered = str(key).lower()
+        if lowered not in READ_OPTIONS:
+            near = _KAFKA_NAMES.get(lowered) or next(iter(difflib.get_close_matches(
+                lowered, list(READ_OPTIONS), n=1)), None)
+            hint = f"; did you mean {READ_OPTIONS.get(near, near)!r}?" if near else ""
             raise ExonOptionError(str(key), "is not an option of format('exon') for reading "
-                                  "(docs/spark.md lists them)")
+                                  f"(docs/spark.md lists them){hint}")
     archive = _archive_address(options, required=True)
     assert archive is not None
     text = _get(options, "recording")

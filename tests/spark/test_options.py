@@ -147,6 +147,19 @@ def test_archive_takes_the_members_of_a_replicated_archive() -> None:
         parse_read_options({**BASE, "archive": "h1:1,no-port"})
 
 
+def test_an_unknown_option_names_a_near_one() -> None:
+    for name, near in (("startingOffsets", "startingPosition"),
+                       ("maxrecordpertrigger", "maxRecordsPerTrigger"),
+                       ("bogus", None)):
+        with pytest.raises(ExonOptionError) as info:
+            parse_read_options({**BASE, name: "1"})
+        assert info.value.option == name
+        if near is None:
+            assert "did you mean" not in str(info.value)
+        else:
+            assert f"did you mean {near!r}" in str(info.value)
+
+
 def test_kafka_style_options_parse() -> None:
     opts = parse_read_options({**BASE, "recording": "a,b", "startingTimestamp": "1700000000000",
                                "endingPositionByTimestamp": '{"a": 5, "b": "6"}',
