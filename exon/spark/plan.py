@@ -136,18 +136,21 @@ def ending_offset(archive: ArchiveView, recordings: Sequence[str],
 
 
 def skip_lost(archive: ArchiveView, start: Mapping[str, int], end: Mapping[str, int], *,
-              fail: bool) -> tuple[dict[str, int], list[DataLoss]]:
+              fail: bool, firsts: Mapping[str, int] | None = None,
+              ) -> tuple[dict[str, int], list[DataLoss]]:
     """``start`` moved past what the archive truncated, and what was lost.
 
     A recording whose start position is above ``start[name]`` lost ``[start[name],
     min(its start position, end[name]))``: with ``fail`` that is a :class:`DataLossError`
     naming the recording and the positions; else the range begins at what is left (at most
-    ``end[name]``) and the loss is returned for the caller to warn about and count."""
+    ``end[name]``) and the loss is returned for the caller to warn about and count.
+    ``firsts``: the recordings' start positions, when the caller has just asked for them."""
     moved: dict[str, int] = {}
     lost: list[DataLoss] = []
     for name, begin in start.items():
         begin, stop = int(begin), int(end[name])
-        first = int(archive.recording(name).start_position)
+        first = int(firsts[name] if firsts is not None
+                    else archive.recording(name).start_position)
         if begin < first and begin < stop:
             loss = DataLoss(name, begin, min(first, stop))
             if fail:

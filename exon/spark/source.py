@@ -175,11 +175,12 @@ class _Reader:
         #: ... and the bytes of the recordings they spanned
         self.lost_bytes = 0
 
-    def _skip_lost(self, start: Mapping[str, int], end: Mapping[str, int]) -> dict[str, int]:
+    def _skip_lost(self, start: Mapping[str, int], end: Mapping[str, int],
+                   firsts: Mapping[str, int] | None = None) -> dict[str, int]:
         """``start`` past what the archive truncated: DataLossError, or (failOnDataLoss
         false) a warning and the counters ``lost`` / ``lost_bytes``, once per range."""
         moved, lost = skip_lost(_ClientView(self), start, end,
-                                fail=self.opts.fail_on_data_loss)
+                                fail=self.opts.fail_on_data_loss, firsts=firsts)
         for loss in lost:
             if loss not in self.lost:
                 self.lost.append(loss)
@@ -293,7 +294,9 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
     def _latest(self, start: Mapping[str, Any] | None, max_records: int | None,
                 min_records: int | None = None) -> dict[str, int]:
         view = _ClientView(self)
-        stop = {name: view.stop_position(name) for name in self.opts.recordings}
+        # one request per recording gives both ends: the stop, and the start (data loss)
+        infos = {name: view.recording(name) for name in self.opts.recordings}
+        stop = {name: int(info.stop_position) for name, info in infos.items()}
         self._stop = dict(stop)
         if self._target is not None:
             stop = {name: min(stop[name], self._target[name]) for name in stop}
@@ -302,7 +305,8 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
                 start = self._last_end  # 0-arg form: from where we are, once known
             if start is None:
                 return stop
-        begin = self._skip_lost(check_offset(start, self.opts.recordings, what="start"), stop)
+        begin = self._skip_lost(check_offset(start, self.opts.recordings, what="start"), stop,
+                                {name: int(info.start_position) for name, info in infos.items()})
         if min_records is not None and self._too_few(view, begin, stop, min_records):
             return dict(begin)
         end = admit(view, begin, stop, max_records)

@@ -57,6 +57,8 @@ def test_stream_reads_every_record_once_within_admission_limits_and_commits(
     # offsets to the source when it plans the next one: here up to the second batch.
     ends = [json.loads(p["sources"][0]["endOffset"])[orders] for p in progress]
     assert ends[-1] == info.stop_position
+    # the archive's stop positions, as the source's latestOffset in Spark's progress
+    assert json.loads(progress[0]["sources"][0]["latestOffset"]) == {orders: info.stop_position}
     assert info.consumers.get("test-stream") == ends[1]
 
 
