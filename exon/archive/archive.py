@@ -658,11 +658,13 @@ class Archive:
         """The recordings' time index (exon.archive.time_index), built as it is asked."""
         return TimeIndex(self)
 
-    def position_at(self, recording: str | int, timestamp: int) -> int:
+    def position_at(self, recording: str | int, timestamp: int, *,
+                    wait: float | None = None) -> int:
         """The position of the first record received at or after ``timestamp`` (ns since
         the epoch): the start position when every record is, the stop position when none
-        is (exon.archive.time_index)."""
-        return self.time_index.position_at(recording, timestamp)
+        is (exon.archive.time_index; ``wait``: IndexBuilding after that many seconds of a
+        first build)."""
+        return self.time_index.position_at(recording, timestamp, wait=wait)
 
     def files(self, recording: str | int) -> RecordingFiles:
         """Read access to the segment files of a recording."""

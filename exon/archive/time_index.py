@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Protocol
 
+from exon.archive.errors import IndexBuilding
 from exon.archive.format import Record
 
-__all__ = ["CHUNK_RECORDS", "RecordBatches", "RecordSource", "TimeIndex"]
+__all__ = ["CHUNK_RECORDS", "IndexBuilding", "RecordBatches", "RecordSource", "TimeIndex"]
 
 #: records per sample of the index (a lookup replays at most about this many)
 CHUNK_RECORDS = 4096
@@ -80,20 +81,30 @@ class TimeIndex:
         self._source = source
         self._lock = threading.Lock()
         self._recordings: dict[int, _Samples] = {}
+        #: position_at(wait=): the threads extending an index, and how far each has read
+        self._builders: dict[int, threading.Thread] = {}
+        self._reached: dict[int, int] = {}
 
     def forget(self, recording_id: int) -> None:
         """Drop what is indexed of a recording (it was cut back or started over)."""
         with self._lock:
             self._recordings.pop(recording_id, None)
 
-    def position_at(self, recording: str | int, timestamp: int) -> int:
+    def position_at(self, recording: str | int, timestamp: int, *,
+                    wait: float | None = None) -> int:
         """The position of the first record received at or after ``timestamp`` (ns since
         the epoch); the start position when every record is, the stop position when none
-        is. ValueError for a timestamp that is not a non-negative integer."""
+        is. ValueError for a timestamp that is not a non-negative integer.
+
+        ``wait`` (the service, whose control thread must not stall): the index is extended
+        in a thread of its own, and if that takes longer than ``wait`` seconds this raises
+        :class:`IndexBuilding` (ask again; the thread goes on). None: extend it here."""
         if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
             raise ValueError(f"a timestamp is a non-negative integer of ns since the epoch, "
                              f"not {timestamp!r}")
         info = self._source.recording(recording)
+        if wait is not None:
+            self._build(info, wait)
         with self._lock:
             samples = self._current(info)
             i = bisect.bisect_left(samples.maxima, timestamp)
@@ -113,6 +124,29 @@ class TimeIndex:
         raise RuntimeError(f"recording {info.name!r}: the time index does not match its "
                            "records")  # pragma: no cover - guarded by _current
 
+    def _build(self, info: Any, wait: float) -> None:
+        with self._lock:
+            builder = self._builders.get(info.id)
+            if builder is None or not builder.is_alive():
+                builder = self._builders[info.id] = threading.Thread(
+                    target=self._build_quietly, args=(info,), daemon=True,
+                    name=f"exon-archive-time-index-{info.id}")
+                builder.start()
+        builder.join(wait)
+        if builder.is_alive():
+            start, stop = int(info.start_position), int(info.stop_position)
+            done = self._reached.get(info.id, start) - start
+            raise IndexBuilding(
+                f"recording {info.name!r}: its time index is being built ({done} of "
+                f"{stop - start} bytes read); ask again")
+
+    def _build_quietly(self, info: Any) -> None:
+        try:
+            with self._lock:
+                self._current(info)
+        except Exception:  # the lookup that follows extends it again, and raises
+            pass
+
     def _current(self, info: Any) -> _Samples:
         """The samples of ``info``'s recording, extended to its stop position now."""
         start, stop = int(info.start_position), int(info.stop_position)
@@ -131,6 +165,7 @@ class TimeIndex:
                 if not batch:
                     continue
                 running = max(running, max(map(_TIMESTAMP, batch)))
+                self._reached[recording_id] = int(batch[-1][0])
                 if samples.positions and samples.last_count + len(batch) <= CHUNK_RECORDS:
                     samples.maxima[-1] = running  # the last run takes these records too
                     samples.last_count += len(batch)

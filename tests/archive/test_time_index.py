@@ -6,11 +6,18 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from exon.archive import Archive, ArchiveClient, ArchiveService, ControlError
 from exon.archive import time_index as time_index_module
+from exon.archive.errors import IndexBuilding
+from exon.archive.format import Record
+from exon.archive.time_index import TimeIndex
 from tests.archive.conftest import PRODUCER, SEGMENT
 
 
@@ -98,3 +105,30 @@ def test_position_at_and_count_through_the_service_and_the_cli(tmp_path) -> None
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "--at" in out.stderr
+
+
+def test_a_long_build_answers_index_building_and_then_the_position() -> None:
+    release = threading.Event()
+    records = [Record(i * 32, b"", "p", 1000 + i) for i in range(100)]
+
+    class SlowFiles:
+        def batches(self, start: int, end: int) -> Iterator[list[Record]]:
+            release.wait(10)
+            yield [r for r in records if start <= r.position < end]
+
+        def close(self) -> None:
+            pass
+
+    class SlowSource:
+        def recording(self, recording: str | int) -> Any:
+            return SimpleNamespace(id=1, name="orders", start_position=0,
+                                   stop_position=100 * 32)
+
+        def files(self, recording: str | int) -> SlowFiles:
+            return SlowFiles()
+
+    index = TimeIndex(SlowSource())
+    with pytest.raises(IndexBuilding, match=r"'orders'.*being built"):
+        index.position_at("orders", 1050, wait=0.05)
+    release.set()
+    assert index.position_at("orders", 1050, wait=5) == 50 * 32
