@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from exon.archive import ArchiveClient
-from tests.spark.helpers import ArchiveService, events, push_events
+from tests.spark.helpers import ArchiveService, events, push_events, wait_for
 
 EVENT_DDL = "key string, value double, seq long"
 Fresh = Callable[[], str]
@@ -60,6 +60,28 @@ def test_stream_reads_every_record_once_within_admission_limits_and_commits(
     # the archive's stop positions, as the source's latestOffset in Spark's progress
     assert json.loads(progress[0]["sources"][0]["latestOffset"]) == {orders: info.stop_position}
     assert info.consumers.get("test-stream") == ends[1]
+
+
+@pytest.mark.slow  # about 13 s: three micro-batches and a 1 s delay on a streaming query
+def test_min_records_per_trigger_holds_batches_back_until_the_records_or_the_delay(
+        spark: Any, archive: ArchiveService, fresh: Fresh, tmp_path: pathlib.Path) -> None:
+    orders = fresh()
+    push_events(archive.address, orders, events(300))
+    df = _stream(spark, archive, recording=orders, minRecordsPerTrigger="100",
+                 maxRecordsPerTrigger="200", maxTriggerDelay="1s")
+    query = (df.writeStream.format("memory").queryName("min_rows")
+             .option("checkpointLocation", str(tmp_path / "ck-min-rows"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        rows = lambda: spark.table("min_rows").count()  # noqa: E731
+        wait_for(lambda: rows() == 300, 60, what="the first 300 rows")
+        push_events(archive.address, orders, events(10, start=300))  # < 100: the delay
+        wait_for(lambda: rows() == 310, 60, what="the 10 rows after maxTriggerDelay")
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        # capped at 200; then 100 are enough at once; then 10 wait for maxTriggerDelay
+        assert sizes == [200, 100, 10]  # ReadMinRows went through Spark and back
+    finally:
+        query.stop()
 
 
 def test_json_payloads_decode_and_bad_ones_land_in_corrupt(
