@@ -29,7 +29,12 @@ from pyspark.sql.datasource import (
 
 from exon.spark import clients
 from exon.spark.decode import BatchBuilder, default_ddl
-from exon.spark.options import ReadOptions, parse_read_options, parse_write_options
+from exon.spark.options import (
+    ExonOptionError,
+    ReadOptions,
+    parse_read_options,
+    parse_write_options,
+)
 from exon.spark.plan import (
     DataLoss,
     DataLossError,
@@ -279,6 +284,11 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         super().__init__(options, schema)
+        for name, given in (("endingPosition", self.opts.ending != "latest"),
+                            ("endingTimestamp", self.opts.ending_at is not None)):
+            if given:  # as Kafka: a stream has no end
+                raise ExonOptionError(name, "applies to batch reads (spark.read) only; a "
+                                      "streaming query reads on as the recording grows")
         self._last_end: dict[str, int] | None = None  # 0-arg latestOffset: where we are
         self._target: dict[str, int] | None = None  # Trigger.AvailableNow: where to stop
         self._stop: dict[str, int] | None = None  # the stop positions latestOffset last saw

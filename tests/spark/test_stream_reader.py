@@ -11,6 +11,7 @@ from pyspark.sql.types import StructType
 
 from exon.archive import ReplayRangeError
 from exon.spark import source as source_module
+from exon.spark.options import ExonOptionError
 from exon.spark.plan import DataLoss, DataLossError
 from exon.spark.source import ExonPartition, ExonStreamReader
 from tests.spark.fakes import FakeArchive
@@ -181,3 +182,10 @@ def test_a_task_whose_range_was_truncated_under_it_fails_or_skips(
     reader = _reader(archive, failOnDataLoss="false")
     rows = [row for batch in reader.read(part) for row in batch.column(0).to_pylist()]
     assert rows == positions[40:60]
+
+
+def test_an_end_is_refused_on_a_stream() -> None:
+    for option, value in (("endingPosition", "64"), ("endingTimestamp", "5"),
+                          ("endingPositionByTimestamp", '{"orders": 5}')):
+        with pytest.raises(ExonOptionError, match="batch reads"):
+            _reader(FakeArchive(orders=[1]), **{option: value})
