@@ -292,8 +292,7 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
         self._last_end: dict[str, int] | None = None  # 0-arg latestOffset: where we are
         self._target: dict[str, int] | None = None  # Trigger.AvailableNow: where to stop
         self._stop: dict[str, int] | None = None  # the stop positions latestOffset last saw
-        #: minRecordsPerTrigger: when the last micro-batch was planned (the delay's clock;
-        #: it starts at the query's first trigger)
+        #: minRecordsPerTrigger: when a trigger was last let through (the delay's clock)
         self._last_batch_at: float | None = None
         self._clock = time.monotonic
 
@@ -317,23 +316,22 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
                 return stop
         begin = self._skip_lost(check_offset(start, self.opts.recordings, what="start"), stop,
                                 {name: int(info.start_position) for name, info in infos.items()})
-        if min_records is not None and self._too_few(view, begin, stop, min_records):
+        if min_records is not None and self._held_back(view, begin, stop, min_records):
             return dict(begin)
-        end = admit(view, begin, stop, max_records)
-        if end != begin:
-            self._last_batch_at = self._clock()
-        return end
+        return admit(view, begin, stop, max_records)
 
-    def _too_few(self, view: _ClientView, begin: Mapping[str, int],
-                 stop: Mapping[str, int], min_records: int) -> bool:
-        """minRecordsPerTrigger: fewer records than that are there, and less than
-        maxTriggerDelay passed since the last micro-batch (or the query's first trigger)."""
+    def _held_back(self, view: _ClientView, begin: Mapping[str, int],
+                   stop: Mapping[str, int], min_records: int) -> bool:
+        """minRecordsPerTrigger, as Kafka's: a trigger is held back while fewer records
+        than that are there and less than maxTriggerDelay passed since the last trigger
+        that was not (the query's first never is); one that is not restarts the delay."""
         now = self._clock()
-        if self._last_batch_at is None:
-            self._last_batch_at = now
-        if now - self._last_batch_at >= self.opts.max_trigger_delay:
-            return False
-        return records_available(view, begin, stop, min_records) < min_records
+        if self._last_batch_at is not None \
+                and now - self._last_batch_at < self.opts.max_trigger_delay \
+                and records_available(view, begin, stop, min_records) < min_records:
+            return True
+        self._last_batch_at = now
+        return False
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         """What Spark shows as the source's ``latestOffset`` in the query's progress: the

@@ -115,6 +115,12 @@ def test_without_fail_on_data_loss_the_lost_range_is_skipped_warned_and_counted(
 
 def test_min_records_per_trigger_waits_for_them_or_for_max_trigger_delay() -> None:
     archive = FakeArchive(orders=[10] * 10)
+
+    def grow(n: int) -> None:
+        for _ in range(n):
+            archive.positions["orders"].append(archive.stops["orders"])
+            archive.stops["orders"] += 64
+
     reader = _reader(archive, minRecordsPerTrigger="25", maxRecordsPerTrigger="40",
                      maxTriggerDelay="2s")
     now = [100.0]
@@ -122,17 +128,20 @@ def test_min_records_per_trigger_waits_for_them_or_for_max_trigger_delay() -> No
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMinRows(25)
     start = reader.initialOffset()
-    assert reader.latestOffset(start, limit) == start  # 10 < 25: no batch yet
-    now[0] += 1.9
-    assert reader.latestOffset(start, limit) == start
-    now[0] += 0.2  # maxTriggerDelay passed: what is there goes
-    end = reader.latestOffset(start, limit)
-    assert archive.count("orders", 0, end["orders"]) == 10
-    for _ in range(50):  # 50 more records: enough at once, capped by maxRecordsPerTrigger
-        archive.positions["orders"].append(archive.stops["orders"])
-        archive.stops["orders"] += 64
-    capped = reader.latestOffset(end, limit)
-    assert archive.count("orders", end["orders"], capped["orders"]) == 40
+    first = reader.latestOffset(start, limit)  # as Kafka: the first trigger is not held
+    assert archive.count("orders", 0, first["orders"]) == 10
+    grow(10)
+    now[0] += 1.0
+    assert reader.latestOffset(first, limit) == first  # 10 < 25: held back
+    now[0] += 0.9
+    assert reader.latestOffset(first, limit) == first
+    now[0] += 0.2  # maxTriggerDelay since the last trigger let through: what is there goes
+    second = reader.latestOffset(first, limit)
+    assert archive.count("orders", first["orders"], second["orders"]) == 10
+    grow(50)  # enough at once (the delay restarted), capped by maxRecordsPerTrigger
+    now[0] += 0.1
+    capped = reader.latestOffset(second, limit)
+    assert archive.count("orders", second["orders"], capped["orders"]) == 40
     # Trigger.AvailableNow passes ReadAllAvailable: no waiting
     assert reader.latestOffset(capped, ReadAllAvailable()) == {"orders": archive.stops["orders"]}
 
