@@ -316,7 +316,10 @@ class ExonStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvailable
                 return stop
         begin = self._skip_lost(check_offset(start, self.opts.recordings, what="start"), stop,
                                 {name: int(info.start_position) for name, info in infos.items()})
-        if min_records is not None and self._held_back(view, begin, stop, min_records):
+        # Trigger.AvailableNow passes the default limit too: holding its last records back
+        # for more that may never come would only delay its end (ReadMinRows' caveat)
+        if min_records is not None and self._target is None \
+                and self._held_back(view, begin, stop, min_records):
             return dict(begin)
         return admit(view, begin, stop, max_records)
 
