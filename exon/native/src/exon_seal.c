@@ -141,7 +141,7 @@ int exon_crypto_use_sodium(const char *path)
     pthread_mutex_lock(&sodium_mutex);
     if (seal_sodium.loaded)
     {
-        seal_sodium.active = 1;
+        __atomic_store_n(&seal_sodium.active, 1, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&sodium_mutex);
         return 0;
     }
@@ -154,46 +154,47 @@ int exon_crypto_use_sodium(const char *path)
                               path, why != NULL ? why : "not found");
     }
     void *init = dlsym(handle, "sodium_init");
-    void *seal = dlsym(handle, "crypto_aead_chacha20poly1305_ietf_encrypt_detached");
-    void *open = dlsym(handle, "crypto_aead_chacha20poly1305_ietf_decrypt_detached");
+    void *sealer = dlsym(handle, "crypto_aead_chacha20poly1305_ietf_encrypt_detached");
+    void *opener = dlsym(handle, "crypto_aead_chacha20poly1305_ietf_decrypt_detached");
     sodium_init_fn init_fn = NULL;
     if (init != NULL)
     {
         memcpy(&init_fn, &init, sizeof(void *));
     }
     /* sodium_init: 0 done now, 1 done before; it picks the SIMD implementations */
-    if (init_fn == NULL || seal == NULL || open == NULL || init_fn() < 0)
+    if (init_fn == NULL || sealer == NULL || opener == NULL || init_fn() < 0)
     {
         dlclose(handle);
         pthread_mutex_unlock(&sodium_mutex);
         return exon_set_error(EXON_E_UNAVAILABLE,
                               "%s is no usable libsodium (no IETF ChaCha20-Poly1305)", path);
     }
-    memcpy(&seal_sodium.seal, &seal, sizeof(void *));
-    memcpy(&seal_sodium.open, &open, sizeof(void *));
-    seal_sodium.loaded = 1; /* the handle stays open for the life of the process */
-    seal_sodium.active = 1;
+    memcpy(&seal_sodium.seal, &sealer, sizeof(void *));
+    memcpy(&seal_sodium.open, &opener, sizeof(void *));
+    /* release: a thread that sees `active` (acquire) sees the pointers */
+    __atomic_store_n(&seal_sodium.loaded, 1, __ATOMIC_RELEASE); /* never dlclosed */
+    __atomic_store_n(&seal_sodium.active, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&sodium_mutex);
     return 0;
 }
 
 int exon_crypto_backend(int32_t want)
 {
-    if (want == EXON_CRYPTO_SODIUM && !seal_sodium.loaded)
+    if (want == EXON_CRYPTO_SODIUM && !__atomic_load_n(&seal_sodium.loaded, __ATOMIC_ACQUIRE))
     {
         return exon_set_error(EXON_E_UNAVAILABLE, "libsodium is not loaded");
     }
     if (want == EXON_CRYPTO_OPENSSL || want == EXON_CRYPTO_SODIUM)
     {
-        __atomic_store_n(&seal_sodium.active, want == EXON_CRYPTO_SODIUM, __ATOMIC_RELAXED);
+        __atomic_store_n(&seal_sodium.active, want == EXON_CRYPTO_SODIUM, __ATOMIC_RELEASE);
     }
-    return __atomic_load_n(&seal_sodium.active, __ATOMIC_RELAXED) ? EXON_CRYPTO_SODIUM
+    return __atomic_load_n(&seal_sodium.active, __ATOMIC_ACQUIRE) ? EXON_CRYPTO_SODIUM
                                                                  : EXON_CRYPTO_OPENSSL;
 }
 
 static inline int seal_with_sodium(void)
 {
-    return __atomic_load_n(&seal_sodium.active, __ATOMIC_RELAXED);
+    return __atomic_load_n(&seal_sodium.active, __ATOMIC_ACQUIRE);
 }
 
 static void seal_nonce(uint64_t counter, uint8_t nonce[12])
