@@ -341,6 +341,9 @@ class NodeTransport:
         #: and receiver duty cycles (exon_invoker.h); NULL otherwise
         self._invoker = ffi.NULL if invoker is None else invoker
         self._bridged = False
+        #: the last wait ended on data right after its own duty cycles: the invoke that
+        #: follows it (the poll) has nothing to do (INVOKER)
+        self._invoked = False
         self._rng = rng or random.Random()
         self.host = host
         explicit = port != 0
@@ -539,6 +542,7 @@ class NodeTransport:
             rc = lib.exon_invoker_wait(self._invoker, ffi.NULL if arr is None else arr,
                                        len(self._images), self._doorbell, int(spin * 1e9),
                                        max(0, int(timeout * 1e9)))
+            self._invoked = rc == 1
         else:
             rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
                                   self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
@@ -546,8 +550,21 @@ class NodeTransport:
 
     def invoke(self) -> int:
         """INVOKER: one sender + receiver duty cycle of the embedded driver on this thread
-        (what was offered leaves, what arrived is in the images); 0 otherwise."""
+        (what was offered leaves, what arrived is in the images); 0 otherwise. Skipped
+        right after a :meth:`wait` that ended on data: it ran them a moment ago, and the
+        receiver's cycle costs a ``recvmmsg`` per endpoint even when nothing came."""
+        if self._invoked:
+            self._invoked = False
+            return 0
         return int(lib.exon_driver_invoke(self._invoker)) if self._bridged else 0
+
+    def send_now(self) -> None:
+        """INVOKER: the sender's duty cycle on this thread, so that what this thread just
+        offered (a request, a reply) reaches the socket now instead of at the thread's next
+        wait (after its way back through the sockets' Python) or the agent's next cycle;
+        a no-op otherwise."""
+        if self._bridged:
+            lib.exon_driver_send_now(self._invoker)
 
     def wake(self) -> None:
         """Interrupt a :meth:`wait` in another thread."""
