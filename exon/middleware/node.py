@@ -210,7 +210,6 @@ class Node(NodePolling):
         self.socket_host = SocketHost(
             lock=self._lock, core=self._core, fast=self._fast, backlog=self._backlog,
             wait_until=self._await, pump=self._pump_locked, flush=self._flush_fast,
-            send_now=self._send_now,
             open_socket=self._open_socket, close_socket=self._forget_socket, peer=self._peer,
             async_waiting=self._async_waiting, loop_polling=self._loop_polling)
         self._dispatcher = threading.Thread(target=self._dispatch_loop,
@@ -507,12 +506,6 @@ class Node(NodePolling):
                     cond.notify_all()
                 if sock._aio_wakers:  # asyncio tasks wait on it (exon.sockets.aio)
                     sock._wake_async()
-
-    def _send_now(self) -> None:
-        """What this thread just offered leaves now (SocketHost.send_now). Lock held."""
-        transport = self._transport
-        if transport is not None:
-            transport.send_now()
 
     def _flush_fast(self) -> None:
         """After a send or a delivery: send the core's frames; pump fully only when the

@@ -558,14 +558,6 @@ class NodeTransport:
             return 0
         return int(lib.exon_driver_invoke(self._invoker)) if self._bridged else 0
 
-    def send_now(self) -> None:
-        """INVOKER: the sender's duty cycle on this thread, so that what this thread just
-        offered (a request, a reply) reaches the socket now instead of at the thread's next
-        wait (after its way back through the sockets' Python) or the agent's next cycle;
-        a no-op otherwise."""
-        if self._bridged:
-            lib.exon_driver_send_now(self._invoker)
-
     def wake(self) -> None:
         """Interrupt a :meth:`wait` in another thread."""
         lib.exon_doorbell_ring(self._doorbell)

@@ -70,10 +70,6 @@ class SocketHost:
       that may produce frames or events (link, unlink, close_socket).
     * ``flush()``: the cheap form of ``pump()`` for after a send or a delivery: send the
       core's frames; pump fully only when the core produced events.
-    * ``send_now()``: after a send whose answer the caller will wait for (a request, a
-      reply): what was offered leaves from this thread now (an embedded INVOKER driver's
-      sender duty cycle), not when the thread reaches its wait. Streaming sends do not
-      call it: they leave in batches, from the wait or the driver's agent.
     * ``open_socket(sock, type, tag, core_options) -> (tag, slot)``: register ``sock``
       (tag None: a free one) with the core and the link table; ``slot`` is its link-table
       slot (-1: none). Takes the lock itself.
@@ -93,8 +89,7 @@ class SocketHost:
     """
 
     __slots__ = ("activity", "async_waiting", "backlog", "close_socket", "core", "fast",
-                 "flush", "lock", "loop_polling", "open_socket", "peer", "pump", "send_now",
-                 "wait_until")
+                 "flush", "lock", "loop_polling", "open_socket", "peer", "pump", "wait_until")
 
     lock: Any
     core: SocketCore
@@ -104,7 +99,6 @@ class SocketHost:
     wait_until: _WaitUntil
     pump: Callable[[], None]
     flush: Callable[[], None]
-    send_now: Callable[[], None]
     open_socket: Callable[[HostedSocket, str, int | None, dict[str, Any]], tuple[int, int]]
     close_socket: Callable[[int], None]
     peer: Callable[[PeerId], Any]  # a Peer (None for an address that is no HOST:PORT)
@@ -121,7 +115,6 @@ class SocketHost:
         wait_until: _WaitUntil,
         pump: Callable[[], None],
         flush: Callable[[], None],
-        send_now: Callable[[], None],
         open_socket: Callable[..., tuple[int, int]],
         close_socket: Callable[[int], None],
         peer: Callable[[PeerId], Any],
@@ -136,7 +129,6 @@ class SocketHost:
         self.wait_until = wait_until
         self.pump = pump
         self.flush = flush
-        self.send_now = send_now
         self.open_socket = open_socket
         self.close_socket = close_socket
         self.peer = peer

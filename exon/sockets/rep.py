@@ -80,7 +80,6 @@ class RepSocket(Socket):
                 self._replying = None  # a reply that may be half gone is not sent again
                 raise
             self._replying = None
-            self._host.send_now()  # the requester waits: the reply leaves from here, now
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send the reply to the requester of the last received request."""

@@ -66,7 +66,6 @@ class ReqSocket(Socket):
             self._pending = (dest, rid)
             self._pending_broken = None
             self._pending_cookie = cookie is not None
-            self._host.send_now()  # the reply is awaited: the request leaves from here, now
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send a request to the next linked REP with credit (round-robin)."""

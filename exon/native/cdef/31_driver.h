@@ -71,7 +71,6 @@ const char *exon_driver_dir(exon_driver_t *driver);
 int32_t exon_driver_runner_count(exon_driver_t *driver);
 int exon_driver_delete_dir(const char *dir);
 int exon_driver_invoke(exon_driver_t *driver);
-int exon_driver_send_now(exon_driver_t *driver);
 int exon_driver_invoker_enabled(exon_driver_t *driver);
 int exon_invoker_wait(exon_driver_t *driver, exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns, int64_t timeout_ns);
 int exon_invoker_bridge(exon_driver_t *driver, int32_t *doorbell);

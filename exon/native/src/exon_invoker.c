@@ -36,21 +36,6 @@ int exon_driver_invoke(exon_driver_t *d)
     return work;
 }
 
-int exon_driver_send_now(exon_driver_t *d)
-{
-    if (!exon_driver_invoker_enabled(d))
-    {
-        return 0;
-    }
-    int work = 0;
-    if (pthread_mutex_trylock(&d->sender_lock) == 0) /* else the agent is sending it right now */
-    {
-        work = exon_sender_duty_cycle(d, exon_nano_clock());
-        pthread_mutex_unlock(&d->sender_lock);
-    }
-    return work;
-}
-
 static bool invoker_any_available(exon_image_t **images, int32_t count)
 {
     for (int32_t i = 0; i < count; i++)

@@ -48,11 +48,6 @@ int exon_driver_invoker_enabled(exon_driver_t *driver);
  * driver is not in INVOKER mode). */
 int exon_driver_invoke(exon_driver_t *driver);
 
-/* The sender's duty cycle on the calling thread (what it just offered leaves now, not at
- * its next wait or the agent's next cycle): a request or a reply, whose answer the caller
- * waits for. Skipped (0) while the agent sends; 0 when the driver is not in INVOKER mode. */
-int exon_driver_send_now(exon_driver_t *driver);
-
 /*
  * Wait like exon_lt_wait: 1 when one of `images` has data, 0 when `doorbell` was rung for
  * something else, EXON_E_TIMEOUT after timeout_ns (< 0: none). Spins (invoking) for spin_ns

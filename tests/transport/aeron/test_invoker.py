@@ -109,31 +109,6 @@ def test_a_ring_ends_the_park(stack: ExitStack, bridged: bool) -> None:
             assert lib.exon_invoker_unbridge(driver.handle, doorbell) < 0  # once only
 
 
-def test_send_now_puts_what_was_offered_on_the_wire(stack: ExitStack) -> None:
-    """exon_driver_send_now runs the sender's duty cycle on the calling thread of an
-    INVOKER driver (the messages offered arrive, in order, with no wait on the sending
-    side); a driver of another mode does nothing there (0)."""
-    rx_driver, rx = launch(stack, "SHARED")
-    tx_driver, tx = launch(stack, "INVOKER")
-    sub = rx.add_subscription("aeron:udp?endpoint=127.0.0.1:0", STREAM)
-    port = int(sub.bound_endpoint.rsplit(":", 1)[1])
-    pub = tx.add_publication(f"aeron:udp?endpoint=127.0.0.1:{port}", STREAM)
-    assert wait_until(lambda: pub.is_connected and sub.image_count == 1, 5.0)
-    assert lib.exon_driver_send_now(rx_driver.handle) == 0  # SHARED: not this thread's job
-    got: list[bytes] = []
-    for i in range(100):
-        msg = i.to_bytes(4, "little") * 4
-        deadline = time.monotonic() + 5.0
-        while pub.offer(msg) < 0:
-            assert time.monotonic() < deadline, f"message {i} was never accepted"
-            assert lib.exon_driver_send_now(tx_driver.handle) >= 0
-        assert lib.exon_driver_send_now(tx_driver.handle) >= 0
-        while len(got) <= i:
-            assert time.monotonic() < deadline, f"message {i} never arrived"
-            sub.poll(lambda data, _h: got.append(bytes(data)), 16)
-    assert got == [i.to_bytes(4, "little") * 4 for i in range(100)]
-
-
 def test_a_non_invoker_driver_waits_on_the_futex(stack: ExitStack) -> None:
     driver, sub, pub = udp_pair(stack, rx_mode="SHARED")
     arr, n = image_array(sub)
