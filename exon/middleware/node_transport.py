@@ -343,6 +343,9 @@ class NodeTransport:
         #: and receiver duty cycles (exon_invoker.h); NULL otherwise
         self._invoker = ffi.NULL if invoker is None else invoker
         self._bridged = False
+        #: the last wait ended on data right after its own duty cycles: the invoke that
+        #: follows it (the poll) has nothing to do (INVOKER)
+        self._invoked = False
         self._rng = rng or random.Random()
         self.host = host
         explicit = port != 0
@@ -568,6 +571,7 @@ class NodeTransport:
             rc = lib.exon_invoker_wait(self._invoker, ffi.NULL if arr is None else arr,
                                        len(self._images), self._doorbell, int(spin * 1e9),
                                        max(0, int(timeout * 1e9)))
+            self._invoked = rc == 1
         else:
             rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
                                   self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
@@ -575,7 +579,12 @@ class NodeTransport:
 
     def invoke(self) -> int:
         """INVOKER: one sender + receiver duty cycle of the embedded driver on this thread
-        (what was offered leaves, what arrived is in the images); 0 otherwise."""
+        (what was offered leaves, what arrived is in the images); 0 otherwise. Skipped
+        right after a :meth:`wait` that ended on data: it ran them a moment ago, and the
+        receiver's cycle costs a ``recvmmsg`` per endpoint even when nothing came."""
+        if self._invoked:
+            self._invoked = False
+            return 0
         return int(lib.exon_driver_invoke(self._invoker)) if self._bridged else 0
 
     def wake(self) -> None:
