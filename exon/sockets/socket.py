@@ -152,6 +152,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._refusals: dict[PeerId, LinkRefused | ErrorReceived] = {}
         self._broken_epoch = 0
         self._broken: dict[PeerId, str] = {}
+        self._closes = 0  # LinkClosed events seen (blocked waits re-check their errors)
         self._closed = False
         self._aio_waiters: dict[Any, deque[Any]] = {}  # lines of asyncio tasks (sockets.aio)
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
@@ -206,6 +207,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._refusals[ev.peer] = ev
 
     def _on_closed(self, ev: LinkClosed) -> None:
+        self._closes += 1
         self._close_lane_if_idle(ev.peer)
         if ev.error:
             self._broken_epoch += 1
@@ -319,17 +321,23 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         """The one blocking wait of the receive calls (lock held): until ``take()`` gives
         something, waking when ``can_take()``, the socket closes or every link broke;
         ``check()`` after each wake-up. Raises Timeout, or the error that ended the wait."""
-        deadline = _deadline(timeout)
+        deadline = None if timeout is None else _deadline(timeout)
         epoch = self._broken_epoch
         failure: list[errors.ExonError] = []
+        # the blocked-error hook is asked once now, then only after a link of the socket
+        # closed (every condition it reports starts at a LinkClosed: _on_closed), not on
+        # every wake-up of a request/reply wait
+        closes = [-1]
 
         def ready() -> bool:
-            if self._closed or can_take():
+            if self._closed or failure or can_take():
                 return True
-            err = self._receive_blocked_error(epoch)
-            if err is not None:
-                failure.append(err)
-                return True
+            if self._closes != closes[0]:
+                closes[0] = self._closes
+                err = self._receive_blocked_error(epoch)
+                if err is not None:
+                    failure.append(err)
+                    return True
             return False
 
         while True:
