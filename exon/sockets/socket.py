@@ -392,6 +392,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         while True:
             sent = self._send_native_locked(payload, cookie, destination)
             if sent is not None:
+                self._on_sent_locked(sent)
                 return sent
             # no credit, too large, not connected, a cookie...: the core's path decides
             self._check_open()
@@ -411,6 +412,10 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                     ) from None
                 raise
             else:
+                # before the flush: offering the frame may find the peer gone, and the
+                # flush then hands out the LinkClosed (at once, within this call), which
+                # must find the message recorded, as the core ordered them
+                self._on_sent_locked(dest)
                 host.flush()
                 return dest
 
@@ -429,6 +434,12 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
+
+    def _on_sent_locked(self, destination: PeerId) -> None:
+        """Hook (lock held): :meth:`_send_locked` sent the message to ``destination``.
+        Called before the send's frames go to the transport, so the events that sending
+        them may raise (the link breaking: the peer's node was found gone) reach the socket
+        after it, in the core's order (REQ records its pending request here)."""
 
     def _polled_for_credit_locked(self, polled: bool) -> bool:
         """A non-blocking send found no credit: look at the transport once, as
