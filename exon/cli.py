@@ -311,12 +311,25 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="instead: push/pull with an 'exon stat --serve' scraped 10 times a "
                    "second, beside the same run not scraped (--runs rounds, medians; "
                    "exon/bench/scrape.py)")
-def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
-                  no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
-                  use_asyncio: bool, runs: int, patterns: bool, encrypted: bool,
-                  flood: bool, flood_seconds: float, ipc_term_length: int | None,
-                  scrape: bool) -> None:
+@click.option("--hog", is_flag=True,
+              help="run a process spinning on the last CPU for the whole bench (its "
+                   "lines say \"hog\": CPU): the figures beside a CPU hog")
+def bench_sockets(hog: bool, **cases: Any) -> None:
     """exon push/pull throughput and req/rep latency beside pyzmq's."""
+    if not hog:
+        _bench_sockets(**cases)
+        return
+    from exon.bench.hog import cpu_hog
+
+    with cpu_hog():
+        _bench_sockets(**cases)
+
+
+def _bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credits: int | None,
+                   no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
+                   use_asyncio: bool, runs: int, patterns: bool, encrypted: bool,
+                   flood: bool, flood_seconds: float, ipc_term_length: int | None,
+                   scrape: bool) -> None:
     if scrape:
         from exon.bench.scrape import run_scrape_bench
 

@@ -6,7 +6,12 @@ import json
 import math
 import platform
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+#: fields every line gets while :func:`extra_fields` is in force (e.g. ``hog``)
+_EXTRA: dict[str, Any] = {}
 
 
 def ratio(exon: float, peer: float, *, higher_is_better: bool) -> float | None:
@@ -40,6 +45,7 @@ def emit(
         "host": platform.node(),
         "python": platform.python_version(),
     }
+    line.update(_EXTRA)
     line.update(extra)
     print(json.dumps(line), flush=True)
     sys.stdout.flush()
@@ -48,3 +54,15 @@ def emit(
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+@contextmanager
+def extra_fields(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` to every line emitted inside the block."""
+    before = dict(_EXTRA)
+    _EXTRA.update(fields)
+    try:
+        yield
+    finally:
+        _EXTRA.clear()
+        _EXTRA.update(before)
