@@ -9,6 +9,9 @@ pull DIR N CREDITS        print the node address, receive N messages, print seco
 pull-many DIR N CREDITS B the same with receive_many(B)
 pull-held DIR N CREDITS B the same with receive_held(B) + confirm(batch)
 push DIR N SIZE PEER      send N messages of SIZE bytes to PEER, one per call; close
+push-many DIR N SIZE B PEER  the same with send_many of B messages a call; print seconds
+                          from the first call to the last one's return (before close)
+push-each DIR N SIZE B PEER  as push-many, one send per message (the same timing)
 rep DIR N CREDITS         print the node address, answer N + N/10 requests
 req DIR N SIZE PEER       N round trips after N/10 warm-up; print each in microseconds
 """
@@ -88,6 +91,27 @@ def main(argv: list[str]) -> None:
             send = sock.send
             for _ in range(count):
                 send(payload)
+            sock.close(timeout=60)
+        elif role in ("push-many", "push-each"):
+            size, batch, peer = int(argv[3]), int(argv[4]), argv[5]
+            sock = socket("push")
+            sock.link(peer, timeout=10)
+            payloads = [b"x" * size] * batch
+            full, rest = divmod(count, batch)
+            start = time.perf_counter()
+            if role == "push-many":
+                send_many = sock.send_many
+                for _ in range(full):
+                    send_many(payloads)
+                send_many(payloads[:rest])
+            else:
+                send = sock.send
+                for _ in range(full):
+                    for payload in payloads:
+                        send(payload)
+                for payload in payloads[:rest]:
+                    send(payload)
+            print(time.perf_counter() - start, flush=True)
             sock.close(timeout=60)
         elif role == "rep":
             sock = socket("rep", tag=1, credits=int(argv[3]))

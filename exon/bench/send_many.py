@@ -1,0 +1,80 @@
+"""``exon bench sockets --send-many B``: PUSH.send_many against one send per message.
+
+Each round runs the same push/pull twice, in turns (the order alternates between rounds, so
+a drift of the shared machine falls on both): the PUSH sends ``messages`` payloads with
+``send_many`` of ``B`` at a time, or with one ``send`` per message; the PULL is the same in
+both (``receive_held(B)`` + ``confirm``, the receive path that costs no Python step per
+message, as the archive's ingest uses), both nodes on one media driver (IPC), one process
+each. Two lines per size, medians of the rounds and each round's figures:
+
+* ``push_pull_{size}B_send_many``: messages/s at the PULL, first to last message;
+* ``push_{size}B_send_many_sender``: messages/s of the PUSH's own calls (first call to the
+  last one's return), the producer's cost per message.
+
+Ratio = send_many / one send per message: > 1 means the batch is faster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import statistics
+
+from exon.bench.report import emit
+from exon.bench.sockets import _DRIVER, _worker_pair
+from exon.transport.aeron.settings import fresh_driver_dir
+
+__all__ = ["push_pull_rates", "run_send_many_bench"]
+
+
+def push_pull_rates(driver_dir: str, size: int, messages: int, credits: int, batch: int,
+                    *, many: bool) -> tuple[float, float]:
+    """(PULL msgs/s, PUSH msgs/s) of one run: send_many (``many``) or one send each."""
+    role = "push-many" if many else "push-each"
+    with _worker_pair(("pull-held", driver_dir, str(messages), str(credits), str(batch)),
+                      (role, driver_dir, str(messages), str(size), str(batch))) as (pull, push):
+        pull_out, _ = pull.communicate(timeout=600)
+        push_out, _ = push.communicate(timeout=120)
+        if pull.returncode or push.returncode:
+            raise RuntimeError(f"a bench worker failed (pull {pull.returncode}, "
+                               f"push {push.returncode})")
+        received = float(pull_out.strip().splitlines()[-1])
+        sending = float(push_out.strip().splitlines()[-1])
+        return messages / received, messages / sending
+
+
+def run_send_many_bench(*, batch: int, sizes: tuple[int, ...] = (64, 1024),
+                        messages: int = 200_000, credits: int | None = None,
+                        runs: int = 3) -> list[dict[str, object]]:
+    from exon.transport.aeron import MediaDriver
+
+    if credits is None:
+        from exon.core import LinkSettings
+
+        credits = LinkSettings().initial_credits
+    directory = fresh_driver_dir("exon-bench-send-many")
+    lines = []
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(MediaDriver.launch(dir=directory, **_DRIVER))
+            for size in sizes:
+                rates: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+                for round_ in range(runs):
+                    for many in ((True, False) if round_ % 2 == 0 else (False, True)):
+                        rates[many].append(push_pull_rates(directory, size, messages,
+                                                           credits, batch, many=many))
+                common = {"messages": messages, "credits": credits, "batch": batch,
+                          "runs": runs, "receiver": f"receive_held({batch})"}
+                for index, case in ((0, f"push_pull_{size}B_send_many"),
+                                    (1, f"push_{size}B_send_many_sender")):
+                    many_runs = [r[index] for r in rates[True]]
+                    each_runs = [r[index] for r in rates[False]]
+                    lines.append(emit(
+                        case, exon=statistics.median(many_runs),
+                        peer=statistics.median(each_runs), peer_name="send-per-message",
+                        unit="msgs/s", higher_is_better=True,
+                        send_many_runs=[round(r) for r in many_runs],
+                        per_message_runs=[round(r) for r in each_runs], **common))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return lines
