@@ -67,3 +67,15 @@ def test_udp_floor_rejects_bad_arguments() -> None:
     rtt = ffi.new("int64_t[]", 1)
     with pytest.raises(errors.ExonError):
         check(lib.exon_bench_udp_floor(0, 1, 10**9, rtt))
+
+
+def test_bench_sockets_send_many_prints_both_sides_per_size() -> None:
+    lines = _bench("--send-many", "100", "--runs", "1")
+    assert [line["case"] for line in lines] == [
+        "push_pull_64B_send_many", "push_64B_send_many_sender"]
+    for line in lines:
+        assert line["exon"] > 0
+        assert line["peer"] > 0
+        assert line["peer_name"] == "send-per-message"
+        assert line["batch"] == 100
+        assert len(line["send_many_runs"]) == len(line["per_message_runs"]) == 1
