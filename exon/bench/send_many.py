@@ -9,7 +9,10 @@ each. Two lines per size, medians of the rounds and each round's figures:
 
 * ``push_pull_{size}B_send_many``: messages/s at the PULL, first to last message;
 * ``push_{size}B_send_many_sender``: messages/s of the PUSH's own calls (first call to the
-  last one's return), the producer's cost per message.
+  last one's return); paced by the PULL and the credits, so close to the line above;
+* ``push_{size}B_send_many_sender_cpu``: the PUSH process's CPU time per message (µs, lower
+  is better) over the same span: the producer's own cost, which a loaded machine blurs
+  less than a rate (it includes the CPU the sender spends waiting for credit).
 
 Ratio = send_many / one send per message: > 1 means the batch is faster.
 """
@@ -28,8 +31,9 @@ __all__ = ["push_pull_rates", "run_send_many_bench"]
 
 
 def push_pull_rates(driver_dir: str, size: int, messages: int, credits: int, batch: int,
-                    *, many: bool) -> tuple[float, float]:
-    """(PULL msgs/s, PUSH msgs/s) of one run: send_many (``many``) or one send each."""
+                    *, many: bool) -> tuple[float, float, float]:
+    """(PULL msgs/s, PUSH msgs/s, PUSH CPU µs a message) of one run: send_many (``many``)
+    or one send each."""
     role = "push-many" if many else "push-each"
     with _worker_pair(("pull-held", driver_dir, str(messages), str(credits), str(batch)),
                       (role, driver_dir, str(messages), str(size), str(batch))) as (pull, push):
@@ -39,8 +43,8 @@ def push_pull_rates(driver_dir: str, size: int, messages: int, credits: int, bat
             raise RuntimeError(f"a bench worker failed (pull {pull.returncode}, "
                                f"push {push.returncode})")
         received = float(pull_out.strip().splitlines()[-1])
-        sending = float(push_out.strip().splitlines()[-1])
-        return messages / received, messages / sending
+        sending, cpu = (float(x) for x in push_out.strip().splitlines()[-1].split())
+        return messages / received, messages / sending, 1e6 * cpu / messages
 
 
 def run_send_many_bench(*, batch: int, sizes: tuple[int, ...] = (64, 1024),
@@ -58,23 +62,27 @@ def run_send_many_bench(*, batch: int, sizes: tuple[int, ...] = (64, 1024),
         with contextlib.ExitStack() as stack:
             stack.enter_context(MediaDriver.launch(dir=directory, **_DRIVER))
             for size in sizes:
-                rates: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+                rates: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
                 for round_ in range(runs):
                     for many in ((True, False) if round_ % 2 == 0 else (False, True)):
                         rates[many].append(push_pull_rates(directory, size, messages,
                                                            credits, batch, many=many))
                 common = {"messages": messages, "credits": credits, "batch": batch,
                           "runs": runs, "receiver": f"receive_held({batch})"}
-                for index, case in ((0, f"push_pull_{size}B_send_many"),
-                                    (1, f"push_{size}B_send_many_sender")):
+                for index, case, unit in ((0, f"push_pull_{size}B_send_many", "msgs/s"),
+                                          (1, f"push_{size}B_send_many_sender", "msgs/s"),
+                                          (2, f"push_{size}B_send_many_sender_cpu", "us")):
                     many_runs = [r[index] for r in rates[True]]
                     each_runs = [r[index] for r in rates[False]]
+                    def rounded(r: float, unit: str = unit) -> float:
+                        return round(r, 3) if unit == "us" else round(r)
+
                     lines.append(emit(
                         case, exon=statistics.median(many_runs),
                         peer=statistics.median(each_runs), peer_name="send-per-message",
-                        unit="msgs/s", higher_is_better=True,
-                        send_many_runs=[round(r) for r in many_runs],
-                        per_message_runs=[round(r) for r in each_runs], **common))
+                        unit=unit, higher_is_better=unit != "us",
+                        send_many_runs=[rounded(r) for r in many_runs],
+                        per_message_runs=[rounded(r) for r in each_runs], **common))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return lines

@@ -10,7 +10,8 @@ pull-many DIR N CREDITS B the same with receive_many(B)
 pull-held DIR N CREDITS B the same with receive_held(B) + confirm(batch)
 push DIR N SIZE PEER      send N messages of SIZE bytes to PEER, one per call; close
 push-many DIR N SIZE B PEER  the same with send_many of B messages a call; print seconds
-                          from the first call to the last one's return (before close)
+                          from the first call to the last one's return (before close),
+                          then the process's CPU seconds over the same span
 push-each DIR N SIZE B PEER  as push-many, one send per message (the same timing)
 rep DIR N CREDITS         print the node address, answer N + N/10 requests
 req DIR N SIZE PEER       N round trips after N/10 warm-up; print each in microseconds
@@ -98,6 +99,7 @@ def main(argv: list[str]) -> None:
             sock.link(peer, timeout=10)
             payloads = [b"x" * size] * batch
             full, rest = divmod(count, batch)
+            cpu = time.process_time()
             start = time.perf_counter()
             if role == "push-many":
                 send_many = sock.send_many
@@ -111,7 +113,7 @@ def main(argv: list[str]) -> None:
                         send(payload)
                 for payload in payloads[:rest]:
                     send(payload)
-            print(time.perf_counter() - start, flush=True)
+            print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
             sock.close(timeout=60)
         elif role == "rep":
             sock = socket("rep", tag=1, credits=int(argv[3]))
