@@ -14,6 +14,11 @@ each. Two lines per size, medians of the rounds and each round's figures:
   is better) over the same span: the producer's own cost, which a loaded machine blurs
   less than a rate (it includes the CPU the sender spends waiting for credit).
 
+* ``push_{size}B_send_many_burst``: messages/s of the PUSH's calls alone when each call
+  of B messages starts only once the link has credit for all of them (a run of its own:
+  the sender waits, untimed, for credit before each call): the producer's own cost with
+  no wait in it, the figure a loaded machine blurs least.
+
 Ratio = send_many / one send per message: > 1 means the batch is faster.
 """
 
@@ -27,7 +32,7 @@ from exon.bench.report import emit
 from exon.bench.sockets import _DRIVER, _worker_pair
 from exon.transport.aeron.settings import fresh_driver_dir
 
-__all__ = ["push_pull_rates", "run_send_many_bench"]
+__all__ = ["burst_rate", "push_pull_rates", "run_send_many_bench"]
 
 
 def push_pull_rates(driver_dir: str, size: int, messages: int, credits: int, batch: int,
@@ -47,6 +52,21 @@ def push_pull_rates(driver_dir: str, size: int, messages: int, credits: int, bat
         return messages / received, messages / sending, 1e6 * cpu / messages
 
 
+def burst_rate(driver_dir: str, size: int, messages: int, credits: int, batch: int,
+               *, many: bool) -> float:
+    """Messages/s of the PUSH's calls alone, each started with credit for all of it."""
+    role = "push-many-burst" if many else "push-each-burst"
+    with _worker_pair(("pull-held", driver_dir, str(messages), str(credits), str(batch)),
+                      (role, driver_dir, str(messages), str(size), str(batch))) as (pull, push):
+        pull.communicate(timeout=600)
+        push_out, _ = push.communicate(timeout=120)
+        if pull.returncode or push.returncode:
+            raise RuntimeError(f"a bench worker failed (pull {pull.returncode}, "
+                               f"push {push.returncode})")
+        seconds, timed = push_out.strip().splitlines()[-1].split()
+        return int(timed) / float(seconds)
+
+
 def run_send_many_bench(*, batch: int, sizes: tuple[int, ...] = (64, 1024),
                         messages: int = 200_000, credits: int | None = None,
                         runs: int = 3) -> list[dict[str, object]]:
@@ -56,22 +76,29 @@ def run_send_many_bench(*, batch: int, sizes: tuple[int, ...] = (64, 1024),
         from exon.core import LinkSettings
 
         credits = LinkSettings().initial_credits
+    if batch > credits:
+        raise ValueError(f"--send-many {batch} exceeds the PULL's credits ({credits}): the "
+                         "burst run could never start a call with credit for all of it")
     directory = fresh_driver_dir("exon-bench-send-many")
     lines = []
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(MediaDriver.launch(dir=directory, **_DRIVER))
             for size in sizes:
-                rates: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+                rates: dict[bool, list[tuple[float, ...]]] = {True: [], False: []}
                 for round_ in range(runs):
                     for many in ((True, False) if round_ % 2 == 0 else (False, True)):
-                        rates[many].append(push_pull_rates(directory, size, messages,
-                                                           credits, batch, many=many))
+                        rates[many].append((
+                            *push_pull_rates(directory, size, messages, credits, batch,
+                                             many=many),
+                            burst_rate(directory, size, messages, credits, batch,
+                                       many=many)))
                 common = {"messages": messages, "credits": credits, "batch": batch,
                           "runs": runs, "receiver": f"receive_held({batch})"}
                 for index, case, unit in ((0, f"push_pull_{size}B_send_many", "msgs/s"),
                                           (1, f"push_{size}B_send_many_sender", "msgs/s"),
-                                          (2, f"push_{size}B_send_many_sender_cpu", "us")):
+                                          (2, f"push_{size}B_send_many_sender_cpu", "us"),
+                                          (3, f"push_{size}B_send_many_burst", "msgs/s")):
                     many_runs = [r[index] for r in rates[True]]
                     each_runs = [r[index] for r in rates[False]]
                     def rounded(r: float, unit: str = unit) -> float:

@@ -73,7 +73,7 @@ def test_bench_sockets_send_many_prints_both_sides_per_size() -> None:
     lines = _bench("--send-many", "100", "--runs", "1")
     assert [line["case"] for line in lines] == [
         "push_pull_64B_send_many", "push_64B_send_many_sender",
-        "push_64B_send_many_sender_cpu"]
+        "push_64B_send_many_sender_cpu", "push_64B_send_many_burst"]
     for line in lines:
         assert line["exon"] > 0
         assert line["peer"] > 0
