@@ -192,3 +192,22 @@ def test_batch_cookie_settles_once() -> None:
     assert lost.resolve(lost=False) is None  # and never again
     assert lost.seal() is None
     assert BatchCookie("none").seal() is None  # nothing sent: no cookie
+
+
+def test_the_native_walk_rejects_bad_arguments_and_stops_where_it_cannot_send(
+        make_node) -> None:
+    push, (pull,) = _pair(make_node, credits=3)
+    fast = push._host.fast
+    walk = fast.send_many
+    slot = push._fast_slot
+    with push._lock:
+        with pytest.raises(TypeError, match="list or a tuple"):
+            walk(slot, -1, iter([b"a"]), 0)
+        with pytest.raises(ValueError, match="start >= 0"):
+            walk(slot, -1, [b"a"], -1)
+        with pytest.raises(TypeError, match="send_many"):
+            walk(slot, -1, [b"a"])
+        assert walk(slot, -1, [b"a"], 5) == 1  # nothing from a start past the end
+        assert walk(slot, -1, [b"a", "not bytes", b"c"], 0) == 1  # stops at the str
+        assert walk(slot, -1, (b"b", b"c", b"d"), 0) == 2  # stops where credit ran out
+    assert _receive_all(pull, 3) == [b"a", b"b", b"c"]
