@@ -85,13 +85,29 @@ def test_credit_running_out_midway_waits_and_goes_on(make_node, monkeypatch) -> 
 def test_round_robin_over_pulls_keeps_each_ones_order(make_node) -> None:
     push, pulls = _pair(make_node, credits=8, tags=(1, 2))
     data = _payloads(40)
-    readers = [_in_thread(lambda p=p: _receive_all(p, 20)) for p in pulls]
+    sent = threading.Event()
+
+    def drain(pull: Any) -> list[bytes]:  # until the batch is out and nothing more comes
+        got: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                got.append(pull.receive(timeout=0.2).payload)
+            except exon.Timeout:
+                if sent.is_set():
+                    break
+        return got
+
+    readers = [_in_thread(lambda p=p: drain(p)) for p in pulls]
     push.send_many(data, cookie="rr", timeout=10)
+    sent.set()
     parts = []
     for thread, got in readers:
-        thread.join(10)
+        thread.join(15)
         parts.append(got[0])
     assert sorted(parts[0] + parts[1]) == sorted(data)
+    assert parts[0]
+    assert parts[1]  # both PULLs took a share
     for part in parts:
         assert part == [m for m in data if m in part]  # each PULL's share in order
     assert push.receive(timeout=5) == exon.Cookie("rr")
