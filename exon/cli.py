@@ -267,8 +267,10 @@ def push_command(peer: str, data: str, count: int, timeout: float,
 
 
 @bench.command("sockets")
-@click.option("--size", "sizes", multiple=True, type=int, help="message sizes (default 64, 1024)")
-@click.option("--messages", default=200_000, show_default=True, help="push/pull messages per run")
+@click.option("--size", "sizes", multiple=True, type=click.IntRange(min=1),
+              help="message sizes (default 64, 1024, 65536, 1048576)")
+@click.option("--messages", default=200_000, show_default=True,
+              help="push/pull messages per run (a large size: fewer, at most 1 GiB a run)")
 @click.option("--round-trips", default=10_000, show_default=True, help="req/rep round trips")
 @click.option("--credits", type=int, default=None,
               help="credits of the receiving socket (default: the link default)")
@@ -362,9 +364,9 @@ def bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, credi
 
         run_links_bench(links=links, messages=messages, size=(sizes or (64,))[0])
         return
-    from exon.bench.sockets import run_sockets_bench
+    from exon.bench.sockets import DEFAULT_SIZES, run_sockets_bench
 
-    run_sockets_bench(sizes=sizes or (64, 1024), messages=messages, round_trips=round_trips,
+    run_sockets_bench(sizes=sizes or DEFAULT_SIZES, messages=messages, round_trips=round_trips,
                       credits=credits, with_zmq=not no_zmq, transport=transport,
                       processes=processes)
 

@@ -10,6 +10,7 @@ keeps one :class:`RecordingWriter` per recording.
 from __future__ import annotations
 
 import fcntl
+import functools
 import itertools
 import logging
 import os
@@ -52,6 +53,7 @@ from exon.archive.segments import (
     segment_bases,
     segment_path,
 )
+from exon.archive.time_index import TimeIndex
 
 LOCK_FILE = "archive.lock"
 #: default segment length: 128 MiB (Aeron Archive's default segment file length)
@@ -363,6 +365,7 @@ class Archive:
                 os.unlink(segment_path(self.directory, entry.id, base))
             self._refused.pop(entry.id, None)
             self._open_writer(entry)
+            self.time_index.forget(entry.id)
 
     def cut(self, recording: str | int, position: int) -> None:
         """Cut a recording back to ``position`` (a stale former primary's tail, which the
@@ -383,6 +386,7 @@ class Archive:
             writer.cut(position)
             writer.close()
             self._open_writer(entry)
+            self.time_index.forget(entry.id)
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -637,6 +641,30 @@ class Archive:
             return files.skip(start, end, max_records)[0]
         finally:
             files.close()
+
+    def count(self, recording: str | int, start: int, end: int | None,
+              max_records: int) -> int:
+        """How many records ``[start, end)`` holds, counting at most ``max_records``
+        (``end=None``: the stop position)."""
+        entry, start, end = self.check_range(recording, start, end)
+        files = RecordingFiles(self.directory, entry)
+        try:
+            return files.skip(start, end, max_records)[1]
+        finally:
+            files.close()
+
+    @functools.cached_property
+    def time_index(self) -> TimeIndex:
+        """The recordings' time index (exon.archive.time_index), built as it is asked."""
+        return TimeIndex(self)
+
+    def position_at(self, recording: str | int, timestamp: int, *,
+                    wait: float | None = None) -> int:
+        """The position of the first record received at or after ``timestamp`` (ns since
+        the epoch): the start position when every record is, the stop position when none
+        is (exon.archive.time_index; ``wait``: IndexBuilding after that many seconds of a
+        first build)."""
+        return self.time_index.position_at(recording, timestamp, wait=wait)
 
     def files(self, recording: str | int) -> RecordingFiles:
         """Read access to the segment files of a recording."""

@@ -306,3 +306,54 @@ def truncate_command(directory: str | None, address: str | None, name: str,
                 click.echo(ar.truncate(name, before))
     except ExonError as exc:
         _fail(exc)
+
+
+def _timestamp_ns(text: str) -> int:
+    """``--at``: ns since the Unix epoch, or an ISO-8601 time (no zone: UTC)."""
+    import datetime
+
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: want ns since the epoch or an ISO-8601 time "
+                                 "(2026-11-28T21:30:00Z)", param_hint="--at") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    delta = when - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    ns = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if ns < 0:
+        raise click.BadParameter(f"{text!r} is before 1970", param_hint="--at")
+    return ns
+
+
+@archive_group.command("position-at")
+@click.option("--dir", "directory", default=None, help="archive directory")
+@click.option("--archive", "address", default=None, help="HOST:PORT of a running service")
+@click.argument("name")
+@click.option("--at", "when", required=True,
+              help="a time: ns since the Unix epoch, or ISO-8601 (no zone: UTC)")
+def position_at_command(directory: str | None, address: str | None, name: str,
+                        when: str) -> None:
+    """Print the position of NAME's first record received at or after --at: the start
+    position when every record is, the stop position when none is (a reader starting there
+    reads what is recorded next)."""
+    from exon import ExonError
+
+    if (directory is None) == (address is None):
+        raise click.UsageError("give exactly one of --dir and --archive")
+    timestamp = _timestamp_ns(when)
+    try:
+        if address is not None:
+            from exon.archive.client import ArchiveClient
+
+            with ArchiveClient(address) as ac:
+                click.echo(ac.position_at(name, timestamp))
+        else:
+            assert directory is not None
+            with _archive(directory) as ar:
+                click.echo(ar.position_at(name, timestamp))
+    except ExonError as exc:
+        _fail(exc)

@@ -23,7 +23,7 @@ import exon
 from exon import errors
 from exon.archive import codec, protocol
 from exon.archive.archive import RecordingInfo
-from exon.archive.errors import ArchiveError, ControlError, ReplayRangeError
+from exon.archive.errors import ArchiveError, ControlError, IndexBuilding, ReplayRangeError
 from exon.archive.format import Record
 from exon.archive.protocol import CONTROL_TAG, KEEPALIVE_INTERVAL, REPLAY_CHUNK, REPLAY_CREDITS
 from exon.core.policy import LinkPolicy
@@ -33,6 +33,8 @@ from exon.sockets.messages import Peer, split_address
 #: keepalive intervals (it sends one each KEEPALIVE_INTERVAL while idle, a little later
 #: under load), whatever the client's ``timeout``
 FOLLOW_MIN_WAIT = 3 * KEEPALIVE_INTERVAL
+#: seconds position_at asks again while the service builds a recording's time index
+INDEX_BUILD_WAIT = 300.0
 
 #: with several members, the longest a client waits to link to one before it tries the
 #: next (a live service answers a LINK in milliseconds; a dead one never does)
@@ -280,6 +282,30 @@ class ArchiveClient:
         position)."""
         return int(self._request("advance", recording=recording, start=start,
                                  max_records=max_records)["position"])
+
+    def count(self, recording: str | int, start: int, end: int | None = None, *,
+              max_records: int = 2**63 - 1) -> int:
+        """How many records ``[start, end)`` holds (``end=None``: the stop position),
+        counting at most ``max_records``."""
+        return int(self._request("count", recording=recording, start=start, end=end,
+                                 max_records=max_records)["records"])
+
+    def position_at(self, recording: str | int, timestamp: int, *,
+                    wait: float = INDEX_BUILD_WAIT) -> int:
+        """The position of the first record the archive received at or after ``timestamp``
+        (ns since the Unix epoch); the start position when every record is, the stop
+        position when none is (exon.archive.time_index). The first lookup of a long
+        recording builds its index (about 1.5 s per million records): the service answers
+        IndexBuilding meanwhile, and this asks again for up to ``wait`` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return int(self._request("position_at", recording=recording,
+                                         timestamp=timestamp)["position"])
+            except IndexBuilding:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
 
     def commit(self, recording: str | int, consumer: str, position: int, *,
                truncate: bool = False) -> int:

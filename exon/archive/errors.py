@@ -47,9 +47,14 @@ class ControlError(ArchiveError, ProtocolError):
     """A control request or response that does not decode, or an unknown operation."""
 
 
+class IndexBuilding(ArchiveError):
+    """The recording's time index is still being built (a first ``position_at`` on a
+    long recording): ask again. ``ArchiveClient.position_at`` does, for up to its ``wait``."""
+
+
 #: name -> class, for errors that travel in control responses
 BY_NAME: dict[str, type[ArchiveError]] = {
     cls.__name__: cls
     for cls in (ArchiveError, RecordingNotFound, ReplayRangeError, ArchiveCorrupt,
-                ArchiveLocked, ArchiveFull, ControlError)
+                ArchiveLocked, ArchiveFull, ControlError, IndexBuilding)
 }

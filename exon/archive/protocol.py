@@ -84,6 +84,8 @@ OPERATIONS: Final[dict[str, tuple[tuple[str, ...], dict[str, Any]]]] = {
     "stop_replay": (("replay_id",), {}),
     "boundaries": (("recording", "start", "max_records"), {"end": None}),
     "advance": (("recording", "start", "max_records"), {}),
+    "count": (("recording", "start", "max_records"), {"end": None}),
+    "position_at": (("recording", "timestamp"), {}),
     "commit": (("recording", "consumer", "position"), {"truncate": False}),
     "truncate": (("recording", "before"), {}),
     # replication (3.7)
@@ -144,7 +146,8 @@ def decode_request(data: bytes) -> Request:
     return Request(op, args)
 
 
-_INT_FIELDS = {"start", "end", "max_records", "position", "before", "replay_id", "epoch"}
+_INT_FIELDS = {"start", "end", "max_records", "position", "before", "replay_id", "epoch",
+               "timestamp"}
 #: (op, field) -> the smallest value, where it is not 0
 _INT_MINIMUM = {("boundaries", "max_records"): 1}
 #: string field -> its longest value (a consumer name is kept in the catalog and comes back

@@ -76,6 +76,9 @@ DEFAULT_INGEST_MESSAGE = 256 * 1024
 POLL = 0.2  # seconds a service thread waits before looking at its stop flag
 #: seconds the control thread waits for its requester's credit before giving the request up
 CONTROL_SEND_TIMEOUT = 5.0
+#: seconds a position_at request waits for a time index being built before answering
+#: IndexBuilding (the control thread serves every client: it must not stall on one)
+INDEX_WAIT = 1.0
 #: seconds a replay waits for its reader's credit to send why it stopped (REPLAY_ERROR)
 STOP_NOTICE_TIMEOUT = 0.5
 #: events kept (the newest), characters kept of each, and the UTF-8 bytes of them that an
@@ -794,6 +797,12 @@ class ArchiveService:
         if op == "advance":
             return protocol.encode_ok(position=ar.advance(a["recording"], a["start"],
                                                          a["max_records"]))
+        if op == "count":
+            return protocol.encode_ok(records=ar.count(a["recording"], a["start"], a["end"],
+                                                      a["max_records"]))
+        if op == "position_at":
+            return protocol.encode_ok(position=ar.position_at(
+                a["recording"], a["timestamp"], wait=INDEX_WAIT))
         if op in ("commit", "truncate"):
             if self.role != "primary":
                 raise ArchiveError(f"{op}: {self.address} is a {self.role}; commit and "

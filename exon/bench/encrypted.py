@@ -60,7 +60,7 @@ def _curve_keys() -> str | None:
 def run_encrypted_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
                         round_trips: int = 10_000, credits: int | None = None,
                         with_zmq: bool = True) -> list[dict[str, object]]:
-    from exon.crypto import libcrypto
+    from exon.crypto import libcrypto, seal
 
     libcrypto.library()  # a clear error first when encryption cannot work here
     if credits is None:
@@ -70,7 +70,8 @@ def run_encrypted_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
     curve = _curve_keys() if reason is None else None
     extra: dict[str, object] = {"exon_transport": "udp", "peer_transport": "tcp",
-                                "cipher": "ChaCha20-Poly1305", "handshake": "Noise_IX_25519"}
+                                "cipher": "ChaCha20-Poly1305", "handshake": "Noise_IX_25519",
+                                "aead_library": seal.backend()}
     keys = _exon_keys()
     lines = []
     for size in sizes:

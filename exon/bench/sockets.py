@@ -1,6 +1,7 @@
 """``exon bench sockets``: exon's sockets beside pyzmq's, in the same run.
 
-* push/pull throughput (msgs/s), 64 B and 1 KiB, one message per call, two processes;
+* push/pull throughput (msgs/s), 64 B, 1 KiB, 64 KiB and 1 MiB (:data:`DEFAULT_SIZES`), one
+  message per call, two processes; a large size sends fewer messages (:func:`messages_for`);
 * req/rep round-trip latency p50 and p99 (µs), two processes.
 
 ``transport="ipc"`` (the default): exon's two processes are nodes of one media driver
@@ -33,7 +34,25 @@ from exon.bench.peers import Latency, Throughput, zmq_push_pull, zmq_req_rep, zm
 from exon.bench.report import emit
 from exon.transport.aeron.settings import fresh_driver_dir
 
-__all__ = ["exon_push_pull", "exon_req_rep", "run_sockets_bench", "udp_floor"]
+__all__ = ["DEFAULT_SIZES", "LARGE_RUN_BYTES", "exon_push_pull", "exon_req_rep", "messages_for",
+           "run_sockets_bench", "udp_floor"]
+
+#: the push/pull message sizes when none are given: small messages (per-message costs) and
+#: large ones (copies and wake-ups per fragment: 64 KiB and 1 MiB span many MTUs)
+DEFAULT_SIZES = (64, 1024, 64 * 1024, 1024 * 1024)
+#: the bytes a push/pull run of one size sends at most (each side, exon and pyzmq alike):
+#: 200,000 messages of 1 MiB would take minutes, 1,024 of them take about a second
+LARGE_RUN_BYTES = 1 << 30
+_MIN_LARGE_MESSAGES = 100  #: a run sends at least this many messages (when asked for more)
+
+
+def messages_for(size: int, messages: int) -> int:
+    """The messages of a push/pull run of ``size`` bytes: ``messages``, fewer for a size
+    whose run would send more than :data:`LARGE_RUN_BYTES`, but not fewer than 100 (nor than
+    ``messages`` when that is less)."""
+    if size <= 0 or messages <= 0:
+        raise ValueError(f"size and messages must be positive, not {size} and {messages}")
+    return min(messages, max(_MIN_LARGE_MESSAGES, LARGE_RUN_BYTES // size))
 
 #: DriverSettings overrides for MediaDriver.launch(**_DRIVER)
 _DRIVER: dict[str, Any] = {
@@ -118,7 +137,7 @@ def _driver_process(directory: str) -> Iterator[str]:
             proc.wait(10)
 
 
-def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 200_000,
+def run_sockets_bench(*, sizes: tuple[int, ...] = DEFAULT_SIZES, messages: int = 200_000,
                       round_trips: int = 10_000, credits: int | None = None,
                       with_zmq: bool = True, transport: str = "ipc",
                       processes: bool = False) -> list[dict[str, object]]:
@@ -148,13 +167,14 @@ def run_sockets_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 20
                 stack.enter_context(MediaDriver.launch(dir=directory, **_DRIVER))
                 target = directory
             for size in sizes:
-                ex = exon_push_pull(target, size, messages, credits)
-                peer = (zmq_push_pull(size, messages, zmq_transport) if reason is None
+                count = messages_for(size, messages)
+                ex = exon_push_pull(target, size, count, credits)
+                peer = (zmq_push_pull(size, count, zmq_transport) if reason is None
                         else None)
                 lines.append(emit(f"push_pull_{size}B{suffix}", exon=ex.rate,
                                   peer=None if peer is None else peer.rate,
                                   peer_name="pyzmq", unit="msgs/s", higher_is_better=True,
-                                  messages=messages, credits=credits, **extra))
+                                  messages=count, credits=credits, **extra))
             size = 64
             lat = exon_req_rep(target, size, round_trips, credits)
             zlat = zmq_req_rep(size, round_trips, zmq_transport) if reason is None else None

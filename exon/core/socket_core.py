@@ -58,7 +58,7 @@ from exon.core.frames import (
     encode_error,
     encode_linkack,
 )
-from exon.core.link_actions import LinkActions
+from exon.core.link_actions import AMPLIFICATION_FACTOR, LinkActions
 from exon.core.link_state import LinkInput, LinkState, LinkStateMachine, Verdict
 from exon.core.policy import LinkPolicy
 from exon.core.records import CoreStatistics, LinkAccelerator
@@ -608,6 +608,25 @@ class SocketCore(LinkActions):
                 del self._unvalidated[next(iter(self._unvalidated))]
             spent = self._unvalidated[address] = [0, 0]
         spent[0] += length
+
+    def reserve_unvalidated(self, address: str, round_bytes: int, rounds: int) -> int:
+        """Of ``rounds`` transport rounds of ``round_bytes`` each (the SETUP and heartbeat a
+        stream sends to ``address`` while its driver waits for an answer, 2.6.1), how many
+        fit the anti-amplification limit of ``address``: all of them when it is validated,
+        else as many as 3x the bytes received from it still allow, which are counted as
+        sent. None fitting: counted held (``amplification_held``) and 0."""
+        if address in self._validated:
+            return rounds
+        spent = self._unvalidated.get(address)
+        room = 0 if spent is None else AMPLIFICATION_FACTOR * spent[0] - spent[1]
+        granted = max(0, min(rounds, room // round_bytes))
+        if granted == 0:
+            self._stats["amplification_held"] += 1
+            self._stats["amplification_held_bytes"] += round_bytes
+            return 0
+        assert spent is not None
+        spent[1] += granted * round_bytes
+        return granted
 
     def validated(self, address: str) -> bool:
         """Whether ``address`` is validated (2.6.1): we linked to it, or a peer there

@@ -45,13 +45,25 @@ from exon.middleware.node_transport import (
     PendingFragments,
 )
 from exon.transport.aeron import ADMIN_ACTION, BACK_PRESSURED
-from exon.transport.aeron.layout import TERM_MIN_LENGTH, max_message_length
+from exon.transport.aeron.layout import (
+    DATA_HEADER_LENGTH,
+    SETUP_LENGTH,
+    TERM_MIN_LENGTH,
+    max_message_length,
+)
 
 __all__ = ["CONNECT_TIMEOUT", "NodeConnections"]
 
 CONNECT_TIMEOUT = 1.0  #: seconds a new peer node's driver has to answer our publication
 _CONNECTS_PENDING = 64  #: connections in progress at once; more addresses: dropped, counted
 _CONNECT_BACKLOG = 4096  #: frames that may wait for one connection; more: the peer is lost
+#: what a UDP stream sends its address each SETUP interval while the peer's driver has not
+#: answered: a SETUP and a heartbeat (docs/protocol.md 2.6.1: counted against the
+#: anti-amplification limit of an unvalidated address)
+CONNECT_ROUND_BYTES = SETUP_LENGTH + DATA_HEADER_LENGTH
+#: seconds between those rounds when the node cannot read its driver's settings (an
+#: external driver): Aeron's default setup and heartbeat intervals
+_DEFAULT_ROUND = 0.1
 #: the largest message of the shortest term (64 KiB / 8): a frame up to this long fits
 #: every publication, and only longer ones are measured against theirs
 _FITS_ANY = max_message_length(TERM_MIN_LENGTH)
@@ -74,9 +86,12 @@ class NodeConnections:
     connects_failed: int
     #: frames for unreachable peer nodes (dropped, counted)
     frames_dropped: int
+    #: old streams retired early: quiet while a newer one came from their address (2.7)
+    streams_retired: int
 
     # the node's own, used here
     _lock: Any
+    _core: Any
     _closed: bool
     _transport: NodeTransport | None
 
@@ -92,6 +107,11 @@ class NodeConnections:
         self.connects_failed = 0  #: peer nodes that did not answer in CONNECT_TIMEOUT
         self._lost: set[str] = set()
         self.frames_dropped = 0  #: frames for unreachable peer nodes
+        #: old streams of an address found quiet once a newer one came from it (its node
+        #: restarted there): retired before their liveness timeout (2.7)
+        self.streams_retired = 0
+        self._restart_suspects: dict[tuple[str, int], float] = {}  # -> watched until
+        self._next_suspect_check = 0.0
 
     def _pump_locked(self) -> None:
         """The node's (:meth:`Node._pump_locked`): hand out the core's events and frames."""
@@ -210,6 +230,12 @@ class NodeConnections:
                     pub.close()
             if not todo:
                 return
+            with self._lock:
+                windows = {address: self._connect_window(address) for address in todo}
+                now = _monotonic()
+                for address in [a for a, window in windows.items() if window is None]:
+                    self._connect_failed(address, now)  # not one SETUP fits: not tried
+                    todo.remove(address)
             started = [(address, transport.start_connect(address)) for address in todo]
             with self._lock:
                 now = _monotonic()
@@ -219,11 +245,39 @@ class NodeConnections:
                     elif self._transport is None or address not in self._backlog:
                         self._to_close.append(pub)  # closed, or nobody waits for it now
                     else:
-                        self._pending[address] = (pub, now + CONNECT_TIMEOUT)
+                        self._pending[address] = (pub, now + (windows[address] or 0.0))
+                if any(window is None for window in windows.values()):
+                    self._pump_locked()  # the frames dropped: their links learn it
                 self._progress_connections(now)
                 self._pump_locked()
         finally:
             self._connecting.release()
+
+    def _connect_window(self, address: str) -> float | None:
+        """Seconds a connection attempt to ``address`` may wait for the peer's driver:
+        :data:`CONNECT_TIMEOUT`, or less when the address is not validated (2.6.1) and 3x
+        what came from it does not cover the SETUP rounds of a whole attempt; None when
+        not one round fits (no attempt: counted held by the core). Lock held."""
+        transport = self._transport
+        if transport is None or not transport.sends_setups(address):
+            return CONNECT_TIMEOUT  # IPC: no SETUP goes anywhere
+        interval = self._round_interval()
+        rounds = int(CONNECT_TIMEOUT / interval + 1e-9) + 1  # one at 0, then each interval
+        granted: int = self._core.reserve_unvalidated(address, CONNECT_ROUND_BYTES, rounds)
+        if granted == 0:
+            return None
+        # rounds go out at 0, interval, ...: given up half an interval after the last paid
+        return (granted - 0.5) * interval
+
+    def _round_interval(self) -> float:
+        """Seconds between the SETUP rounds of this node's driver (the shorter of its
+        setup and heartbeat intervals: each round is counted as both)."""
+        driver = getattr(self, "_driver", None)
+        settings = getattr(driver, "settings", None)
+        if settings is None:
+            return _DEFAULT_ROUND
+        shortest: int = min(settings.setup_interval_ns, settings.heartbeat_interval_ns)
+        return shortest / 1e9
 
     def _connect_failed(self, address: str, now: float) -> None:
         self.connects_failed += 1

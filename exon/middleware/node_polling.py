@@ -48,6 +48,13 @@ __all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "NodePolling"]
 
 log = logging.getLogger("exon.node")
 
+#: seconds an old stream must have been quiet (no packet, heartbeats included: a live
+#: sender sends one every 100 ms) for a peer's LINK from a new stream to replace it (2.7)
+RELINK_QUIET = 1.0
+#: seconds an old stream is watched after a newer one from its address came (past it, only
+#: its liveness timeout ends it), and between two looks at it
+_SUSPECT_WATCH = 15.0
+_SUSPECT_INTERVAL = 0.1
 _DRIVER_CHECK_INTERVAL = 0.05  #: seconds between two looks at the Aeron client's health
 #: seconds between two looks, while idle, at the heap memory freed since (exon.middleware.heap)
 _TRIM_CHECK_INTERVAL = 1.0
@@ -171,6 +178,7 @@ class NodePolling(NodeConnections):
                         if address is None:
                             address = transport.hello(image, frame)
                             if address is not None:
+                                self._new_stream(address, image, now)
                                 self._poller.set_key(image, self._fast.key_of(address))
                                 addresses[image] = address
                             else:  # a frame before a valid HELLO: garbage, dropped
@@ -194,6 +202,8 @@ class NodePolling(NodeConnections):
             core.peer_gone(address, now=now)
         if transport is not None and transport.gone_channels:
             self._channels_gone(now)
+        if self._restart_suspects and now >= self._next_suspect_check:
+            self._check_restarts(now)
         due = core.next_timer()
         if due is not None and due <= now:
             core.handle_timer(now=now)
@@ -201,6 +211,39 @@ class NodePolling(NodeConnections):
             self._retry_backlog()
         self._pump_locked()
         return count + len(gone)
+
+    def _new_stream(self, address: str, image: int, now: float) -> None:
+        """A new stream (``image``'s HELLO) announces ``address`` while older ones from it
+        live on: its node may have restarted there (kill -9: no EOS, and the old image
+        stays until its liveness timeout, 10 s). Watch the older ones (2.7). Lock held."""
+        transport = self._transport
+        if transport is None:
+            return
+        for channel in transport.other_channels(address, image):
+            self._restart_suspects.setdefault((address, channel), now + _SUSPECT_WATCH)
+        if self._restart_suspects:
+            self._next_suspect_check = now  # at once: the old one may be quiet already
+
+    def _check_restarts(self, now: float) -> None:
+        """An old stream of an address that also has a newer one, quiet for
+        :data:`RELINK_QUIET` (a live sender heartbeats every 100 ms), is from a process
+        that died: it goes now, as if it had timed out -- its links break, and our stream
+        to the address starts again, HELLO first, for the process there now to read --
+        so that process links at once instead of after the liveness timeout. Lock held."""
+        transport = self._transport
+        self._next_suspect_check = now + _SUSPECT_INTERVAL
+        if transport is None:
+            self._restart_suspects.clear()
+            return
+        for (address, channel), until in list(self._restart_suspects.items()):
+            quiet = transport.channel_quiet(channel)
+            if quiet is None or now > until:
+                del self._restart_suspects[(address, channel)]  # gone, or not an exon image
+            elif quiet >= RELINK_QUIET:
+                del self._restart_suspects[(address, channel)]
+                self.streams_retired += 1
+                self._core.channel_gone(address, channel, now=now)
+                self._drop_peer(address)
 
     def _channels_gone(self, now: float) -> None:
         """Images gone while their address lives on in another image (the peer node

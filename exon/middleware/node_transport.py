@@ -52,6 +52,8 @@ from exon.transport.aeron import (
     Image,
     Subscription,
 )
+from exon.transport.aeron.cnc import CncFile
+from exon.transport.aeron.counters import CounterType
 
 __all__ = ["FRAGMENT", "FRAGMENT_HEADER_LENGTH", "HELLO", "UDP_STREAM_ID", "ConnectBackoff",
            "NodeTransport", "PendingFragments", "decode_fragment", "encode_fragments",
@@ -341,6 +343,9 @@ class NodeTransport:
         #: and receiver duty cycles (exon_invoker.h); NULL otherwise
         self._invoker = ffi.NULL if invoker is None else invoker
         self._bridged = False
+        #: the last wait ended on data right after its own duty cycles: the invoke that
+        #: follows it (the poll) has nothing to do (INVOKER)
+        self._invoked = False
         self._rng = rng or random.Random()
         self.host = host
         explicit = port != 0
@@ -376,6 +381,7 @@ class NodeTransport:
         self._image_array: Any = None
         self._image_address: dict[int, str] = {}  # id(image) -> reply address
         self.publications: dict[str, ExclusivePublication] = {}
+        self._cnc: CncFile | None = None  # opened when a relink asks how quiet a stream is
         self.hello_dropped = 0
         #: channels (correlation ids) of the images gone since the Node last looked: it
         #: forgets their FRAGMENT assemblies and clears the list
@@ -440,6 +446,32 @@ class NodeTransport:
 
     # ---- sending -------------------------------------------------------------------
 
+    def other_channels(self, address: str, index: int) -> list[int]:
+        """Channels of the images other than ``index`` whose HELLO announced ``address``."""
+        new = self._images[index]
+        return [int(img.correlation_id) for img in self._images
+                if img is not new and self._image_address.get(id(img)) == address]
+
+    def channel_quiet(self, channel: int) -> float | None:
+        """Seconds since the image ``channel`` last heard its sender (the driver's
+        ``rcv-heard`` counter, 10 ms steps); None when the driver keeps no such counter
+        (Aeron's own) or the image is gone."""
+        if self._cnc is None:
+            try:
+                self._cnc = CncFile.open(self.aeron.dir)
+            except errors.ExonError:
+                return None
+        found = self._cnc.counters().find(type_id=CounterType.RECEIVER_HEARD,
+                                          registration_id=channel)
+        if not found:
+            return None
+        return max(0.0, (time.time() * 1000 - found[0].value) / 1000)
+
+    def sends_setups(self, address: str) -> bool:
+        """Whether a publication towards ``address`` goes over UDP (it sends SETUPs and
+        heartbeats there until the peer's driver answers), not IPC."""
+        return self.channel_for(address)[0].startswith("aeron:udp")
+
     def start_connect(self, address: str) -> ExclusivePublication | None:
         """Create the publication towards ``address`` (one driver round trip, no wait for
         the peer); None if the driver refused it. :meth:`finish_connect` completes it."""
@@ -499,9 +531,14 @@ class NodeTransport:
     def refresh(self, poller: Any, key_of: Any) -> list[str]:
         """Refresh the image list for ``poller`` (a :class:`~exon.middleware.fastpath.Poller`);
         returns the addresses gone. ``key_of(address)`` gives an image's peer key."""
-        if poller._count == len(self._images) and not any(
-                sub.has_image_events for sub in self.subscriptions):
-            return []  # the common case: no image came or went
+        if poller._count == len(self._images):
+            # the common case: no image came or went (a plain loop: this runs on every
+            # poll, and any() over a generator costs two calls more per subscription)
+            for sub in self.subscriptions:
+                if sub.has_image_events:
+                    break
+            else:
+                return []
         gone: list[str] = []
         before = self._images
         self._refresh_images(gone)
@@ -539,6 +576,7 @@ class NodeTransport:
             rc = lib.exon_invoker_wait(self._invoker, ffi.NULL if arr is None else arr,
                                        len(self._images), self._doorbell, int(spin * 1e9),
                                        max(0, int(timeout * 1e9)))
+            self._invoked = rc == 1
         else:
             rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
                                   self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
@@ -546,7 +584,12 @@ class NodeTransport:
 
     def invoke(self) -> int:
         """INVOKER: one sender + receiver duty cycle of the embedded driver on this thread
-        (what was offered leaves, what arrived is in the images); 0 otherwise."""
+        (what was offered leaves, what arrived is in the images); 0 otherwise. Skipped
+        right after a :meth:`wait` that ended on data: it ran them a moment ago, and the
+        receiver's cycle costs a ``recvmmsg`` per endpoint even when nothing came."""
+        if self._invoked:
+            self._invoked = False
+            return 0
         return int(lib.exon_driver_invoke(self._invoker)) if self._bridged else 0
 
     def wake(self) -> None:
@@ -566,6 +609,9 @@ class NodeTransport:
         for sub in reversed(getattr(self, "subscriptions", [])):
             with contextlib.suppress(errors.ExonError):
                 sub.close()
+        cnc, self._cnc = getattr(self, "_cnc", None), None
+        if cnc is not None:
+            cnc.close()
         if self._registry is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._registry)

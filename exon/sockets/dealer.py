@@ -15,6 +15,11 @@ reply), so towards a REP the DEALER adds a fresh id to each request and strips i
 reply; towards a ROUTER nothing is added (links are point-to-point with identities, so
 ZeroMQ's envelope frames have nothing to carry). A reply from a REP shorter than the
 envelope is dropped and counted in :attr:`malformed_dropped`.
+
+``receive`` raises :class:`exon.BrokenLink` when no link is established and a link broke
+since the last ``receive`` that raised it (the replies it waits for cannot come), whether
+the link broke while it waited, before it was called, or in the ``send`` that found the
+peer's node gone.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class DealerSocket(RoutedDoorsMixin):
         self._reps: set[PeerId] = set()  #: established links with a REP (framed requests)
         self._next_id = random.getrandbits(48)
         self.malformed_dropped = 0
+        #: the links broken up to this epoch were reported by a receive (BrokenLink)
+        self._reported_epoch = 0
         # send() round-robin and receive() as native calls while no link needs the REQ
         # envelope (exon.sockets.routed)
         self._open_doors(DealerSocket.send, takes_peer=False)
@@ -141,3 +148,11 @@ class DealerSocket(RoutedDoorsMixin):
             payload = payload[ENVELOPE.size:]
         return Message(payload, self._host.peer(peer))
 
+    def _receive_blocked_error(self, epoch: int) -> errors.ExonError | None:
+        # not only the links that break while this call waits: once every link is down no
+        # reply can come, whenever they broke (in the very send that found the peer's node
+        # gone, or between the send and this call); each break is reported once
+        return self._every_link_broke(self._reported_epoch)
+
+    def _on_receive_failure(self) -> None:
+        self._reported_epoch = self._broken_epoch

@@ -64,7 +64,7 @@ class RepSocket(Socket):
 
     def _reply(self, data: bytes, cookie: Any, timeout: float | None, nowait: bool) -> None:
         payload = _payload(data)
-        deadline = None if nowait else _deadline(timeout)
+        deadline = None if nowait or timeout is None else _deadline(timeout)
         with self._lock:
             self._check_open()
             if self._replying is None:

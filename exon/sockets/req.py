@@ -44,6 +44,8 @@ class ReqSocket(Socket):
         self._pending: tuple[PeerId, int] | None = None
         self._pending_broken: str | None = None
         self._pending_cookie = False
+        #: (request id, has a cookie) of the request being sent, until _send_locked returns
+        self._sending: tuple[int, bool] | None = None
         self._next_id = random.getrandbits(48)
         self.stale_dropped = 0
 
@@ -52,7 +54,7 @@ class ReqSocket(Socket):
     def _send_request(self, data: bytes, cookie: Any, timeout: float | None,
                       nowait: bool) -> None:
         payload = _payload(data)
-        deadline = None if nowait else _deadline(timeout)
+        deadline = None if nowait or timeout is None else _deadline(timeout)
         with self._lock:
             self._check_open()
             if self._pending is not None:
@@ -61,11 +63,21 @@ class ReqSocket(Socket):
                     "before the next send()")
             self._next_id = (self._next_id + 1) & 0xFFFF_FFFF_FFFF_FFFF
             rid = self._next_id
-            dest = self._send_locked(ENVELOPE.pack(rid) + payload, cookie, None, deadline,
-                                     nowait)
-            self._pending = (dest, rid)
+            self._sending = (rid, cookie is not None)
+            try:
+                # the request becomes pending in _on_sent_locked, before its frame goes
+                # out: a link found broken while sending it breaks the pending request
+                self._send_locked(ENVELOPE.pack(rid) + payload, cookie, None, deadline,
+                                  nowait)
+            finally:
+                self._sending = None
+
+    def _on_sent_locked(self, destination: PeerId) -> None:
+        sending = self._sending
+        if sending is not None:
+            self._pending = (destination, sending[0])
             self._pending_broken = None
-            self._pending_cookie = cookie is not None
+            self._pending_cookie = sending[1]
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send a request to the next linked REP with credit (round-robin)."""

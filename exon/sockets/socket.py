@@ -152,6 +152,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._refusals: dict[PeerId, LinkRefused | ErrorReceived] = {}
         self._broken_epoch = 0
         self._broken: dict[PeerId, str] = {}
+        self._closes = 0  # LinkClosed events seen (blocked waits re-check their errors)
         self._closed = False
         self._aio_waiters: dict[Any, deque[Any]] = {}  # lines of asyncio tasks (sockets.aio)
         self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
@@ -206,6 +207,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._refusals[ev.peer] = ev
 
     def _on_closed(self, ev: LinkClosed) -> None:
+        self._closes += 1
         self._close_lane_if_idle(ev.peer)
         if ev.error:
             self._broken_epoch += 1
@@ -319,17 +321,23 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         """The one blocking wait of the receive calls (lock held): until ``take()`` gives
         something, waking when ``can_take()``, the socket closes or every link broke;
         ``check()`` after each wake-up. Raises Timeout, or the error that ended the wait."""
-        deadline = _deadline(timeout)
+        deadline = None if timeout is None else _deadline(timeout)
         epoch = self._broken_epoch
         failure: list[errors.ExonError] = []
+        # the blocked-error hook is asked once now, then only after a link of the socket
+        # closed (every condition it reports starts at a LinkClosed: _on_closed), not on
+        # every wake-up of a request/reply wait
+        closes = [-1]
 
         def ready() -> bool:
-            if self._closed or can_take():
+            if self._closed or failure or can_take():
                 return True
-            err = self._receive_blocked_error(epoch)
-            if err is not None:
-                failure.append(err)
-                return True
+            if self._closes != closes[0]:
+                closes[0] = self._closes
+                err = self._receive_blocked_error(epoch)
+                if err is not None:
+                    failure.append(err)
+                    return True
             return False
 
         while True:
@@ -384,6 +392,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         while True:
             sent = self._send_native_locked(payload, cookie, destination)
             if sent is not None:
+                self._on_sent_locked(sent)
                 return sent
             # no credit, too large, not connected, a cookie...: the core's path decides
             self._check_open()
@@ -403,6 +412,10 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                     ) from None
                 raise
             else:
+                # before the flush: offering the frame may find the peer gone, and the
+                # flush then hands out the LinkClosed (at once, within this call), which
+                # must find the message recorded, as the core ordered them
+                self._on_sent_locked(dest)
                 host.flush()
                 return dest
 
@@ -421,6 +434,12 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
+
+    def _on_sent_locked(self, destination: PeerId) -> None:
+        """Hook (lock held): :meth:`_send_locked` sent the message to ``destination``.
+        Called before the send's frames go to the transport, so the events that sending
+        them may raise (the link breaking: the peer's node was found gone) reach the socket
+        after it, in the core's order (REQ records its pending request here)."""
 
     def _polled_for_credit_locked(self, polled: bool) -> bool:
         """A non-blocking send found no credit: look at the transport once, as

@@ -19,10 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ExonDataSource"]
+__all__ = ["DataLossError", "ExonDataSource"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "DataLossError":  # no pyspark needed
+        from exon.spark.plan import DataLossError
+
+        globals()[name] = DataLossError
+        return DataLossError
     if name == "ExonDataSource":
         from exon.spark.source import ExonDataSource
 

@@ -8,8 +8,10 @@ strings; the lookups here are case-insensitive too, whatever mapping they get.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +21,9 @@ from exon.sockets.messages import Peer, split_address
 
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_PARTITION",
+    "DEFAULT_MAX_TRIGGER_DELAY",
+    "READ_OPTIONS",
+    "READ_OPTION_NAMES",
     "ExonOptionError",
     "PositionSpec",
     "ReadOptions",
@@ -35,6 +40,28 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_REPLAY_TIMEOUT = 60.0
 DEFAULT_WRITE_TIMEOUT = 60.0
 DEFAULT_CONSUMER = "spark"
+#: seconds ``minRecordsPerTrigger`` waits at most for its records (Kafka's default: 15m)
+DEFAULT_MAX_TRIGGER_DELAY = 15 * 60.0
+#: a Kafka timestamp is in ms since the epoch; an archive record's is in ns
+NS_PER_MS = 1_000_000
+
+#: every option of a read
+READ_OPTION_NAMES = (
+    "archive", "recording", "format", "schema", "startingPosition", "endingPosition",
+    "startingTimestamp", "endingTimestamp", "startingPositionByTimestamp",
+    "endingPositionByTimestamp", "failOnDataLoss", "maxRecordsPerTrigger",
+    "minRecordsPerTrigger", "maxTriggerDelay", "maxRecordsPerPartition", "minPartitions",
+    "consumer", "truncate", "replayTimeout", "timeout")
+#: lower case: Spark's option names are case-insensitive (it hands them over lowered)
+READ_OPTIONS = {name.lower(): name for name in READ_OPTION_NAMES}
+#: the Kafka source's names for what exon's options do (a hint for an unknown option)
+_KAFKA_NAMES = {
+    "startingoffsets": "startingPosition", "endingoffsets": "endingPosition",
+    "startingoffsetsbytimestamp": "startingPositionByTimestamp",
+    "endingoffsetsbytimestamp": "endingPositionByTimestamp",
+    "maxoffsetspertrigger": "maxRecordsPerTrigger",
+    "minoffsetspertrigger": "minRecordsPerTrigger", "subscribe": "recording",
+    "kafka.bootstrap.servers": "archive", "minpartitions": "minPartitions"}
 
 
 class ExonOptionError(ConfigurationError):
@@ -65,8 +92,19 @@ class ReadOptions:
     starting: PositionSpec = "earliest"
     #: batch reads only: where the range ends (exclusive)
     ending: PositionSpec = "latest"
+    #: where a new query starts by time: ``{recording: ns since the epoch}`` (overrides
+    #: ``starting``: the first record received at or after it)
+    starting_at: dict[str, int] | None = None
+    #: batch reads only: where the range ends by time (exclusive), as ``starting_at``
+    ending_at: dict[str, int] | None = None
+    #: a range truncated before the query read it fails the query (else: skipped, counted)
+    fail_on_data_loss: bool = True
     #: admission control: at most this many records per micro-batch (all recordings together)
     max_records_per_trigger: int | None = None
+    #: a micro-batch waits for at least this many records (all recordings together) ...
+    min_records_per_trigger: int | None = None
+    #: ... or until this many seconds passed since the last micro-batch
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
     #: at most this many records per input partition (Spark task)
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
     #: a batch is cut into at least about this many partitions when it has the records
@@ -167,6 +205,78 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise ExonOptionError(name, f"{value!r} is not true or false")
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+                   "d": 86400.0}
+
+
+def _duration(options: Mapping[str, str], name: str, default: float) -> float:
+    """A Spark duration (Kafka's ``maxTriggerDelay``): ``15m``, ``30s``, ``500ms``, ``1h``;
+    a bare number is in ms (as Spark's ``timeStringAsMs``). In seconds."""
+    value = _get(options, name)
+    if value is None:
+        return default
+    match = _DURATION.match(value)
+    if match is None:
+        raise ExonOptionError(name, f"{value!r} is not a duration (500ms, 30s, 15m, 1h)")
+    seconds = float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "ms").lower()]
+    if seconds <= 0:
+        raise ExonOptionError(name, f"{value!r} is not a positive duration")
+    return seconds
+
+
+def _millis(value: object) -> int | None:
+    """A Kafka timestamp (ms since the epoch, a non-negative integer) in ns, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit():
+            return None
+        value = int(text)
+    if not isinstance(value, int) or value < 0 or value * NS_PER_MS >= 2**63:
+        return None
+    return value * NS_PER_MS
+
+
+def _times(options: Mapping[str, str], name: str, by_recording: str,
+           recordings: tuple[str, ...]) -> dict[str, int] | None:
+    """``startingTimestamp`` (one time for every recording) or
+    ``startingPositionByTimestamp`` (a JSON object of times), in ns per recording."""
+    one, each = _get(options, name), _get(options, by_recording)
+    if one is not None and each is not None:
+        raise ExonOptionError(name, f"give {name} or {by_recording}, not both")
+    if one is not None:
+        ns = _millis(one)
+        if ns is None:
+            raise ExonOptionError(name, f"{one!r} is not a timestamp (ms since the epoch, "
+                                  "a non-negative integer)")
+        return {r: ns for r in recordings}
+    if each is None:
+        return None
+    try:
+        parsed = json.loads(each)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ExonOptionError(by_recording, f"{each!r} is not a JSON object "
+                              '{"recording": timestamp in ms, ...}')
+    times: dict[str, int] = {}
+    for key, value in parsed.items():
+        if key not in recordings:
+            raise ExonOptionError(by_recording, f"recording {key!r} is not among the "
+                                  f"recordings read ({', '.join(recordings)})")
+        ns = _millis(value)
+        if ns is None:
+            raise ExonOptionError(by_recording, f"timestamp {value!r} of {key!r} is not ms "
+                                  "since the epoch (a non-negative integer)")
+        times[key] = ns
+    missing = [r for r in recordings if r not in times]
+    if missing:
+        raise ExonOptionError(by_recording, f"no timestamp for {', '.join(missing)}")
+    return times
+
+
 def _position(options: Mapping[str, str], name: str, recordings: tuple[str, ...],
               default: str, allowed: tuple[str, ...]) -> PositionSpec:
     value = _get(options, name)
@@ -204,7 +314,16 @@ def _position(options: Mapping[str, str], name: str, recordings: tuple[str, ...]
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Check the options of ``spark.read[Stream].format("exon")``."""
+    """Check the options of ``spark.read[Stream].format("exon")``: an unknown option, or
+    a value of the wrong type, is an :class:`ExonOptionError` naming it."""
+    for key in options:
+        lowered = str(key).lower()
+        if lowered not in READ_OPTIONS:
+            near = _KAFKA_NAMES.get(lowered) or next(iter(difflib.get_close_matches(
+                lowered, list(READ_OPTIONS), n=1)), None)
+            hint = f"; did you mean {READ_OPTIONS.get(near, near)!r}?" if near else ""
+            raise ExonOptionError(str(key), "is not an option of format('exon') for reading "
+                                  f"(docs/spark.md lists them){hint}")
     archive = _archive_address(options, required=True)
     assert archive is not None
     text = _get(options, "recording")
@@ -240,6 +359,21 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     max_per_partition = _positive_int(options, "maxRecordsPerPartition",
                                       DEFAULT_MAX_RECORDS_PER_PARTITION)
     assert max_per_partition is not None
+    starting_at = _times(options, "startingTimestamp", "startingPositionByTimestamp",
+                         recordings)
+    ending_at = _times(options, "endingTimestamp", "endingPositionByTimestamp", recordings)
+    for by_time, by_position in ((starting_at, "startingPosition"),
+                                 (ending_at, "endingPosition")):
+        if by_time is not None and _get(options, by_position) is not None:
+            raise ExonOptionError(by_position, "give a position or a timestamp, not both")
+    max_per_trigger = _positive_int(options, "maxRecordsPerTrigger", None)
+    min_per_trigger = _positive_int(options, "minRecordsPerTrigger", None)
+    if min_per_trigger is None and _get(options, "maxTriggerDelay") is not None:
+        raise ExonOptionError("maxTriggerDelay", "only applies with minRecordsPerTrigger")
+    if min_per_trigger is not None and max_per_trigger is not None \
+            and min_per_trigger > max_per_trigger:
+        raise ExonOptionError("minRecordsPerTrigger", f"{min_per_trigger} is above "
+                              f"maxRecordsPerTrigger {max_per_trigger}")
     return ReadOptions(
         archive=archive,
         recordings=recordings,
@@ -248,7 +382,12 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         starting=_position(options, "startingPosition", recordings, "earliest",
                            ("earliest", "latest")),
         ending=_position(options, "endingPosition", recordings, "latest", ("latest",)),
-        max_records_per_trigger=_positive_int(options, "maxRecordsPerTrigger", None),
+        starting_at=starting_at,
+        ending_at=ending_at,
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+        max_records_per_trigger=max_per_trigger,
+        min_records_per_trigger=min_per_trigger,
+        max_trigger_delay=_duration(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY),
         max_records_per_partition=max_per_partition,
         min_partitions=_positive_int(options, "minPartitions", 1) or 1,
         consumer=consumer,

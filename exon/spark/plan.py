@@ -18,15 +18,20 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Protocol
 
+from exon.errors import ExonError
 from exon.spark.options import PositionSpec
 
 __all__ = [
     "ArchiveView",
+    "DataLoss",
+    "DataLossError",
     "RangeSlice",
     "admit",
     "check_offset",
     "ending_offset",
     "plan_slices",
+    "records_available",
+    "skip_lost",
     "starting_offset",
 ]
 
@@ -36,6 +41,32 @@ class ArchiveView(Protocol):
     def stop_position(self, name: str) -> int: ...
     def advance(self, name: str, start: int, max_records: int) -> int: ...
     def boundaries(self, name: str, start: int, end: int, max_records: int) -> list[int]: ...
+    def count(self, name: str, start: int, end: int | None, max_records: int) -> int: ...
+    def position_at(self, name: str, timestamp: int) -> int: ...
+
+
+class DataLossError(ExonError):
+    """Records a query was to read were truncated from the archive before it read them
+    (option ``failOnDataLoss``, true by default): ``.recording``, ``.start``, ``.end`` are
+    the lost positions ``[start, end)``."""
+
+    def __init__(self, recording: str, start: int, end: int) -> None:
+        super().__init__(
+            f"exon: recording {recording!r}: positions [{start}, {end}) were truncated from "
+            "the archive before this query read them (data loss). Set option "
+            "failOnDataLoss=false to skip them (a warning, and a count of what was skipped)")
+        self.recording = recording
+        self.start = start
+        self.end = end
+
+
+@dataclass(frozen=True, slots=True)
+class DataLoss:
+    """Positions ``[start, end)`` of ``recording`` were truncated before they were read."""
+
+    recording: str
+    start: int
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,13 +102,17 @@ def check_offset(offset: Mapping[str, Any], recordings: Sequence[str], *,
 
 
 def starting_offset(archive: ArchiveView, recordings: Sequence[str],
-                    spec: PositionSpec) -> dict[str, int]:
+                    spec: PositionSpec, at: Mapping[str, int] | None = None) -> dict[str, int]:
     """Where a new query starts: ``earliest`` (the recording's start position, after any
-    truncation), ``latest`` (its durable stop position now) or the positions given."""
+    truncation), ``latest`` (its durable stop position now) or the positions given; with
+    ``at`` (ns per recording), the first record received at or after that time (the start
+    position when every record is, the stop position when none is)."""
     offset: dict[str, int] = {}
     for name in recordings:
         info = archive.recording(name)  # RecordingNotFound names a missing recording
-        if spec == "earliest":
+        if at is not None:
+            offset[name] = int(archive.position_at(name, at[name]))
+        elif spec == "earliest":
             offset[name] = int(info.start_position)
         elif spec == "latest":
             offset[name] = int(archive.stop_position(name))
@@ -88,13 +123,55 @@ def starting_offset(archive: ArchiveView, recordings: Sequence[str],
 
 
 def ending_offset(archive: ArchiveView, recordings: Sequence[str],
-                  spec: PositionSpec) -> dict[str, int]:
+                  spec: PositionSpec, at: Mapping[str, int] | None = None) -> dict[str, int]:
     """Where a batch read ends: ``latest`` (the durable stop position) or the positions
-    given (exclusive)."""
+    given (exclusive); with ``at``, the first record received at or after that time (the
+    records before it are read)."""
+    if at is not None:
+        return {name: int(archive.position_at(name, at[name])) for name in recordings}
     if spec == "latest":
         return {name: int(archive.stop_position(name)) for name in recordings}
     assert isinstance(spec, dict)
     return {name: int(spec[name]) for name in recordings}
+
+
+def skip_lost(archive: ArchiveView, start: Mapping[str, int], end: Mapping[str, int], *,
+              fail: bool, firsts: Mapping[str, int] | None = None,
+              ) -> tuple[dict[str, int], list[DataLoss]]:
+    """``start`` moved past what the archive truncated, and what was lost.
+
+    A recording whose start position is above ``start[name]`` lost ``[start[name],
+    min(its start position, end[name]))``: with ``fail`` that is a :class:`DataLossError`
+    naming the recording and the positions; else the range begins at what is left (at most
+    ``end[name]``) and the loss is returned for the caller to warn about and count.
+    ``firsts``: the recordings' start positions, when the caller has just asked for them."""
+    moved: dict[str, int] = {}
+    lost: list[DataLoss] = []
+    for name, begin in start.items():
+        begin, stop = int(begin), int(end[name])
+        first = int(firsts[name] if firsts is not None
+                    else archive.recording(name).start_position)
+        if begin < first and begin < stop:
+            loss = DataLoss(name, begin, min(first, stop))
+            if fail:
+                raise DataLossError(loss.recording, loss.start, loss.end)
+            lost.append(loss)
+            begin = min(first, stop)
+        moved[name] = begin
+    return moved, lost
+
+
+def records_available(archive: ArchiveView, start: Mapping[str, int],
+                      stop: Mapping[str, int], enough: int) -> int:
+    """Records in ``[start, stop)`` over every recording, counting no further than
+    ``enough`` (each recording's count is capped by what is still wanted)."""
+    total = 0
+    for name, begin in start.items():
+        if total >= enough:
+            break
+        if int(stop[name]) > int(begin):
+            total += int(archive.count(name, int(begin), int(stop[name]), enough - total))
+    return total
 
 
 def admit(archive: ArchiveView, start: Mapping[str, int], stop: Mapping[str, int],

@@ -50,6 +50,15 @@ def test_recording_metrics_follow_the_archive(make_node: Callable[..., exon.Node
         client.commit("orders", "billing job", half)
         key = ("exon_archive_consumer_lag_bytes", "orders", "billing%20job")
         assert wait_until(lambda: series(driver.dir).get(key) == stop - half, timeout=10)
+        records = ("exon_archive_consumer_lag_records", "orders", "billing%20job")
+        assert wait_until(lambda: series(driver.dir).get(records) == 20, timeout=10)
+        for i in range(5):  # counted on from the last count: 5 more, 10 fewer
+            push = client_node.socket("push")
+            push.link(f"{service.address}/10")
+            push.send(b"more %d" % i)
+            push.close(timeout=10)
+        client.commit("orders", "billing job", client.boundaries("orders", 0, None, 30)[1])
+        assert wait_until(lambda: series(driver.dir).get(records) == 15, timeout=10)
         replay = client.replay_batches("orders", follow=True)
         next(replay)  # the replay runs now
         assert wait_until(lambda: series(driver.dir).get(

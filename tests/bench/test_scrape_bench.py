@@ -17,7 +17,7 @@ BODY = b"# a metrics page\nexon_up 1\n" * 10
 class _Page(http.server.BaseHTTPRequestHandler):
     hits = 0
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         type(self).hits += 1
         self.send_response(200)
         self.send_header("Content-Length", str(len(BODY)))

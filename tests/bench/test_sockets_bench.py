@@ -69,6 +69,35 @@ def test_udp_floor_rejects_bad_arguments() -> None:
         check(lib.exon_bench_udp_floor(0, 1, 10**9, rtt))
 
 
+def test_a_large_size_sends_fewer_messages() -> None:
+    from exon.bench.sockets import LARGE_RUN_BYTES, messages_for
+
+    assert messages_for(64, 200_000) == 200_000
+    assert messages_for(1024, 200_000) == 200_000
+    assert messages_for(64 * 1024, 200_000) == LARGE_RUN_BYTES // (64 * 1024) == 16_384
+    assert messages_for(1024 * 1024, 200_000) == 1024
+    assert messages_for(1 << 29, 200_000) == 100  # never fewer than 100...
+    assert messages_for(1 << 20, 10) == 10  # ...unless fewer were asked for
+    with pytest.raises(ValueError, match="positive"):
+        messages_for(0, 10)
+
+
+def test_the_default_sizes_include_large_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    import exon.bench.sockets as sockets_bench
+    from exon.cli import main
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(sockets_bench, "run_sockets_bench", lambda **kw: calls.append(kw))
+    result = CliRunner().invoke(main, ["bench", "sockets", "--no-zmq"])
+    assert result.exit_code == 0, result.output
+    assert calls[0]["sizes"] == (64, 1024, 64 * 1024, 1024 * 1024)
+    result = CliRunner().invoke(main, ["bench", "sockets", "--size", "0"])
+    assert result.exit_code != 0
+    assert "--size" in result.output
+
+
 def test_bench_sockets_send_many_prints_both_sides_per_size() -> None:
     lines = _bench("--send-many", "100", "--runs", "1")
     assert [line["case"] for line in lines] == [

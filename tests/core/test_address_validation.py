@@ -193,6 +193,27 @@ def test_answers_to_an_unvalidated_address_stay_within_three_times_its_bytes() -
     assert went > 0  # not silenced either: answers flow within the limit
 
 
+def test_transport_rounds_share_the_limit_with_the_frames() -> None:
+    """The SETUP rounds of a stream towards an unvalidated address (what its transport
+    sends before the peer answers) are granted only as far as 3x its bytes still go, are
+    counted as sent, and nothing is granted once the frames took the room."""
+    b = SocketCore(node_id="B", reply_address="B", rng=random.Random(1))
+    b.open_socket(2, "pull")
+    assert b.reserve_unvalidated("stranger:1", 72, 11) == 0  # nothing came from it
+    assert b.statistics().amplification_held == 1
+    data = encode_data(5, 1000, 1, b"x" * 80)  # 100 bytes in its name, 300 to spend
+    b.receive_frame("stranger:1", data, now=0)
+    answer = sum(len(d) for addr, d in b.frames_to_send() if addr == "stranger:1")
+    granted = b.reserve_unvalidated("stranger:1", 72, 11)
+    assert granted == (AMPLIFICATION_FACTOR * len(data) - answer) // 72 > 0
+    assert answer + granted * 72 <= AMPLIFICATION_FACTOR * len(data)
+    assert b.reserve_unvalidated("stranger:1", 72, 11) == 0  # spent
+    a = make_core("A")
+    a.open_socket(1, "push")
+    a.link(1, ("B", 2), now=0)
+    assert a.reserve_unvalidated("B", 72, 11) == 11  # validated: not limited
+
+
 def test_an_address_our_application_linked_to_is_not_limited() -> None:
     a = make_core("A")
     a.open_socket(1, "push")

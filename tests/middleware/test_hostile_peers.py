@@ -26,6 +26,7 @@ from exon.core.frames import (
     encode_linkack,
 )
 from exon.core.link_actions import AMPLIFICATION_FACTOR
+from exon.middleware.node_connections import CONNECT_ROUND_BYTES
 from exon.middleware.node_transport import encode_hello
 from exon.transport.aeron import Aeron
 
@@ -87,11 +88,53 @@ def test_a_blind_attacker_with_a_blackhole_reply_address_never_links(make_node,
         assert counts is not None
         came, went = counts
         assert 0 < went <= AMPLIFICATION_FACTOR * came
+        assert wire <= went  # the SETUP rounds are within what was counted
         assert not node._core.validated(blackhole)
         print(f"\nattacker sent {sent} B; exon frames for the blackhole {went} B of "
               f"{AMPLIFICATION_FACTOR}x{came} B allowed, held back "
               f"{stats.amplification_held} frames; on the wire there (SETUPs, no connection) "
               f"{wire} B")
+    finally:
+        hole.close()
+
+
+def test_setups_to_an_unvalidated_address_stay_within_the_limit(make_node, driver) -> None:
+    """One HELLO and one LINK naming a blackhole: the node answers (a LINKACK) and opens a
+    stream there, whose SETUP rounds count against the same 3x as its frames, so what
+    reaches the blackhole on the wire stays within 3x what came in its name (before: one
+    SETUP and one heartbeat every 100 ms for 1 s, 792 B, whatever came)."""
+    node = make_node()
+    node.socket("pull", tag=2)
+    hole = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hole.bind(("127.0.0.1", 0))
+    hole.setblocking(False)
+    blackhole = f"127.0.0.1:{hole.getsockname()[1]}"
+    try:
+        with Aeron.connect(driver.dir) as aeron:
+            pub = aeron.add_exclusive_publication("aeron:ipc", node._transport.stream_id)
+            deadline = time.monotonic() + 10
+            meta = LinkMetadata(socket_type="push", credits=1, max_message_size=64,
+                                node_id="a", reply_address=blackhole, nonce=bytes(16))
+            for frame in (encode_hello(blackhole), encode_link(66, 2, 7, meta)):
+                _offer(pub, frame, deadline)
+            wire = 0
+            end = time.monotonic() + 2.0  # longer than a whole connection attempt (1 s)
+            while time.monotonic() < end:
+                try:
+                    wire += len(hole.recv(65536))
+                except BlockingIOError:
+                    time.sleep(0.01)
+            pub.close()
+        counts = node._core._unvalidated.get(blackhole)
+        assert counts is not None
+        came, went = counts
+        stats = node.statistics()
+        print(f"\ncame {came} B in the blackhole's name; counted sent {went} B "
+              f"(SETUP rounds of {CONNECT_ROUND_BYTES} B included); on the wire {wire} B; "
+              f"held {stats.amplification_held} frames")
+        assert wire >= CONNECT_ROUND_BYTES  # the attempt was made, within its budget
+        assert wire <= went <= AMPLIFICATION_FACTOR * came
+        assert node.statistics().links_established == 0
     finally:
         hole.close()
 

@@ -10,6 +10,7 @@ peer node that really restarted still links again.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 import pytest
@@ -115,3 +116,62 @@ def test_a_peer_node_that_restarted_links_again(make_node, driver) -> None:
         kill(first)
         if second is not None:
             kill(second)
+
+
+REQUESTER = """
+import sys, time, exon
+node = exon.Node(endpoint=sys.argv[1], driver="embedded")
+req = node.socket("req")
+req.link(sys.argv[2], timeout=20)
+req.send(sys.argv[3].encode(), timeout=20)
+print(node.address, req.receive(timeout=20).payload.decode(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_peer_killed_and_restarted_over_udp_relinks_before_its_old_stream_times_out(
+) -> None:
+    """kill -9 of a REQ's node, restarted at the same HOST:PORT: its LINK comes on a new
+    stream while the REP's node still holds the old one (until image_liveness_timeout, 30 s
+    here). The old stream has been quiet (a live sender heartbeats every 100 ms), so it is
+    replaced at once and the new REQ links (2.7); it used to be refused until the old image
+    timed out (10 s by default: 11 s measured from the restart on loopback)."""
+    rep_node = exon.Node(endpoint="127.0.0.1:0", driver="embedded",
+                         driver_options={"image_liveness_timeout_ns": 30_000_000_000})
+    rep = rep_node.socket("rep")
+    target = f"{rep_node.address}/{rep.tag}"
+    served: list[bytes] = []
+
+    def serve() -> None:
+        deadline = time.monotonic() + 60
+        while len(served) < 2 and time.monotonic() < deadline:
+            try:
+                msg = rep.receive(timeout=0.5)
+                served.append(msg.payload)
+                rep.send(b"re " + msg.payload, timeout=5)
+            except (exon.Timeout, exon.BrokenLink):
+                continue
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    first = python_process(REQUESTER, "127.0.0.1:0", target, "first life")
+    second = None
+    try:
+        address, answer = read_line(first).split(" ", 1)
+        assert answer == "re first life"
+        kill(first, signal.SIGKILL)  # no UNLINK: the REP's link and image stay
+        restarted = time.monotonic()
+        second = python_process(REQUESTER, address, target, "second life")
+        line = read_line(second, timeout=25)
+        took = time.monotonic() - restarted
+        print(f"\nrelinked and answered {took:.2f} s after the restart; old streams retired "
+              f"as quiet: {rep_node.streams_retired}")
+        assert line == f"{address} re second life"
+        assert rep_node.streams_retired >= 1
+        assert took < 20  # the old image (30 s) was still there: it did not time out
+    finally:
+        kill(first)
+        if second is not None:
+            kill(second)
+        server.join(10)
+        rep_node.close()

@@ -199,3 +199,14 @@ def send_nowait_while_received(sender: Any, receiver: Any, count: int,
             time.sleep(0.0005)
     consumer.join(seconds + 5)
     return sent, got
+
+
+def offers_find_peers_gone(node: exon.Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on ``node``'s transport answers every frame it offers NOT_CONNECTED, as
+    when the peer's node was killed: the frame is dropped and the links with that node
+    break inside the call that sent it (a cookie's send: the core's path)."""
+    from exon.transport.aeron import NOT_CONNECTED
+
+    transport = node._transport
+    assert transport is not None
+    monkeypatch.setattr(transport, "offer", lambda pub, data: NOT_CONNECTED)

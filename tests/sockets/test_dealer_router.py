@@ -10,7 +10,7 @@ import pytest
 
 import exon
 from exon.core import LinkSettings
-from tests.sockets.helpers import assert_refused_as_incompatible
+from tests.sockets.helpers import assert_refused_as_incompatible, offers_find_peers_gone
 
 
 def _serve(router, count: int, errors: list[BaseException], transform=bytes.upper) -> None:
@@ -322,3 +322,40 @@ def test_a_router_forgets_closed_peers_past_its_bound(make_node) -> None:
     with router._lock:
         kinds = sorted(router._peer_types.values())
     assert kinds == ["dealer", "dealer"]  # the closed REQ was forgotten, the live ones kept
+
+
+@pytest.mark.parametrize("peer_type", ["router", "rep"])
+def test_dealer_link_breaking_inside_the_send_fails_the_receive(make_node, monkeypatch,
+                                                               peer_type) -> None:
+    """The send that finds the peer's node gone breaks the only link before it returns:
+    the receive waiting for the reply raises BrokenLink at once (once), not a Timeout."""
+    a, b = make_node(), make_node()
+    a.socket(peer_type, tag=1)
+    dealer = b.socket("dealer")
+    dealer.link(f"{a.address}/1", timeout=5)
+    with monkeypatch.context() as patch:
+        offers_find_peers_gone(b, patch)
+        dealer.send(b"hello?", cookie="c", timeout=5)
+    assert dealer.receive(timeout=5) == exon.CookieLost("c")
+    started = time.monotonic()
+    with pytest.raises(exon.BrokenLink):
+        dealer.receive(timeout=5)
+    assert time.monotonic() - started < 2
+    with pytest.raises(exon.Timeout):  # reported once: the next receive waits
+        dealer.receive(timeout=0.2)
+
+
+def test_router_reply_whose_link_breaks_inside_the_send_loses_its_cookie(make_node,
+                                                                          monkeypatch) -> None:
+    a, b = make_node(), make_node()
+    router = a.socket("router", tag=1)
+    dealer = b.socket("dealer")
+    dealer.link(f"{a.address}/1", timeout=5)
+    dealer.send(b"hello?", timeout=5)
+    request = router.receive(timeout=5)
+    with monkeypatch.context() as patch:
+        offers_find_peers_gone(a, patch)
+        router.send(b"answer", peer=request.peer, cookie="r", timeout=5)
+    assert router.receive(timeout=5) == exon.CookieLost("r")
+    with pytest.raises(exon.SocketNotLinked):  # the peer is gone: no silent drop next
+        router.send(b"again", peer=request.peer, timeout=1)

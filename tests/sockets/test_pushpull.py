@@ -8,7 +8,7 @@ import time
 import pytest
 
 import exon
-from tests.sockets.helpers import send_nowait_while_received
+from tests.sockets.helpers import offers_find_peers_gone, send_nowait_while_received
 
 
 def test_push_round_robin_over_n_pulls(make_node) -> None:
@@ -244,3 +244,16 @@ def test_send_nowait_in_a_loop_gets_credit_back(make_node) -> None:
     sent, got = send_nowait_while_received(push, pull, 40)
     assert sent == 40  # ten times the PULL's window: credit came back again and again
     assert got == [b"m%d" % i for i in range(40)]
+
+
+def test_a_cookie_whose_link_breaks_inside_the_send_comes_back_lost(make_node,
+                                                                    monkeypatch) -> None:
+    a, b = make_node(), make_node()
+    b.socket("pull", tag=1)
+    push = a.socket("push")
+    push.link(f"{b.address}/1", timeout=5)
+    with monkeypatch.context() as patch:
+        offers_find_peers_gone(a, patch)
+        push.send(b"x", cookie=1, timeout=5)
+    assert push.receive(timeout=5) == exon.CookieLost(1)
+    assert push.peers == []

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import exon
+from tests.sockets.helpers import offers_find_peers_gone
 
 
 def test_api_example_cookie_then_reply(make_node) -> None:
@@ -263,3 +264,21 @@ def test_a_rep_send_failing_otherwise_gives_the_request_up(make_node, monkeypatc
     assert rep.receive(timeout=5).payload == b"second"
     rep.send(b"answer", timeout=5)
     assert req.receive(timeout=5).payload == b"answer"
+
+
+def test_a_link_breaking_inside_the_send_breaks_the_pending_request(make_node,
+                                                                     monkeypatch) -> None:
+    """The send that finds the REP's node gone (NOT_CONNECTED) breaks the link before it
+    returns: the request must be pending by then, and receive raise BrokenLink at once."""
+    a, b = make_node(), make_node()
+    a.socket("rep", tag=1)
+    req = b.socket("req")
+    req.link(f"{a.address}/1", timeout=5)
+    with monkeypatch.context() as patch:
+        offers_find_peers_gone(b, patch)
+        req.send(b"hello?", cookie="c", timeout=5)
+    assert req.receive(timeout=5) == exon.CookieLost("c")
+    started = time.monotonic()
+    with pytest.raises(exon.BrokenLink, match="pending request"):
+        req.receive(timeout=5)
+    assert time.monotonic() - started < 2

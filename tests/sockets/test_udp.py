@@ -100,3 +100,44 @@ def test_peer_node_killed_over_udp_breaks_the_link(udp_nodes) -> None:
 
         for leftover in glob.glob(f"/dev/shm/exon-node-{proc.pid}-*"):  # its driver's dir
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+
+# The REQ's publication to the killed node reports NOT_CONNECTED once no status message
+# came for publication_connection_timeout (0.3 s here), while the node still holds the
+# killed node's image (liveness 4 s here): a send then breaks the link inside its own
+# call. The REQ used to record its request after that LinkClosed, and receive waited its
+# whole timeout instead of raising BrokenLink.
+QUICK_UNCONNECTED = dict(SMALL, image_liveness_timeout_ns=4_000_000_000,
+                         publication_connection_timeout_ns=300_000_000)
+
+
+@pytest.fixture
+def unconnected_nodes():
+    yield from udp_nodes_with(QUICK_UNCONNECTED)
+
+
+def test_req_whose_link_breaks_inside_the_send_gets_brokenlink(unconnected_nodes) -> None:
+    import glob
+    import json
+    import shutil
+
+    proc = python_process(REP_THAT_NEVER_ANSWERS, json.dumps(SMALL))
+    try:
+        address = read_line(proc)
+        req = unconnected_nodes().socket("req")
+        req.link(f"{address}/5", timeout=10)
+        kill(proc, signal.SIGKILL)
+        time.sleep(1.0)  # > publication_connection_timeout, < image liveness
+        assert req.peers, "the link broke before the send: the test needs it standing"
+        req.send(b"hello?", timeout=5)
+        started = time.monotonic()
+        with pytest.raises(exon.BrokenLink, match="pending request"):
+            req.receive(timeout=8)
+        assert time.monotonic() - started < 3  # not the timeout, nor the image liveness
+        with pytest.raises(exon.Timeout):  # the REQ is usable again: send, not receive
+            req.send(b"again", timeout=0.2)
+    finally:
+        kill(proc)
+        for leftover in glob.glob(f"/dev/shm/exon-node-{proc.pid}-*"):  # its driver's dir
+            shutil.rmtree(leftover, ignore_errors=True)

@@ -23,6 +23,7 @@ class FakeArchive:
         self.positions: dict[str, list[int]] = {}
         self.stops: dict[str, int] = {}
         self.starts: dict[str, int] = {}
+        self.stamps: dict[str, list[int]] = {}
         for name, sizes in lengths.items():
             position, positions = 0, []
             for size in sizes:
@@ -64,6 +65,22 @@ class FakeArchive:
         cuts.append(end)
         return cuts
 
-    def count(self, name: str, start: int, end: int) -> int:
-        positions = self.positions[name]
-        return bisect.bisect_left(positions, end) - bisect.bisect_left(positions, start)
+    def count(self, name: str, start: int, end: int | None = None,
+              max_records: int | None = None) -> int:
+        positions = self._check(name)
+        end = self.stops[name] if end is None else end
+        n = bisect.bisect_left(positions, end) - bisect.bisect_left(positions, start)
+        return n if max_records is None else min(n, max_records)
+
+    def position_at(self, name: str, timestamp: int) -> int:
+        """Record ``i`` was received at ``i * 1000`` ns (``stamps`` overrides)."""
+        positions = self._check(name)
+        stamps = self.stamps.get(name) or [i * 1000 for i in range(len(positions))]
+        for position, stamp in zip(positions, stamps, strict=True):
+            if position >= self.starts[name] and stamp >= timestamp:
+                return position
+        return self.stops[name]
+
+    def truncate(self, name: str, before: int) -> None:
+        """Drop the records below ``before`` (a record boundary)."""
+        self.starts[name] = before

@@ -59,6 +59,28 @@ def test_option_names_are_case_insensitive_like_spark() -> None:
         ({**BASE, "recording": "a,b", "startingPosition": "64"}, "startingPosition"),
         ({**BASE, "recording": "a,b", "startingPosition": '{"a": 0}'}, "startingPosition"),
         ({**BASE, "endingPosition": "earliest"}, "endingPosition"),
+        ({**BASE, "startingOffsets": "earliest"}, "startingOffsets"),  # Kafka's, not ours
+        ({**BASE, "failOnDataLoss": "sometimes"}, "failOnDataLoss"),
+        ({**BASE, "startingTimestamp": "yesterday"}, "startingTimestamp"),
+        ({**BASE, "startingTimestamp": "-5"}, "startingTimestamp"),
+        ({**BASE, "endingTimestamp": "1.5"}, "endingTimestamp"),
+        ({**BASE, "startingTimestamp": "5", "startingPositionByTimestamp": '{"orders": 5}'},
+         "startingTimestamp"),
+        ({**BASE, "startingTimestamp": "5", "startingPosition": "0"}, "startingPosition"),
+        ({**BASE, "endingTimestamp": "5", "endingPosition": "64"}, "endingPosition"),
+        ({**BASE, "startingPositionByTimestamp": "5"}, "startingPositionByTimestamp"),
+        ({**BASE, "startingPositionByTimestamp": '{"orders": "soon"}'},
+         "startingPositionByTimestamp"),
+        ({**BASE, "startingPositionByTimestamp": '{"clicks": 5}'},
+         "startingPositionByTimestamp"),
+        ({**BASE, "recording": "a,b", "endingPositionByTimestamp": '{"a": 5}'},
+         "endingPositionByTimestamp"),
+        ({**BASE, "minRecordsPerTrigger": "many"}, "minRecordsPerTrigger"),
+        ({**BASE, "minRecordsPerTrigger": "50", "maxRecordsPerTrigger": "10"},
+         "minRecordsPerTrigger"),
+        ({**BASE, "maxTriggerDelay": "5s"}, "maxTriggerDelay"),
+        ({**BASE, "minRecordsPerTrigger": "5", "maxTriggerDelay": "soon"}, "maxTriggerDelay"),
+        ({**BASE, "minRecordsPerTrigger": "5", "maxTriggerDelay": "0s"}, "maxTriggerDelay"),
     ],
 )
 def test_bad_read_option_names_the_option(options: dict[str, str], option: str) -> None:
@@ -123,3 +145,34 @@ def test_archive_takes_the_members_of_a_replicated_archive() -> None:
     assert opts.archive == "h1:1,h2:2"
     with pytest.raises(ExonOptionError, match="archive"):
         parse_read_options({**BASE, "archive": "h1:1,no-port"})
+
+
+def test_an_unknown_option_names_a_near_one() -> None:
+    for name, near in (("startingOffsets", "startingPosition"),
+                       ("maxrecordpertrigger", "maxRecordsPerTrigger"),
+                       ("bogus", None)):
+        with pytest.raises(ExonOptionError) as info:
+            parse_read_options({**BASE, name: "1"})
+        assert info.value.option == name
+        if near is None:
+            assert "did you mean" not in str(info.value)
+        else:
+            assert f"did you mean {near!r}" in str(info.value)
+
+
+def test_kafka_style_options_parse() -> None:
+    opts = parse_read_options({**BASE, "recording": "a,b", "startingTimestamp": "1700000000000",
+                               "endingPositionByTimestamp": '{"a": 5, "b": "6"}',
+                               "FAILONDATALOSS": "false", "minRecordsPerTrigger": "100",
+                               "maxTriggerDelay": "90s"})
+    assert opts.starting_at == {"a": 1_700_000_000_000_000_000, "b": 1_700_000_000_000_000_000}
+    assert opts.ending_at == {"a": 5_000_000, "b": 6_000_000}  # ms in, ns kept
+    assert not opts.fail_on_data_loss
+    assert (opts.min_records_per_trigger, opts.max_trigger_delay) == (100, 90.0)
+    defaults = parse_read_options({**BASE, "minRecordsPerTrigger": "1"})
+    assert defaults.fail_on_data_loss
+    assert defaults.max_trigger_delay == 15 * 60.0  # Kafka's 15m
+    assert defaults.starting_at is None
+    for text, seconds in (("250", 0.25), ("250ms", 0.25), ("2 min", 120.0), ("1h", 3600.0)):
+        assert parse_read_options({**BASE, "minRecordsPerTrigger": "1",
+                                   "maxTriggerDelay": text}).max_trigger_delay == seconds

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from exon.archive import ArchiveClient
-from tests.spark.helpers import ArchiveService, events, push_events
+from tests.spark.helpers import ArchiveService, events, push_events, wait_for
 
 EVENT_DDL = "key string, value double, seq long"
 Fresh = Callable[[], str]
@@ -56,7 +57,31 @@ def test_stream_reads_every_record_once_within_admission_limits_and_commits(
     # offsets to the source when it plans the next one: here up to the second batch.
     ends = [json.loads(p["sources"][0]["endOffset"])[orders] for p in progress]
     assert ends[-1] == info.stop_position
+    # the archive's stop positions, as the source's latestOffset in Spark's progress
+    assert json.loads(progress[0]["sources"][0]["latestOffset"]) == {orders: info.stop_position}
     assert info.consumers.get("test-stream") == ends[1]
+
+
+@pytest.mark.slow  # about 13 s: three micro-batches and a 1 s delay on a streaming query
+def test_min_records_per_trigger_holds_batches_back_until_the_records_or_the_delay(
+        spark: Any, archive: ArchiveService, fresh: Fresh, tmp_path: pathlib.Path) -> None:
+    orders = fresh()
+    push_events(archive.address, orders, events(300))
+    df = _stream(spark, archive, recording=orders, minRecordsPerTrigger="100",
+                 maxRecordsPerTrigger="200", maxTriggerDelay="1s")
+    query = (df.writeStream.format("memory").queryName("min_rows")
+             .option("checkpointLocation", str(tmp_path / "ck-min-rows"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        rows = lambda: spark.table("min_rows").count()  # noqa: E731
+        wait_for(lambda: rows() == 300, 60, what="the first 300 rows")
+        push_events(archive.address, orders, events(10, start=300))  # < 100: the delay
+        wait_for(lambda: rows() == 310, 60, what="the 10 rows after maxTriggerDelay")
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        # capped at 200; then 100 are enough at once; then 10 wait for maxTriggerDelay
+        assert sizes == [200, 100, 10]  # ReadMinRows went through Spark and back
+    finally:
+        query.stop()
 
 
 def test_json_payloads_decode_and_bad_ones_land_in_corrupt(
@@ -118,6 +143,47 @@ def test_batch_read_of_a_position_range(spark: Any, archive: ArchiveService,
     assert whole.count() == 500
 
 
+def _batch(spark: Any, archive: ArchiveService, **options: str) -> Any:
+    reader = spark.read.format("exon").option("archive", archive.address)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def test_batch_reads_by_timestamp(spark: Any, archive: ArchiveService, fresh: Fresh) -> None:
+    orders = fresh()
+    push_events(archive.address, orders, events(200))
+    with ArchiveClient(archive.address) as ac:
+        cut_ms = max(r.timestamp for r in ac.replay(orders)) // 1_000_000 + 1
+        time.sleep(0.005)  # the second lot is received in a later millisecond
+        push_events(archive.address, orders, events(100, start=200))
+        records = list(ac.replay(orders))
+    later = _batch(spark, archive, recording=orders, format="json", schema=EVENT_DDL,
+                   startingTimestamp=str(cut_ms))
+    assert sorted(r.seq for r in later.collect()) == list(range(200, 300))
+    earlier = _batch(spark, archive, recording=orders, format="json", schema=EVENT_DDL,
+                     endingPositionByTimestamp=json.dumps({orders: cut_ms}))
+    assert sorted(r.seq for r in earlier.collect()) == list(range(200))
+    # a time after every record: the stop position, an empty range
+    assert _batch(spark, archive, recording=orders,
+                  startingTimestamp=str(records[-1].timestamp // 1_000_000 + 1)).count() == 0
+
+
+def test_a_truncated_range_fails_the_read_unless_fail_on_data_loss_is_false(
+        spark: Any, archive: ArchiveService, fresh: Fresh) -> None:
+    orders = fresh()
+    push_events(archive.address, orders, events(3000))
+    with ArchiveClient(archive.address) as ac:
+        records = list(ac.replay(orders))
+        start = ac.truncate(orders, records[1500].position)
+    assert start > 0
+    with pytest.raises(Exception, match=rf"'{orders}': positions \[0, {start}\) were truncated"):
+        _batch(spark, archive, recording=orders, startingPosition="0").collect()
+    kept = _batch(spark, archive, recording=orders, startingPosition="0",
+                  failOnDataLoss="false")
+    assert kept.count() == len([r for r in records if r.position >= start])
+
+
 def test_batch_read_of_an_empty_recording(spark: Any, archive: ArchiveService,
                                           fresh: Fresh) -> None:
     df = spark.read.format("exon").option("archive", archive.address) \
@@ -135,6 +201,16 @@ def _load_error(spark: Any, **options: str) -> str:
     with pytest.raises(Exception) as info:  # Spark wraps it; the text matters
         reader.load()
     return str(info.value)
+
+
+def test_an_unknown_or_mistyped_option_fails_at_load_naming_it(
+        spark: Any, archive: ArchiveService) -> None:
+    base = {"archive": archive.address, "recording": "r0"}
+    # Spark hands the names over in lower case
+    message = _load_error(spark, **base, startingOffsets="earliest")
+    assert "option 'startingoffsets'" in message
+    assert "did you mean 'startingPosition'" in message
+    assert "option 'failOnDataLoss'" in _load_error(spark, **base, failOnDataLoss="nope")
 
 
 def test_a_missing_option_fails_at_load_naming_it(spark: Any, archive: ArchiveService) -> None:

@@ -17,7 +17,11 @@ typedef struct exon_seal_stct {
     uint64_t failures;
     ...;
 } exon_seal_t;
+#define EXON_CRYPTO_OPENSSL ...
+#define EXON_CRYPTO_SODIUM ...
 int exon_crypto_load(void);
+int exon_crypto_use_sodium(const char *path);
+int exon_crypto_backend(int32_t want);
 int exon_seal_init(exon_seal_t *seal, const uint8_t *send_key, const uint8_t *recv_key, int32_t shift);
 void exon_seal_close(exon_seal_t *seal);
 int64_t exon_seal_seal(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, int32_t length, uint8_t *out);

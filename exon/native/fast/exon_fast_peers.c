@@ -334,7 +334,7 @@ static PyObject *peer_send_vectorcall(PyObject *self_obj, PyObject *const *args,
         Py_ssize_t len = PyBytes_GET_SIZE(args[0]);
         if (link >= -1 && len <= INT32_MAX - 64)
         {
-            rc = lt_send_fn(s->table, s->slot, link, PyBytes_AS_STRING(args[0]), (int32_t)len);
+            rc = door_send(s->table, s->slot, link, PyBytes_AS_STRING(args[0]), (int32_t)len);
         }
     }
     if (rc >= 0)

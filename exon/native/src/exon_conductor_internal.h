@@ -108,6 +108,7 @@ struct exon_dc_image_stct
     bool handed_over;                 /* ADD_IMAGE sent: img.sub_pos_ids change by command */
     bool removing;                    /* REMOVE_IMAGE sent: freed once the receiver released
                                        * it; its subs[] are not to be followed any more */
+    bool heard_tried;                 /* its rcv-heard counter was asked for (once verified) */
     char source[EXON_UDP_ADDR_TEXT_MAX];
 };
 

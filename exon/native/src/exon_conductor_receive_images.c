@@ -143,6 +143,10 @@ static void exon_dc_free_image(exon_driver_conductor_t *c, exon_dc_image_t *imag
     {
         exon_counters_free(&c->counters, image->img.rtt_id, now_ms);
     }
+    if (image->img.heard_id >= 0)
+    {
+        exon_counters_free(&c->counters, image->img.heard_id, now_ms);
+    }
     char path[EXON_LOG_PATH_MAX];
     snprintf(path, sizeof(path), "%s", image->log.path);
     exon_log_close(&image->log);
@@ -550,6 +554,22 @@ static int exon_dc_reap_images(exon_driver_conductor_t *c, int64_t now_ns)
         }
         int32_t state = EXON_LOAD_ACQ(&image->img.state);
         bool remove = state == EXON_IMAGE_INACTIVE;
+        if (!image->heard_tried && EXON_LOAD_RLX(&image->img.loss.verified))
+        {
+            /* rcv-heard only for an image whose source proved real (a flood of SETUPs for
+             * made-up sessions takes no more counters than before) */
+            image->heard_tried = true;
+            char label[EXON_UDP_ADDR_TEXT_MAX * 2 + 16];
+            snprintf(label, sizeof(label), "%s from %s", image->img.endpoint->bound_text, image->source);
+            int32_t id = exon_dc_alloc_counter(c, EXON_COUNTER_TYPE_RECEIVER_HEARD, "rcv-heard",
+                image->correlation_id, image->img.session_id, image->img.stream_id, label);
+            if (id >= 0)
+            {
+                exon_counter_set(&c->counters, id, exon_epoch_ms());
+                EXON_STORE_REL(&image->img.heard_id, id);
+                work++;
+            }
+        }
         if (state == EXON_IMAGE_EOS)
         {
             int64_t eos = image->img.eos_position;

@@ -66,6 +66,8 @@
 #define EXON_COUNTER_TYPE_SENDER_BPE 13            /* snd-bpe: back-pressure events */
 #define EXON_COUNTER_TYPE_DOORBELL 100             /* exon: futex word of a reader doorbell */
 #define EXON_COUNTER_TYPE_RECEIVER_RTT 101         /* exon: rcv-rtt, the last RTT an image measured (ns) */
+#define EXON_COUNTER_TYPE_RECEIVER_HEARD 102       /* exon: rcv-heard, when an image last heard its
+                                                    * source (epoch ms, 10 ms steps) */
 /* exon: counters a node allocates with ADD_COUNTER, one per statistic (the driver gives
  * them no meaning; the ids are listed in exon/transport/aeron/counters.py NodeCounter) */
 #define EXON_COUNTER_TYPE_NODE_FIRST 2000

@@ -458,7 +458,12 @@ int exon_network_publication_poll_control(exon_network_publication_t *pub, int64
 int exon_network_publication_send(exon_network_publication_t *pub, int64_t now_ns)
 {
     int work = 0;
-    if ((!pub->has_sm && now_ns - pub->last_setup_ns >= pub->setup_interval_ns) || pub->send_setup)
+    /* closing without a receiver (it never answered, or stopped answering): nobody to
+     * drain to, so no SETUP and no heartbeat while it lingers (a stream given up on an
+     * address that never answered sent both every 100 ms for the whole linger, 5 s) */
+    bool silent = !pub->has_sm && EXON_LOAD_ACQ(&pub->state) != EXON_NP_ACTIVE;
+    if ((!pub->has_sm && !silent && now_ns - pub->last_setup_ns >= pub->setup_interval_ns) ||
+        pub->send_setup)
     {
         exon_netpub_send_setup(pub, now_ns);
         work++;
@@ -483,7 +488,7 @@ int exon_network_publication_send(exon_network_publication_t *pub, int64_t now_n
     {
         work += exon_netpub_send_data(pub, now_ns);
     }
-    if (now_ns - pub->last_send_ns >= pub->heartbeat_interval_ns)
+    if (!silent && now_ns - pub->last_send_ns >= pub->heartbeat_interval_ns)
     {
         exon_netpub_send_heartbeat(pub, now_ns);
         work++;

@@ -296,6 +296,14 @@ static void exon_ep_on_data(exon_receive_endpoint_t *ep, const uint8_t *buf, int
     int64_t proposed = position + data_length;
     int check = exon_flow_control_receiver_check(img->sm.last_sm_position, img->window, position, proposed);
     img->last_packet_ns = now_ns;
+    int32_t heard_id = EXON_LOAD_ACQ(&img->heard_id); /* set by the conductor once verified */
+    if (heard_id >= 0 && now_ns - img->heard_ns >= EXON_HEARD_STEP_NS)
+    {
+        /* a live sender heartbeats every 100 ms: a node reads how long an image has been
+         * quiet (a peer node restarted at the same address, docs/protocol.md 2.7) */
+        img->heard_ns = now_ns;
+        exon_counter_set(img->counters, heard_id, exon_epoch_ms());
+    }
     if (heartbeat)
     {
         exon_counter_add(ep->counters, EXON_SYSTEM_COUNTER_HEARTBEATS_RECEIVED, 1);
@@ -699,6 +707,7 @@ void exon_publication_image_init(
     img->evicted = false;
     img->rtt_ns = 0;
     img->rtt_id = -1;
+    img->heard_id = -1;
     exon_loss_detector_init(&img->loss, EXON_NAK_DELAY_NS, EXON_NAK_RETRY_NS);
     exon_loss_detector_set_policy(&img->loss, EXON_NAK_RETRY_NS, 0, 0, false);
     exon_sm_scheduler_init(&img->sm, sm_timeout_ns, now_ns);

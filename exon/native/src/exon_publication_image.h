@@ -73,6 +73,7 @@
 
 #define EXON_RTTM_INTERVAL_NS (1000LL * 1000 * 1000) /* an image asks for an RTT this often */
 #define EXON_RTTM_UNVERIFIED_INTERVAL_NS (250LL * 1000 * 1000) /* ... and this often until verified */
+#define EXON_HEARD_STEP_NS (10LL * 1000 * 1000) /* rcv-heard is set at most this often */
 
 #define EXON_IMAGE_ACTIVE 0
 #define EXON_IMAGE_EOS 1       /* every byte up to the EOS position arrived */
@@ -112,6 +113,9 @@ typedef struct exon_publication_image_stct
     int64_t last_rttm_ns;             /* last RTTM request sent */
     int64_t rtt_ns;                   /* last measured round trip (0 before the first) */
     int32_t rtt_id;                   /* rcv-rtt counter, -1 when none */
+    int32_t heard_id;                 /* rcv-heard counter, -1 when none (the conductor
+                                       * allocates it once the image is verified) */
+    int64_t heard_ns;                 /* last_packet_ns when rcv-heard was last set */
     bool wake_readers;                /* frames inserted in this batch: ring the readers
                                        * asleep on the log once the batch is done */
     int64_t created_ns;               /* when the conductor made it (eviction order) */

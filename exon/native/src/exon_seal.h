@@ -5,7 +5,8 @@
  * No cryptography is written here: ChaCha20-Poly1305 (RFC 8439) comes from OpenSSL 3's
  * libcrypto, loaded at run time (dlopen "libcrypto.so.3", our own prototypes of the seven
  * EVP functions used), so exon builds without OpenSSL's headers; exon_crypto_load() says
- * what is missing when it cannot load.
+ * what is missing when it cannot load. Where libsodium is found (exon_crypto_use_sodium:
+ * PyNaCl's copy) it seals and opens instead: cheaper per frame, same bytes.
  *
  * A seal is one link's keys and counters, both directions (the state of the Python
  * exon.crypto.seal.TransportSeal, which lives here: one copy, shared by the core and the
@@ -54,6 +55,20 @@ exon_seal_t;
 /* Load libcrypto (once per process): 0, or EXON_E_UNAVAILABLE with the reason in the
  * error text (what is missing). Thread-safe. */
 int exon_crypto_load(void);
+
+/* libsodium for sealing and opening (the same AEAD, fewer pages touched per frame; see
+ * exon_seal.c): load it from `path` (a shared object exporting libsodium's API, once per
+ * process) and make it the backend. 0, or EXON_E_UNAVAILABLE (the reason in the error
+ * text; OpenSSL stays the backend). Thread-safe. libcrypto is still needed (exon_seal_init
+ * and the handshake). */
+int exon_crypto_use_sodium(const char *path);
+
+#define EXON_CRYPTO_OPENSSL 0
+#define EXON_CRYPTO_SODIUM 1
+/* The backend of every seal and open: `want` EXON_CRYPTO_OPENSSL or EXON_CRYPTO_SODIUM
+ * (loaded first) sets it, anything else only asks. Returns the backend now in use, or
+ * EXON_E_UNAVAILABLE. Both give the same bytes, so it may change while links run. */
+int exon_crypto_backend(int32_t want);
 
 /* Key a seal (shift 1..62); EXON_E_UNAVAILABLE without libcrypto, -ENOMEM. */
 int exon_seal_init(exon_seal_t *seal, const uint8_t *send_key, const uint8_t *recv_key,

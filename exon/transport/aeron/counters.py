@@ -47,6 +47,7 @@ class CounterType(enum.IntEnum):
     SENDER_BPE = 13  # snd-bpe
     DOORBELL = 100
     RECEIVER_RTT = 101  # rcv-rtt: the last round trip an image measured with RTTM (ns)
+    RECEIVER_HEARD = 102  # rcv-heard: when an image last heard its source (epoch ms)
 
     @property
     def short_name(self) -> str:
@@ -69,6 +70,7 @@ _SHORT_NAMES: Final = {
     CounterType.SENDER_BPE: "snd-bpe",
     CounterType.DOORBELL: "doorbell",
     CounterType.RECEIVER_RTT: "rcv-rtt",
+    CounterType.RECEIVER_HEARD: "rcv-heard",
 }
 
 PUB_POS: Final = CounterType.PUBLISHER_POSITION

@@ -167,6 +167,21 @@ def test_sender_setup_window_packing_heartbeat_and_eos(stack: ExitStack) -> None
     assert not _data(peer.frames(0.15))  # linger over: silence
 
 
+def test_a_publication_closed_before_any_answer_sends_nothing_while_it_lingers(
+        stack: ExitStack) -> None:
+    """No receiver ever answered: closed, it has nobody to drain to, so it neither SETUPs
+    nor heartbeats through its linger (it did both every 100 ms for the whole linger: a
+    node giving up on an address that never answers, docs/protocol.md 2.6.1)."""
+    peer = peer_in(stack)
+    tx = launch(stack, publication_linger_timeout_ns=2000 * MS)
+    pub = tx.add_publication(f"aeron:udp?endpoint=127.0.0.1:{peer.port}", STREAM)
+    before = peer.frames(0.25)
+    assert any(isinstance(f, F.SetupFrame) for _, f in before)  # it did try
+    pub.close()
+    peer.frames(0.05)  # a round already on its way
+    assert peer.frames(0.5) == []
+
+
 def test_sender_answers_send_setup_retransmits_once_per_linger(stack: ExitStack) -> None:
     peer = peer_in(stack)
     tx = launch(stack, retransmit_unicast_linger_ns=300 * MS)
