@@ -59,6 +59,16 @@ def test_sends_every_payload_in_order(make_node) -> None:
         pull.receive(timeout=0.05)
 
 
+def test_big_payloads_arrive_whole_and_in_order(make_node) -> None:
+    push, (pull,) = _pair(make_node, credits=64)
+    data = [bytes([i]) * (64 * 1024 + i) for i in range(12)]  # copied without the GIL
+    reader, got = _in_thread(lambda: _receive_all(pull, 12))
+    assert push.send_many(data, cookie="big", timeout=10) == 12
+    reader.join(10)
+    assert got == [data]
+    assert push.receive(timeout=5) == exon.Cookie("big")
+
+
 def test_with_credit_the_batch_takes_no_python_step_per_message(make_node, monkeypatch) -> None:
     push, (pull,) = _pair(make_node, credits=256)
     single = []

@@ -251,8 +251,9 @@ static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, s
  * offers one, in one call. The walk stops at the first payload it cannot send at once (not
  * exact bytes, too long for an int32, or any code from exon_lt_send: no credit, too large,
  * back-pressured, no link); the caller sends that one its own way (it waits, retries or
- * raises as a single send would) and calls again from the next. Lock held by the caller,
- * as for LinkSend. */
+ * raises as a single send would) and calls again from the next. The caller holds the
+ * Node's lock, which guards the table (a payload of SEND_WITHOUT_GIL bytes or more is
+ * copied without the GIL, as a door's send is). */
 static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
                                          PyObject *kwnames)
 {
@@ -284,22 +285,25 @@ static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *ar
         PyErr_SetString(PyExc_ValueError, "send_many: start >= 0");
         return NULL;
     }
-    /* a list may not change size under us: nothing here runs Python code (no GIL release) */
-    PyObject **items = PySequence_Fast_ITEMS(payloads);
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(payloads);
     Py_ssize_t i = start;
-    for (; i < count; i++)
+    for (; i < PySequence_Fast_GET_SIZE(payloads); i++)
     {
-        PyObject *data = items[i];
+        PyObject *data = PySequence_Fast_GET_ITEM(payloads, i);
         if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) > INT32_MAX - 64)
         {
             break;
         }
-        if (lt_send_fn(self->table, slot, link, PyBytes_AS_STRING(data), (int32_t)PyBytes_GET_SIZE(data)) < 0)
+        /* as a door's send: a big one without the GIL (another thread may change a list
+         * meanwhile: the payload is held, and the list is read again on each turn) */
+        Py_INCREF(data);
+        int64_t rc = door_send(self->table, slot, link, PyBytes_AS_STRING(data), (int32_t)PyBytes_GET_SIZE(data));
+        Py_DECREF(data);
+        if (rc < 0)
         {
             break;
         }
     }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(payloads);
     return PyLong_FromSsize_t(i < count ? i : count);
 }
 
