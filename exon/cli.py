@@ -311,6 +311,11 @@ def push_command(peer: str, data: str, count: int, timeout: float,
               help="instead: push/pull with an 'exon stat --serve' scraped 10 times a "
                    "second, beside the same run not scraped (--runs rounds, medians; "
                    "exon/bench/scrape.py)")
+@click.option("--send-many", "send_many", type=click.IntRange(min=1), default=None,
+              metavar="B",
+              help="instead: push/pull with PUSH.send_many of B messages a call beside one "
+                   "send per message, the same receive_held(B) PULL (--runs rounds, "
+                   "medians; exon/bench/send_many.py)")
 @click.option("--hog", is_flag=True,
               help="run a process spinning on the last CPU for the whole bench (its "
                    "lines say \"hog\": CPU): the figures beside a CPU hog")
@@ -329,7 +334,13 @@ def _bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, cred
                    no_zmq: bool, transport: str, processes: bool, links: tuple[int, ...],
                    use_asyncio: bool, runs: int, patterns: bool, encrypted: bool,
                    flood: bool, flood_seconds: float, ipc_term_length: int | None,
-                   scrape: bool) -> None:
+                   scrape: bool, send_many: int | None) -> None:
+    if send_many is not None:
+        from exon.bench.send_many import run_send_many_bench
+
+        run_send_many_bench(batch=send_many, sizes=sizes or (64, 1024), messages=messages,
+                            credits=credits, runs=runs)
+        return
     if scrape:
         from exon.bench.scrape import run_scrape_bench
 

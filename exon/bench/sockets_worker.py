@@ -9,6 +9,14 @@ pull DIR N CREDITS        print the node address, receive N messages, print seco
 pull-many DIR N CREDITS B the same with receive_many(B)
 pull-held DIR N CREDITS B the same with receive_held(B) + confirm(batch)
 push DIR N SIZE PEER      send N messages of SIZE bytes to PEER, one per call; close
+push-many DIR N SIZE B PEER  the same with send_many of B messages a call; print seconds
+                          from the first call to the last one's return (before close),
+                          then the process's CPU seconds over the same span
+push-each DIR N SIZE B PEER  as push-many, one send per message (the same timing)
+push-many-burst, push-each-burst DIR N SIZE B PEER  as above, but each call of B messages
+                          (B sends) starts only once the link has credit for all of them;
+                          print the seconds spent in those calls alone (no wait for credit
+                          in them: the producer's own cost)
 rep DIR N CREDITS         print the node address, answer N + N/10 requests
 req DIR N SIZE PEER       N round trips after N/10 warm-up; print each in microseconds
 """
@@ -88,6 +96,59 @@ def main(argv: list[str]) -> None:
             send = sock.send
             for _ in range(count):
                 send(payload)
+            sock.close(timeout=60)
+        elif role in ("push-many", "push-each"):
+            size, batch, peer = int(argv[3]), int(argv[4]), argv[5]
+            sock = socket("push")
+            sock.link(peer, timeout=10)
+            payloads = [b"x" * size] * batch
+            full, rest = divmod(count, batch)
+            cpu = time.process_time()
+            start = time.perf_counter()
+            if role == "push-many":
+                send_many = sock.send_many
+                for _ in range(full):
+                    send_many(payloads)
+                send_many(payloads[:rest])
+            else:
+                send = sock.send
+                for _ in range(full):
+                    for payload in payloads:
+                        send(payload)
+                for payload in payloads[:rest]:
+                    send(payload)
+            print(time.perf_counter() - start, time.process_time() - cpu, flush=True)
+            sock.close(timeout=60)
+        elif role in ("push-many-burst", "push-each-burst"):
+            size, batch, peer = int(argv[3]), int(argv[4]), argv[5]
+            sock = socket("push")
+            sock.link(peer, timeout=10)
+            payloads = [b"x" * size] * batch
+            # the bench peeks at the link's credit through the core (no public accessor)
+            core, tag, lock = sock._core, sock.tag, sock._lock
+            (link,) = core.established(tag)
+            many = role == "push-many-burst"
+            send, send_many = sock.send, sock.send_many
+            spent = 0.0
+            clock = time.perf_counter
+            for _ in range(count // batch):
+                give_up = clock() + 30
+                while True:
+                    with lock:
+                        if core.credits(tag, link) >= batch:
+                            break
+                    if clock() > give_up:
+                        raise SystemExit("no credit came back in 30 s")
+                    time.sleep(0.0001)
+                t0 = clock()
+                if many:
+                    send_many(payloads)
+                else:
+                    for payload in payloads:
+                        send(payload)
+                spent += clock() - t0
+            send_many(payloads[:count % batch])
+            print(spent, count // batch * batch, flush=True)
             sock.close(timeout=60)
         elif role == "rep":
             sock = socket("rep", tag=1, credits=int(argv[3]))

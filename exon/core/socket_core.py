@@ -40,6 +40,7 @@ from collections import deque
 from typing import Any
 
 from exon.core.events import (
+    CookieReturned,
     ErrorReceived,
     Event,
     MessageReceived,
@@ -334,6 +335,33 @@ class SocketCore(LinkActions):
     def pending_cookies(self, tag: int, peer: PeerId | tuple[str, int]) -> int:
         link = self._socket(tag).links.get(PeerId(*peer))
         return 0 if link is None else len(link.cookies)
+
+    def sent_counts(self, tag: int) -> dict[PeerId, int]:
+        """DATA sent so far on each established link of socket ``tag`` (whoever sent it:
+        the core or the native path)."""
+        sock = self._socket(tag)
+        return {p: lk.ledger.sent for p, lk in sock.links.items()
+                if lk.state is LinkState.ESTABLISHED and lk.ledger is not None}
+
+    def cookie_on_last_sent(self, tag: int, peer: PeerId | tuple[str, int], cookie: Any) -> None:
+        """Attach ``cookie`` to the last DATA sent on the established link with ``peer``
+        (the native path sends without cookies): it comes back as a send's cookie does,
+        CookieReturned once the peer's application took that message (and so every one
+        before it on the link), else CookieLost. Raises StateError when the link is not
+        established or has sent nothing."""
+        link = self._socket(tag).links.get(PeerId(*peer))
+        if link is None or link.state is not LinkState.ESTABLISHED or link.ledger is None:
+            raise StateError(f"socket {tag} is not linked with {peer}")
+        ledger = link.ledger
+        if ledger.sent == 0:
+            raise StateError(f"socket {tag} has sent nothing to {peer}")
+        seq = ledger.sent - 1
+        if seq < ledger.confirmed:  # confirmed already
+            self._stats["cookies_returned"] += 1
+            self._events.append(CookieReturned(tag=tag, peer=link.peer, cookie=cookie))
+            return
+        link.cookies.add(seq, cookie)
+        ledger.hold_flow = len(link.cookies)
 
     # ==== data ==============================================================================
 

@@ -49,6 +49,7 @@ from exon.native import (
     address_of,
     check,
     fast_link_calls,
+    fast_link_send_many,
     fast_poll_batch,
     fast_recv_queue,
     ffi,
@@ -98,6 +99,8 @@ class FastLinks:
         self._publication_of = publication_of
         self._socket_capacity = socket_capacity
         self.send, self.deliver = fast_link_calls(self._table)
+        #: ``send_many(slot, link, payloads, start)``: the index of the first payload not sent
+        self.send_many = fast_link_send_many(self._table)
         self.tokens: dict[int, FastLink] = {}
         self.by_link: dict[tuple[int, PeerId], FastLink] = {}
         self.slots: dict[int, int] = {}

@@ -44,7 +44,7 @@ _fast.bind_links(_address(ffi.addressof(lib, "exon_lt_send")),
 _fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
                 _address(ffi.addressof(lib, "exon_lt_classify")))
 
-__all__ = ["address_of", "check", "error_for", "fast_link_calls",
+__all__ = ["address_of", "check", "error_for", "fast_link_calls", "fast_link_send_many",
            "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
            "node_lock", "peer_receive_door", "peer_routes", "peer_send_door",
            "pub_send_door", "socket_receive_door", "socket_send_door", "sub_receive_door"]
@@ -113,6 +113,15 @@ def fast_link_calls(table: Any) -> tuple[Any, Any]:
     (``deliver(link, count)`` -> exon_lt_deliver_many's)."""
     address = _address(table)
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
+
+
+def fast_link_send_many(table: Any) -> Any:
+    """A GIL-holding callable over an ``exon_link_table_t *``: ``send_many(slot, link,
+    payloads, start)`` offers ``payloads[start:]`` (a list or tuple of bytes) as
+    exon_lt_send offers one, in one call, and returns the index of the first payload it did
+    not send (``len(payloads)``: all); the caller sends that one its own way. Call it with
+    the node's lock held, as ``send`` from :func:`fast_link_calls`."""
+    return _fast.LinkSendMany(_address(table), table)
 
 
 def fast_recv_queue(table: Any, on_due: Any, on_core: Any, message_type: type,

@@ -26,6 +26,7 @@ from typing import Any
 
 from exon.core import LinkState, MessageReceived, PeerId, SocketCore
 from exon.middleware.socket_host import SocketHost
+from exon.sockets.batch_cookie import CookiePart
 from exon.sockets.messages import Cookie, CookieLost, Message
 
 __all__ = ["InboxMixin"]
@@ -154,6 +155,12 @@ class InboxMixin:
         nq.push(self._lane(token.peer), payload, token.incarnation)
 
     def _on_cookie(self, value: Any, *, lost: bool) -> None:
+        if type(value) is CookiePart:  # a part of a send_many's cookie (exon.sockets.batch)
+            batch = value.batch
+            outcome = batch.resolve(lost=lost)
+            if outcome is None:
+                return
+            value, lost = batch.value, outcome
         if self._nq is not None:
             self._nq.direct = 0
         self._cookies.append(CookieLost(value) if lost else Cookie(value))

@@ -8,9 +8,11 @@ cookie is pending or outstanding.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from exon import errors
+from exon.sockets.batch import send_many as _send_many
 from exon.sockets.socket import Socket, _payload
 from exon.sockets.timeouts import deadline as _deadline
 
@@ -49,6 +51,23 @@ class PushSocket(Socket):
                 host.activity += 1
                 return
             self._send_locked(payload, cookie, None, deadline, False)
+
+    def send_many(self, payloads: Iterable[Any], *, timeout: float | None = None,
+                  cookie: Any = None) -> int:
+        """Send every payload of ``payloads`` in order, as ``send`` would one after another,
+        with one native call per run of credit; returns how many were sent (all).
+
+        Where credit runs out midway it waits, as ``send`` does, until the whole batch is
+        out or ``timeout`` (seconds for the whole batch; None: no limit) passed. An error
+        has the type ``send`` would raise (:class:`exon.Timeout`,
+        :class:`exon.MessageTooLarge`, :class:`exon.BrokenLink`, ...), says how many went
+        out, and holds that count as ``.sent``: ``payloads[:sent]`` were sent, none after.
+
+        ``cookie`` (not None) is the batch's one cookie: ``receive()`` returns
+        ``Cookie(cookie)`` once the peers' applications took every message the batch sent,
+        or ``CookieLost(cookie)`` as soon as a link broke before confirming its part of the
+        batch; exactly one of them, and none when the batch sent nothing."""
+        return _send_many(self, payloads, cookie, timeout)
 
     def send_nowait(self, data: bytes, *, cookie: Any = None) -> None:
         """Send now or raise :class:`exon.BackPressured` (no linked PULL has credit)."""

@@ -2,10 +2,11 @@
 
 Two modes (``docs/spark.md``):
 
-* ``peer=HOST:PORT/TAG`` -- each task PUSHes its rows to that PULL socket, every row with a
-  cookie, and returns only once every cookie came back (the receiving application took the
-  row). A lost cookie fails the task, Spark re-runs the batch and its rows go out again:
-  **at-least-once**; a receiver that must not see a row twice de-duplicates.
+* ``peer=HOST:PORT/TAG`` -- each task PUSHes its rows to that PULL socket, in chunks
+  (``send_many``, one cookie per chunk), and returns only once every cookie came back (the
+  receiving application took every row). A lost cookie fails the task, Spark re-runs the
+  batch and its rows go out again: **at-least-once**; a receiver that must not see a row
+  twice de-duplicates.
 * ``archive=HOST:PORT, recording=NAME`` -- each task sends its rows through the archive's
   keyed ingest with the key (query id, partition, batch id, sequence in the partition). The
   archive records a row only if that (query, partition) has not recorded (batch, seq) or a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -122,10 +124,16 @@ def _task_keys(opts: WriteOptions) -> tuple[str, int, int]:
     return query, int(batch), context.partitionId()
 
 
+#: rows per ``send_many`` in peer mode: one native call (and one cookie) per chunk
+PUSH_CHUNK = 4096
+
+
 def push_rows(node: Any, peer: str, rows: Iterable[bytes], *, timeout: float,
-              clock: Callable[[], float] = time.monotonic) -> int:
-    """PUSH every payload of ``rows`` to ``peer`` with a cookie; return once every cookie
-    came back (count). A lost cookie or the timeout raises :class:`SinkError`."""
+              clock: Callable[[], float] = time.monotonic, chunk: int = PUSH_CHUNK) -> int:
+    """PUSH every payload of ``rows`` to ``peer``; return once the PULL's application took
+    every one (count). Rows go in chunks of ``chunk`` through ``send_many``, each chunk
+    with one cookie that comes back only when every row of the chunk was taken. A lost
+    cookie or the timeout raises :class:`SinkError`."""
     from exon.sockets.messages import CookieLost
 
     deadline = clock() + timeout
@@ -136,23 +144,33 @@ def push_rows(node: Any, peer: str, rows: Iterable[bytes], *, timeout: float,
         except ExonError as exc:
             raise SinkError(f"exon: cannot link to the PULL at {peer} (option 'peer'): "
                             f"{type(exc).__name__}: {exc}") from exc
-        sent = confirmed = 0
-        for payload in rows:
-            push.send(payload, cookie=sent, timeout=max(0.0, deadline - clock()))
-            sent += 1
-        while confirmed < sent:
+        sent = chunks = confirmed = 0
+        it = iter(rows)
+        while True:
+            batch = list(itertools.islice(it, chunk))
+            if not batch:
+                break
+            # the cookie: the chunk's first row (rows [sent, sent + len(batch)))
+            push.send_many(batch, cookie=(sent, len(batch)),
+                           timeout=max(0.0, deadline - clock()))
+            sent += len(batch)
+            chunks += 1
+        while confirmed < chunks:
             left = deadline - clock()
             if left <= 0:
-                raise SinkError(f"exon: {sent - confirmed} of {sent} rows sent to {peer} were "
-                                f"not confirmed within {timeout:g} s (option 'timeout')")
+                raise SinkError(f"exon: {chunks - confirmed} of {chunks} chunks ({sent} rows) "
+                                f"sent to {peer} were not confirmed within {timeout:g} s "
+                                "(option 'timeout')")
             try:
                 item = push.receive(timeout=left)
             except ExonError as exc:
                 raise SinkError(f"exon: waiting for the cookies of {peer}: "
                                 f"{type(exc).__name__}: {exc}") from exc
             if isinstance(item, CookieLost):
-                raise SinkError(f"exon: row {item.value} of this task never reached {peer} "
-                                "(link broken); the batch fails and Spark sends it again")
+                first, count = item.value
+                raise SinkError(f"exon: rows {first}..{first + count - 1} of this task may "
+                                f"not have reached {peer} (link broken); the batch fails and "
+                                "Spark sends it again")
             confirmed += 1
         return sent
     finally:

@@ -96,3 +96,16 @@ def test_the_default_sizes_include_large_messages(monkeypatch: pytest.MonkeyPatc
     result = CliRunner().invoke(main, ["bench", "sockets", "--size", "0"])
     assert result.exit_code != 0
     assert "--size" in result.output
+
+
+def test_bench_sockets_send_many_prints_both_sides_per_size() -> None:
+    lines = _bench("--send-many", "100", "--runs", "1")
+    assert [line["case"] for line in lines] == [
+        "push_pull_64B_send_many", "push_64B_send_many_sender",
+        "push_64B_send_many_sender_cpu", "push_64B_send_many_burst"]
+    for line in lines:
+        assert line["exon"] > 0
+        assert line["peer"] > 0
+        assert line["peer_name"] == "send-per-message"
+        assert line["batch"] == 100
+        assert len(line["send_many_runs"]) == len(line["per_message_runs"]) == 1

@@ -228,3 +228,28 @@ def test_abort_drops_one_link_and_the_peer_hears_of_it_on_its_next_frame() -> No
     assert [e.cookie for e in events if isinstance(e, CookieLost)] == ["c"]
     assert p.a.link_state(1, p.peer_b) is LinkState.IDLE
     assert p.a.link_state(1, PeerId("B", 3)) is LinkState.ESTABLISHED  # the other link stays
+
+
+def test_a_cookie_on_the_last_sent_message_comes_back_once_all_before_it_arrived() -> None:
+    p = link_pair(credits_b=8, grant_batch_fraction=0.1)
+    with pytest.raises(StateError):  # nothing sent yet on the link
+        p.a.cookie_on_last_sent(1, p.peer_b, "early")
+    for i in range(3):
+        p.a.send(1, b"m%d" % i, now=0)  # no cookie, as the native path sends
+    assert p.a.sent_counts(1) == {p.peer_b: 3}
+    p.a.cookie_on_last_sent(1, p.peer_b, "batch")
+    assert p.a.pending_cookies(1, p.peer_b) == 1
+    transfer(p.a, p.b)
+    msgs = received(p.b.events())
+    for m in msgs[:2]:
+        p.b.deliver(m, now=0)
+    pump([p.a, p.b])
+    assert not [e for e in p.a.events() if isinstance(e, CookieReturned)]
+    p.b.deliver(msgs[2], now=0)
+    p.b.handle_timer(now=10)
+    pump([p.a, p.b], now=10)
+    returned = [e.cookie for e in p.a.events() if isinstance(e, CookieReturned)]
+    assert returned == ["batch"]
+    # attached to a message confirmed already: back at once
+    p.a.cookie_on_last_sent(1, p.peer_b, "late")
+    assert [e.cookie for e in p.a.events() if isinstance(e, CookieReturned)] == ["late"]

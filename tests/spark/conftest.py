@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.sockets.helpers import driver, make_node  # noqa: F401 (push_rows' nodes)
 from tests.spark.helpers import ArchiveService
 
 HERE = pathlib.Path(__file__).resolve().parent

@@ -246,6 +246,67 @@ static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, s
     return PyLong_FromLongLong(rc);
 }
 
+/* LinkSendMany(table, owner)(slot, link, payloads, start) -> the index of the first payload
+ * not sent: payloads[start:] (a list or tuple) offered one after another as exon_lt_send
+ * offers one, in one call. The walk stops at the first payload it cannot send at once (not
+ * exact bytes, too long for an int32, or any code from exon_lt_send: no credit, too large,
+ * back-pressured, no link); the caller sends that one its own way (it waits, retries or
+ * raises as a single send would) and calls again from the next. The caller holds the
+ * Node's lock, which guards the table (a payload of SEND_WITHOUT_GIL bytes or more is
+ * copied without the GIL, as a door's send is). */
+static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
+                                         PyObject *kwnames)
+{
+    TableCallObject *self = (TableCallObject *)self_obj;
+    if (PyVectorcall_NARGS(nargsf) != 4 || kwnames != NULL)
+    {
+        PyErr_SetString(PyExc_TypeError, "send_many(slot, link, payloads, start)");
+        return NULL;
+    }
+    int32_t slot;
+    int32_t link;
+    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0)
+    {
+        return NULL;
+    }
+    PyObject *payloads = args[2];
+    if (!PyList_CheckExact(payloads) && !PyTuple_CheckExact(payloads))
+    {
+        PyErr_SetString(PyExc_TypeError, "send_many: payloads is a list or a tuple");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[3]);
+    if (start == -1 && PyErr_Occurred())
+    {
+        return NULL;
+    }
+    if (start < 0)
+    {
+        PyErr_SetString(PyExc_ValueError, "send_many: start >= 0");
+        return NULL;
+    }
+    Py_ssize_t i = start;
+    for (; i < PySequence_Fast_GET_SIZE(payloads); i++)
+    {
+        PyObject *data = PySequence_Fast_GET_ITEM(payloads, i);
+        if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) > INT32_MAX - 64)
+        {
+            break;
+        }
+        /* as a door's send: a big one without the GIL (another thread may change a list
+         * meanwhile: the payload is held, and the list is read again on each turn) */
+        Py_INCREF(data);
+        int64_t rc = door_send(self->table, slot, link, PyBytes_AS_STRING(data), (int32_t)PyBytes_GET_SIZE(data));
+        Py_DECREF(data);
+        if (rc < 0)
+        {
+            break;
+        }
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(payloads);
+    return PyLong_FromSsize_t(i < count ? i : count);
+}
+
 /* LinkDeliver(table, owner)(link, count=1) -> EXON_LT_DELIVER_* or a negative code
  * (exon_lt_deliver, or exon_lt_deliver_many with a count) */
 static PyObject *lt_deliver_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -314,6 +375,11 @@ static PyObject *lt_send_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return table_call_new(type, args, lt_send_vectorcall, (void *)lt_send_fn);
 }
 
+static PyObject *lt_send_many_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    return table_call_new(type, args, lt_send_many_vectorcall, (void *)lt_send_fn);
+}
+
 static PyObject *lt_deliver_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     return table_call_new(type, args, lt_deliver_vectorcall, (void *)lt_deliver_fn);
@@ -332,6 +398,18 @@ static PyTypeObject LinkSendType = {
     .tp_basicsize = sizeof(TableCallObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = lt_send_new,
+    .tp_dealloc = (destructor)table_call_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TableCallObject, vectorcall),
+};
+
+static PyTypeObject LinkSendManyType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "exon.native._fast.LinkSendMany",
+    .tp_doc = "LinkSendMany(table_address, owner)(slot, link, payloads, start) -> first index not sent",
+    .tp_basicsize = sizeof(TableCallObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = lt_send_many_new,
     .tp_dealloc = (destructor)table_call_dealloc,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(TableCallObject, vectorcall),
@@ -1080,7 +1158,7 @@ PyMODINIT_FUNC PyInit__fast(void)
         PyType_Ready(&LinkDeliverType) < 0 || PyType_Ready(&RecvQueueType) < 0 ||
         PyType_Ready(&NodeLockType) < 0 || PyType_Ready(&SocketSendType) < 0 ||
         PyType_Ready(&SocketReceiveType) < 0 || PyType_Ready(&PubSendType) < 0 ||
-        PyType_Ready(&SubReceiveType) < 0)
+        PyType_Ready(&SubReceiveType) < 0 || PyType_Ready(&LinkSendManyType) < 0)
     {
         return NULL;
     }
@@ -1112,6 +1190,12 @@ PyMODINIT_FUNC PyInit__fast(void)
     if (PyModule_AddObject(module, "NodeLock", (PyObject *)&NodeLockType) < 0 ||
         PyModule_AddObject(module, "SocketSend", (PyObject *)&SocketSendType) < 0 ||
         PyModule_AddObject(module, "SocketReceive", (PyObject *)&SocketReceiveType) < 0)
+    {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&LinkSendManyType);
+    if (PyModule_AddObject(module, "LinkSendMany", (PyObject *)&LinkSendManyType) < 0)
     {
         Py_DECREF(module);
         return NULL;
