@@ -271,9 +271,7 @@ def _times(options: Mapping[str, str], name: str, by_recording: str,
             raise ExonOptionError(by_recording, f"timestamp {value!r} of {key!r} is not ms "
                                   "since the epoch (a non-negative integer)")
         times[key] = ns
-    missing = [r for r in recordings if r not in times]
-    if missing:
-        raise ExonOptionError(by_recording, f"no timestamp for {', '.join(missing)}")
+    _require_every(by_recording, "timestamp", recordings, times)
     return times
 
 
@@ -307,10 +305,16 @@ def _position(options: Mapping[str, str], name: str, recordings: tuple[str, ...]
             raise ExonOptionError(name, f"position {position!r} of {key!r} is not a "
                                   "non-negative integer")
         positions[key] = position
-    missing = [r for r in recordings if r not in positions]
-    if missing:
-        raise ExonOptionError(name, f"no position for {', '.join(missing)}")
+    _require_every(name, "position", recordings, positions)
     return positions
+
+
+def _require_every(option: str, what: str, recordings: tuple[str, ...],
+                   given: Mapping[str, int]) -> None:
+    """ExonOptionError naming ``option`` unless ``given`` has every recording read."""
+    missing = [r for r in recordings if r not in given]
+    if missing:
+        raise ExonOptionError(option, f"no {what} for {', '.join(missing)}")
 
 
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
