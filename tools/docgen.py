@@ -118,6 +118,11 @@ ADVICE: dict[str, str] = {
                     "versions differ.",
     "ReplayFailed": "A Spark task could not replay its range within `replayTimeout`: check "
                     "that the archive runs; Spark retries the task.",
+    "IndexBuilding": "A first `position_at` on a long recording while its time index is "
+                     "built: ask again (`ArchiveClient.position_at` does, up to its `wait`).",
+    "DataLossError": "Records the query was to read were truncated from the archive first "
+                     "(`.recording`, `.start`, `.end`): restore them, or set "
+                     "`failOnDataLoss=false` to skip such ranges with a warning.",
     "ExonOptionError": "An option of `format(\"exon\")` is missing or invalid; `.option` "
                        "names it.",
     "SinkError": "A Spark task got no confirmation for its rows; the batch fails and Spark "
@@ -263,6 +268,9 @@ STREAM_COUNTERS: dict[str, tuple[str, str]] = {
                             "(`sub-pos`); `rcv-pos - sub-pos` is the lag."),
     "RECEIVER_RTT": ("images", "Last round trip measured for the image, in nanoseconds "
                      "(`rcv-rtt`)."),
+    "RECEIVER_HEARD": ("images", "When the image last heard its source (any packet, "
+                       "heartbeats included), epoch milliseconds, in 10 ms steps; only for "
+                       "images whose source proved real (verified)."),
     "SEND_CHANNEL_STATUS": ("channels", "State of a send channel endpoint (1 active)."),
     "RECEIVE_CHANNEL_STATUS": ("channels", "State of a receive channel endpoint (1 active)."),
     "CLIENT_HEARTBEAT": ("clients", "Last heartbeat time of a client (ms since the epoch): a "
