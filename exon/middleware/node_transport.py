@@ -343,9 +343,6 @@ class NodeTransport:
         #: and receiver duty cycles (exon_invoker.h); NULL otherwise
         self._invoker = ffi.NULL if invoker is None else invoker
         self._bridged = False
-        #: the last wait ended on data right after its own duty cycles: the invoke that
-        #: follows it (the poll) has nothing to do (INVOKER)
-        self._invoked = False
         self._rng = rng or random.Random()
         self.host = host
         explicit = port != 0
@@ -576,7 +573,6 @@ class NodeTransport:
             rc = lib.exon_invoker_wait(self._invoker, ffi.NULL if arr is None else arr,
                                        len(self._images), self._doorbell, int(spin * 1e9),
                                        max(0, int(timeout * 1e9)))
-            self._invoked = rc == 1
         else:
             rc = lib.exon_lt_wait(ffi.NULL if arr is None else arr, len(self._images),
                                   self._doorbell, int(spin * 1e9), max(0, int(timeout * 1e9)))
@@ -584,12 +580,9 @@ class NodeTransport:
 
     def invoke(self) -> int:
         """INVOKER: one sender + receiver duty cycle of the embedded driver on this thread
-        (what was offered leaves, what arrived is in the images); 0 otherwise. Skipped
-        right after a :meth:`wait` that ended on data: it ran them a moment ago, and the
-        receiver's cycle costs a ``recvmmsg`` per endpoint even when nothing came."""
-        if self._invoked:
-            self._invoked = False
-            return 0
+        (what was offered leaves, what arrived is in the images); 0 otherwise. It runs
+        after every :meth:`wait`, one that ended on data too: what the caller offered
+        since that wait's own cycles (a FLOW granting credit) leaves only here."""
         return int(lib.exon_driver_invoke(self._invoker)) if self._bridged else 0
 
     def wake(self) -> None:
