@@ -1,4 +1,4 @@
-"""The soak in CI: 90 s (EXON_CHAOS_SOAK_SECONDS) of push/pull and req/rep under changing
+"""The soak in CI: 45 s (EXON_CHAOS_SOAK_SECONDS) of push/pull and req/rep under changing
 faults; RSS, file descriptors and threads of both nodes stay flat after the warm-up
 (tests/chaos/soak.py; tools/soak.py runs the same for 30 minutes)."""
 
@@ -13,7 +13,7 @@ from tests.chaos.soak import run_soak
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
-SECONDS = float(os.environ.get("EXON_CHAOS_SOAK_SECONDS", "90"))
+SECONDS = float(os.environ.get("EXON_CHAOS_SOAK_SECONDS", "45"))
 
 
 def test_soak(nft_lab: Lab, figures: dict[str, object]) -> None:
