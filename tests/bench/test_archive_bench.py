@@ -82,7 +82,7 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
 def test_bench_archive_without_64_still_replays_a_64_byte_recording(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "exon.cli", "bench", "archive", "--size", "128",
-         "--messages", "500", "--dir", str(tmp_path)],
+         "--messages", "500", "--dir", str(tmp_path), "--runs", "1"],
         capture_output=True, text=True, timeout=180, check=True,
     ).stdout
     cases = [json.loads(line)["case"] for line in out.splitlines() if line.startswith("{")]
