@@ -210,3 +210,15 @@ def offers_find_peers_gone(node: exon.Node, monkeypatch: pytest.MonkeyPatch) -> 
     transport = node._transport
     assert transport is not None
     monkeypatch.setattr(transport, "offer", lambda pub, data: NOT_CONNECTED)
+
+
+
+def send_as_the_peer_goes(node: exon.Node, sock: exon.Socket, cookie: object,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sock`` (of ``node``) sends with ``cookie`` while its peer's node is gone (see
+    :func:`offers_find_peers_gone`): the link breaks inside the send, and the cookie comes
+    back lost."""
+    with monkeypatch.context() as patch:
+        offers_find_peers_gone(node, patch)
+        sock.send(b"hello?", cookie=cookie, timeout=5)
+    assert sock.receive(timeout=5) == exon.CookieLost(cookie)

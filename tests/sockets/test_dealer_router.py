@@ -10,7 +10,11 @@ import pytest
 
 import exon
 from exon.core import LinkSettings
-from tests.sockets.helpers import assert_refused_as_incompatible, offers_find_peers_gone
+from tests.sockets.helpers import (
+    assert_refused_as_incompatible,
+    offers_find_peers_gone,
+    send_as_the_peer_goes,
+)
 
 
 def _serve(router, count: int, errors: list[BaseException], transform=bytes.upper) -> None:
@@ -333,10 +337,7 @@ def test_dealer_link_breaking_inside_the_send_fails_the_receive(make_node, monke
     a.socket(peer_type, tag=1)
     dealer = b.socket("dealer")
     dealer.link(f"{a.address}/1", timeout=5)
-    with monkeypatch.context() as patch:
-        offers_find_peers_gone(b, patch)
-        dealer.send(b"hello?", cookie="c", timeout=5)
-    assert dealer.receive(timeout=5) == exon.CookieLost("c")
+    send_as_the_peer_goes(b, dealer, "c", monkeypatch)
     started = time.monotonic()
     with pytest.raises(exon.BrokenLink):
         dealer.receive(timeout=5)

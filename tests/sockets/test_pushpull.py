@@ -8,7 +8,7 @@ import time
 import pytest
 
 import exon
-from tests.sockets.helpers import offers_find_peers_gone, send_nowait_while_received
+from tests.sockets.helpers import send_as_the_peer_goes, send_nowait_while_received
 
 
 def test_push_round_robin_over_n_pulls(make_node) -> None:
@@ -252,8 +252,5 @@ def test_a_cookie_whose_link_breaks_inside_the_send_comes_back_lost(make_node,
     b.socket("pull", tag=1)
     push = a.socket("push")
     push.link(f"{b.address}/1", timeout=5)
-    with monkeypatch.context() as patch:
-        offers_find_peers_gone(a, patch)
-        push.send(b"x", cookie=1, timeout=5)
-    assert push.receive(timeout=5) == exon.CookieLost(1)
+    send_as_the_peer_goes(a, push, 1, monkeypatch)
     assert push.peers == []

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import exon
-from tests.sockets.helpers import offers_find_peers_gone
+from tests.sockets.helpers import send_as_the_peer_goes
 
 
 def test_api_example_cookie_then_reply(make_node) -> None:
@@ -274,10 +274,7 @@ def test_a_link_breaking_inside_the_send_breaks_the_pending_request(make_node,
     a.socket("rep", tag=1)
     req = b.socket("req")
     req.link(f"{a.address}/1", timeout=5)
-    with monkeypatch.context() as patch:
-        offers_find_peers_gone(b, patch)
-        req.send(b"hello?", cookie="c", timeout=5)
-    assert req.receive(timeout=5) == exon.CookieLost("c")
+    send_as_the_peer_goes(b, req, "c", monkeypatch)
     started = time.monotonic()
     with pytest.raises(exon.BrokenLink, match="pending request"):
         req.receive(timeout=5)
