@@ -2,11 +2,12 @@
 run time.
 
 exon writes no cryptography of its own: X25519 (RFC 7748), ChaCha20-Poly1305 (RFC 8439),
-AES-256-GCM (NIST SP 800-38D) and randomness come from ``libcrypto.so.3`` through cffi's ABI mode (``ffi.dlopen`` with
-the few prototypes below), so ``pip install`` needs no OpenSSL headers. The library is
-looked up on first use; where it is missing (or lacks a primitive) asking for encryption
-raises :class:`exon.errors.EncryptionUnavailable` naming what is missing. SHA-256 and HMAC
-come from :mod:`hashlib` / :mod:`hmac` (OpenSSL too).
+AES-256-GCM (NIST SP 800-38D) and randomness come from ``libcrypto.so.3`` through cffi's
+ABI mode (``ffi.dlopen`` with the few prototypes below), so ``pip install`` needs no
+OpenSSL headers. The library is looked up on first use; where it is missing (or lacks a
+primitive) asking for encryption raises :class:`exon.errors.EncryptionUnavailable`
+naming what is missing. SHA-256 and HMAC come from :mod:`hashlib` / :mod:`hmac` (OpenSSL
+too).
 
 Every call runs in C with the GIL released (cffi's ABI calls release it).
 """

@@ -11,10 +11,11 @@ it, each carrying the SHA-256 of the sender's metadata and the link's tags (so n
 be changed on the way). Message 1 offers ciphers (AESGCM where the initiator has hardware
 AES, ChaChaPoly always), message 2 names the responder's choice (AESGCM when both have
 it): the offer is in the prologue and the choice in the protocol name, so an on-path
-change of either makes message 2 fail to authenticate (no downgrade). The peer's static key must then pass :meth:`accepts`: equal to
-``peer_key`` when one is pinned, and in ``trusted`` when a list is given (``ANY_KEY``:
-any key, encryption without authenticating the peer, spelled out, never a default). A
-refusal is ``UNAUTHORIZED`` (permanent), as is a peer without encryption.
+change of either makes message 2 fail to authenticate (no downgrade). The peer's static
+key must then pass :meth:`accepts`: equal to ``peer_key`` when one is pinned, and in
+``trusted`` when a list is given (``ANY_KEY``: any key, encryption without authenticating
+the peer, spelled out, never a default). A refusal is ``UNAUTHORIZED`` (permanent), as is
+a peer without encryption.
 
 A LINK whose ephemeral key was seen in the last ``replay_window`` handshakes is refused
 (a replayed LINK); a replay older than that gets an answer but never a link, since only the
@@ -172,6 +173,7 @@ class EncryptedPolicy(LinkPolicy):
         self._rekey_shift = rekey_shift
         self._attempts: OrderedDict[bytes, _Attempt] = OrderedDict()
         self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._negotiated = dict.fromkeys(CIPHERS, 0)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -179,6 +181,11 @@ class EncryptedPolicy(LinkPolicy):
                    else f"{len(self.trusted)} keys")
         peer = key_to_text(self.peer_key) if self.peer_key is not None else None
         return f"<EncryptedPolicy {self.keys.public_text} trusted={trusted} peer_key={peer}>"
+
+    def negotiated(self) -> dict[str, int]:
+        """Handshakes this policy accepted, by the cipher they chose (a copy)."""
+        with self._lock:
+            return dict(self._negotiated)
 
     def accepts(self, key: bytes) -> tuple[bool, str]:
         """Whether a peer proving ``key`` passes; the reason when not."""
@@ -301,6 +308,7 @@ class EncryptedPolicy(LinkPolicy):
             if not ok:
                 return Decision.UNAUTHORIZED, reason
             attempt.accepted = True
+            self._negotiated[attempt.state.cipher] += 1
             self._keep(ctx.nonce, attempt)
             return Decision.ACCEPTED, ""
 

@@ -110,7 +110,7 @@ def local_ciphers() -> tuple[str, ...]:
 
 def _cipher_code(cipher: str) -> int:
     try:
-        return CIPHERS[cipher]
+        return int(CIPHERS[cipher])
     except KeyError:
         raise ValueError(f"unknown cipher {cipher!r} (known: {', '.join(CIPHERS)})") from None
 

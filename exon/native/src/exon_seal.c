@@ -534,7 +534,7 @@ int64_t exon_seal_seal(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, 
     d->next = counter + 1;
     d->bytes += (uint64_t)length;
     seal->sealed++;
-    return (int64_t)counter;
+    return 0; /* not the counter: one of 2^63 or more would read as an error */
 }
 
 /* The next epoch's keys of a receiving direction, in `trial` (a copy of `d` with its own

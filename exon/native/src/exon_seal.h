@@ -101,9 +101,9 @@ int exon_seal_init(exon_seal_t *seal, int32_t cipher, const uint8_t *send_key,
 void exon_seal_close(exon_seal_t *seal);
 
 /* Seal `length` bytes of `in` with the 20-byte `ad`: writes 8 + length + 16 bytes to `out`
- * (which may not overlap `in`). Returns the counter used (>= 0: the next one, or the
- * first of the next epoch when the key reached its data limit) or an error
- * (EXON_E_STATE: the counter is exhausted). */
+ * (which may not overlap `in`), with the next counter, or the first of the next epoch
+ * when the key reached its data limit. Returns 0, or an error (EXON_E_STATE: the counter
+ * is exhausted). */
 int64_t exon_seal_seal(exon_seal_t *seal, const uint8_t *ad, const uint8_t *in, int32_t length,
                        uint8_t *out);
 
