@@ -293,6 +293,7 @@ class EncryptedPolicy(LinkPolicy):
                     return Decision.UNAUTHORIZED, (
                         f"handshake: the peer chose cipher {ciphers:#04x}, not offered")
                 attempt.state = chosen
+                attempt.offered = None  # the other states (and their ephemeral secret) go
                 try:
                     payload = attempt.state.read_message2(message)
                 except HandshakeError as exc:

@@ -180,3 +180,13 @@ def test_bad_cipher_lists_are_refused() -> None:
     for ciphers in ((), ("AES128",), (CHACHAPOLY, CHACHAPOLY)):
         with pytest.raises(ValueError, match="ciphers"):
             EncryptedPolicy(CLIENT, peer_key=SERVER.public, ciphers=ciphers)
+
+
+@needs_aes
+def test_the_initiator_keeps_no_unchosen_handshake_state() -> None:
+    """Forward secrecy: once message 2 chose, the other offered state (which holds the
+    same ephemeral secret) is dropped, as Noise deletes a HandshakeState after Split()."""
+    _, _, client, _ = _run(None, None)
+    (attempt,) = client._attempts.values()
+    assert attempt.offered is None
+    assert attempt.state.cipher == AESGCM
