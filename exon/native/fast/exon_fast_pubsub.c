@@ -51,7 +51,7 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
     DoorHead *d = &s->head;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->keep;
-    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_keywords(args, nargs, kwnames, 0, NULL))
+    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_keywords(args, nargs, kwnames, NULL, NULL))
     {
         return door_fallback(d, args, nargsf, kwnames);
     }
@@ -227,8 +227,9 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
 {
     PubSendObject *p = (PubSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || p->head.disabled || !p->valid ||
-        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_keywords(args, nargs, kwnames, 1, NULL))
+    int cookie;
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH ||
+        !door_keywords(args, nargs, kwnames, &cookie, NULL))
     {
         return door_fallback(&p->head, args, nargsf, kwnames);
     }
@@ -239,8 +240,7 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
     }
     const char *data = PyBytes_AS_STRING(args[0]);
     Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
-    if (!lock->doors_open || p->head.disabled || !p->valid || PyDict_GET_SIZE(p->head.backlog) != 0 ||
-        !pub_ready(p, data, length))
+    if (exon_lt_hold_reason(door_hold(&p->head, cookie)) != 0 || !p->valid || !pub_ready(p, data, length))
     {
         node_lock_give(lock);
         return door_fallback(&p->head, args, nargsf, kwnames);
