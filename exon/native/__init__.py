@@ -45,7 +45,8 @@ _fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
                 _address(ffi.addressof(lib, "exon_lt_classify")))
 
 __all__ = ["address_of", "check", "error_for", "fast_link_calls", "fast_link_send_many",
-           "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
+           "fast_offer", "fast_poll_batch", "fast_prefix_matches", "fast_recv_queue", "ffi",
+           "last_error", "lib",
            "node_lock", "peer_receive_door", "peer_routes", "peer_send_door",
            "pub_send_door", "socket_receive_door", "socket_send_door", "sub_receive_door"]
 
@@ -217,3 +218,6 @@ def address_of(pointer: Any) -> int:
 #: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
 #: GIL-holding call over integer addresses (``exon_fast.c``)
 fast_poll_batch: Any = _fast.poll_batch
+#: the PUB door's prefix rule (``exon_fast_pubsub.c`` pub_matches): ``(prefixes or None,
+#: data) -> bool``; its Python twin is ``exon.core.pubsub.PrefixFilter.matches``
+fast_prefix_matches: Any = _fast.prefix_matches

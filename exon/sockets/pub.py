@@ -128,7 +128,7 @@ class PubSocket(Socket):
                 continue  # unlinking (no target) or not established yet (no credit)
             if not len(sub.filter):
                 continue
-            prefixes = None if sub.filter.everything else tuple(sub.filter.prefixes())
+            prefixes = sub.filter.as_tuple()
             targets.append((peer, sub))
             described.append((*fast.target(token), prefixes))
         self._targets = targets

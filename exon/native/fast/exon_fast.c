@@ -257,8 +257,8 @@ static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, s
     return PyLong_FromLongLong(rc);
 }
 
-/* LinkSendMany(table, owner)(slot, link, payloads, start) -> the index of the first payload
- * not sent: payloads[start:] (a list or tuple) offered one after another as exon_lt_send
+/* LinkSendMany(table, owner)(slot, link, payloads, start, hold=0) -> the index of the first
+ * payload not sent (start when exon_lt_hold_reason(hold) holds them): payloads[start:] (a list or tuple) offered one after another as exon_lt_send
  * offers one, in one call. The walk stops at the first payload it cannot send at once (not
  * exact bytes, too long for an int32, or any code from exon_lt_send: no credit, too large,
  * back-pressured, no link); the caller sends that one its own way (it waits, retries or
@@ -269,14 +269,17 @@ static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *ar
                                          PyObject *kwnames)
 {
     TableCallObject *self = (TableCallObject *)self_obj;
-    if (PyVectorcall_NARGS(nargsf) != 4 || kwnames != NULL)
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 4 || nargs > 5 || kwnames != NULL)
     {
-        PyErr_SetString(PyExc_TypeError, "send_many(slot, link, payloads, start)");
+        PyErr_SetString(PyExc_TypeError, "send_many(slot, link, payloads, start, hold=0)");
         return NULL;
     }
     int32_t slot;
     int32_t link;
-    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0)
+    int32_t hold = 0;
+    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0 ||
+        (nargs == 5 && table_int_arg(args[4], &hold) < 0))
     {
         return NULL;
     }
@@ -297,6 +300,11 @@ static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *ar
         return NULL;
     }
     Py_ssize_t i = start;
+    if (exon_lt_hold_reason((uint32_t)hold) != 0)
+    {
+        i = PySequence_Fast_GET_SIZE(payloads); /* held: none sent (returns start) */
+        return PyLong_FromSsize_t(start < i ? start : i);
+    }
     for (; i < PySequence_Fast_GET_SIZE(payloads); i++)
     {
         PyObject *data = PySequence_Fast_GET_ITEM(payloads, i);
@@ -1160,6 +1168,8 @@ static PyMethodDef fast_methods[] = {
     {"bind_links", fast_bind_links, METH_VARARGS,
      "bind_links(exon_lt_send, exon_lt_deliver, exon_lt_deliver_many addresses)"},
     {"bind_poll", fast_bind_poll, METH_VARARGS, "bind_poll(exon_lt_poll, exon_lt_classify addresses)"},
+    {"prefix_matches", fast_prefix_matches, METH_VARARGS,
+     "prefix_matches(prefixes or None, data): the PUB door's prefix rule"},
     {"poll_batch", fast_poll_batch, METH_VARARGS,
      "poll_batch(table, images, count, limit, copy, copy_cap, used, descs, scratch, keys, queues) -> (n, left, touched)"},
     {NULL, NULL, 0, NULL},

@@ -194,6 +194,31 @@ static int pub_matches(PyObject *prefixes, const char *data, Py_ssize_t length)
     return 0;
 }
 
+/* prefix_matches(prefixes, data) -> bool: pub_matches as the PUB door applies it (prefixes:
+ * a tuple of bytes, or None for everything), for the parity test with the core's
+ * PrefixFilter.matches (tests/middleware/test_rule_parity.py). */
+static PyObject *fast_prefix_matches(PyObject *module, PyObject *args)
+{
+    PyObject *prefixes;
+    const char *data;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "Oy#:prefix_matches", &prefixes, &data, &length))
+    {
+        return NULL;
+    }
+    int ok = prefixes == Py_None || PyTuple_CheckExact(prefixes);
+    for (Py_ssize_t k = 0; ok && prefixes != Py_None && k < PyTuple_GET_SIZE(prefixes); k++)
+    {
+        ok = PyBytes_CheckExact(PyTuple_GET_ITEM(prefixes, k));
+    }
+    if (!ok)
+    {
+        PyErr_SetString(PyExc_TypeError, "prefix_matches: a tuple of bytes prefixes or None");
+        return NULL;
+    }
+    return PyBool_FromLong(pub_matches(prefixes == Py_None ? NULL : prefixes, data, length));
+}
+
 /* Every target the message is for still is the link described, with credit and room for
  * the payload: 1 (hits marked); 0 when the Python side must decide. */
 static int pub_ready(PubSendObject *p, const char *data, Py_ssize_t length)
