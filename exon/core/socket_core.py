@@ -39,6 +39,7 @@ import struct
 from collections import deque
 from typing import Any
 
+from exon.core.credits import pick_round_robin
 from exon.core.events import (
     CookieReturned,
     ErrorReceived,
@@ -64,7 +65,6 @@ from exon.core.policy import LinkPolicy
 from exon.core.records import CoreStatistics, LinkAccelerator
 from exon.core.records import LinkRecord as _Link
 from exon.core.records import SocketRecord as _Socket
-from exon.core.round_robin import pick_round_robin
 from exon.core.sealing import is_sealed, open_frame
 from exon.core.settings import LinkSettings
 from exon.core.timers import LinkTimers

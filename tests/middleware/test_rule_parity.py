@@ -2,7 +2,7 @@
 tested without C, and sends what the native path does not):
 
 * round-robin with credit: ``exon_lt_send`` over a socket's ring (exon_link_table.c) and
-  ``exon.core.round_robin.pick_round_robin`` (``SocketCore.pick_destination``);
+  ``exon.core.credits.pick_round_robin`` (``SocketCore.pick_destination``);
 * PUB prefix matching: the PUB door's ``pub_matches`` (exon_fast_pubsub.c) and
   ``exon.core.pubsub.PrefixFilter.matches``.
 
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exon.core.credits import pick_round_robin
 from exon.core.pubsub import PrefixFilter
-from exon.core.round_robin import pick_round_robin
 from exon.native import fast_prefix_matches, ffi, lib
 from exon.transport.aeron.logbuffer import LogBuffer
 from exon.transport.aeron.publication import Publication

@@ -22,6 +22,7 @@ from exon.middleware.fastpath import (
     SendReason,
 )
 from exon.native import fast_link_calls, fast_link_send_many, ffi, lib
+from exon.transport.aeron import publication as aeron_offer
 from exon.transport.aeron.logbuffer import LogBuffer
 from exon.transport.aeron.publication import Publication
 
@@ -67,6 +68,11 @@ def test_reasons_are_distinct_and_below_every_link_index() -> None:
     assert len(set(values)) == len(values)
     assert all(v < 0 for v in values)
     assert {SendReason.BACK_PRESSURED, SendReason.ADMIN_ACTION} == RETRY
+    # Aeron's offer outcomes keep their values: an offer's result passes through as it is
+    assert [SendReason.NOT_CONNECTED, SendReason.BACK_PRESSURED, SendReason.ADMIN_ACTION,
+            SendReason.PUB_CLOSED, SendReason.MAX_POSITION] == [
+        aeron_offer.NOT_CONNECTED, aeron_offer.BACK_PRESSURED, aeron_offer.ADMIN_ACTION,
+        aeron_offer.CLOSED, aeron_offer.MAX_POSITION_EXCEEDED]
     assert 0 < OFFER_YIELD_AFTER < OFFER_SPINS
 
 
