@@ -253,8 +253,8 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
     PubSendObject *p = (PubSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     int cookie;
-    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH ||
-        !door_keywords(args, nargs, kwnames, &cookie, NULL))
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || !p->valid ||
+        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_keywords(args, nargs, kwnames, &cookie, NULL))
     {
         return door_fallback(&p->head, args, nargsf, kwnames);
     }
