@@ -110,15 +110,17 @@ def fast_offer(publication: Any, on_error: Any, keep: Any = None) -> Any:
 
 def fast_link_calls(table: Any) -> tuple[Any, Any]:
     """``(send, deliver)`` GIL-holding callables over an ``exon_link_table_t *``:
-    ``send(slot, link, data)`` -> exon_lt_send's result, ``deliver(link)`` -> exon_lt_deliver's
-    (``deliver(link, count)`` -> exon_lt_deliver_many's)."""
+    ``send(slot, link, data, hold=0)`` -> exon_lt_send_held's result (the link used, or
+    why not: exon_lt_hold_reason(hold), then exon_lt_send's reasons), ``deliver(link)`` ->
+    exon_lt_deliver's (``deliver(link, count)`` -> exon_lt_deliver_many's)."""
     address = _address(table)
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
 
 
 def fast_link_send_many(table: Any) -> Any:
     """A GIL-holding callable over an ``exon_link_table_t *``: ``send_many(slot, link,
-    payloads, start)`` offers ``payloads[start:]`` (a list or tuple of bytes) as
+    payloads, start, hold=0)`` (none sent while exon_lt_hold_reason(hold) holds them)
+    offers ``payloads[start:]`` (a list or tuple of bytes) as
     exon_lt_send offers one, in one call, and returns the index of the first payload it did
     not send (``len(payloads)``: all); the caller sends that one its own way. Call it with
     the node's lock held, as ``send`` from :func:`fast_link_calls`."""
