@@ -32,7 +32,7 @@ from exon.spark.session import spark_env
 from exon.spark.tools import kill_group
 from tests.spark.helpers import REPO, ArchiveService, events, push_events, wait_for
 
-EVENTS = 2400
+EVENTS = 1600  # four batches: the first, the failover, at least one to catch mid-batch
 PER_TRIGGER = 400
 
 
