@@ -444,18 +444,27 @@ def bench_archive(sizes: tuple[int, ...], messages: int | None, no_replay: bool,
 @click.option("--case", "cases", multiple=True,
               type=click.Choice(["source", "latency", "sink"]),
               help="cases to run (default: all)")
-@click.option("--workdir", default=None, help="work directory (default: a temporary one)")
+@click.option("--workdir", default=None,
+              help="work directory (default: a temporary one; on a cluster of other hosts, "
+                   "one every worker sees at the same path)")
+@click.option("--master", default=None,
+              help="Spark master URL, e.g. spark://HOST:7077 (default: local[2])")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="this machine's address that the cluster's executors reach (the "
+                   "archive, the sink case's PULL and the Spark driver bind it)")
 def bench_spark(events: int, per_trigger: int, rate: float, seconds: float, rounds: int,
-                cases: tuple[str, ...], workdir: str | None) -> None:
-    """format("exon") on Spark (local[2]) beside Spark's socket and file sources, and the
-    exon sink beside foreachBatch (needs exon[spark] and java)."""
+                cases: tuple[str, ...], workdir: str | None, master: str | None,
+                host: str) -> None:
+    """format("exon") on Spark (local[2], or --master) beside Spark's socket and file
+    sources, and the exon sink beside foreachBatch (needs exon[spark] and java)."""
     try:
         from exon.bench.spark import run_spark_bench
     except ImportError as exc:
         raise click.ClickException(f"exon bench spark needs the spark extra "
                                    f"(pip install 'exon[spark]'): {exc}") from None
     run_spark_bench(events=events, per_trigger=per_trigger, rate=rate, seconds=seconds,
-                    rounds=rounds, cases=cases or ("source", "latency", "sink"), workdir=workdir)
+                    rounds=rounds, cases=cases or ("source", "latency", "sink"), workdir=workdir,
+                    master=master, host=host)
 
 
 @bench.command("plot")

@@ -22,10 +22,12 @@ def pipeline_group() -> None:
 @click.option("--seconds", default=60.0, show_default=True, help="how long producers run")
 @click.option("--workdir", default=None, help="work directory (default: a temporary one)")
 @click.option("--keep", is_flag=True, help="keep the work directory")
+@click.option("--master", default=None,
+              help="Spark master URL of the query, e.g. spark://HOST:7077 (default: local[2])")
 def demo_command(producers: int, rate: float, seconds: float, workdir: str | None,
-                 keep: bool) -> None:
+                 keep: bool, master: str | None) -> None:
     """Archive, producers, a Spark query killed midway and restarted; checks exactly-once."""
     from exon.spark.demo import run_demo
 
     sys.exit(run_demo(producers=producers, rate=rate, seconds=seconds, workdir=workdir,
-                      keep=keep))
+                      keep=keep, master=master))

@@ -337,17 +337,24 @@ class BatchBuilder:
 
         import pyarrow.json as pj
 
-        data = b"\n".join(payloads)
+        # JSON lines often end in a newline (trailing whitespace to json.loads): drop it; a
+        # line break anywhere else would split a payload in the reader. A batch whose first
+        # payload ends in one is stripped at once (not joined, counted, then stripped)
+        stripped = bool(payloads) and payloads[0].endswith(b"\n")
+        data = b"\n".join([p.rstrip(b"\r\n") for p in payloads] if stripped else payloads)
         if data.count(b"\n") != len(payloads) - 1 or b"\r" in data:
-            # JSON lines often end in a newline (trailing whitespace to json.loads): drop
-            # it; a line break anywhere else would split a payload in the reader
+            if stripped:
+                return None
             data = b"\n".join([p.rstrip(b"\r\n") for p in payloads])
             if data.count(b"\n") != len(payloads) - 1 or b"\r" in data:
                 return None
-        try:
-            data.decode()  # the reader keeps invalid UTF-8 in strings; json.loads refuses it
-        except UnicodeDecodeError:
-            return None
+        # the reader keeps invalid UTF-8 in strings, json.loads refuses it: check (ASCII,
+        # the common case, without decoding a copy)
+        if not data.isascii():
+            try:
+                data.decode()
+            except UnicodeDecodeError:
+                return None
         try:
             table = pj.read_json(
                 io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False),

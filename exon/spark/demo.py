@@ -7,9 +7,9 @@ with the Spark driver killed hard midway and restarted from its checkpoint.
 2. ``--producers`` processes PUSH JSON events ``{key, value, event_time, sent_ns, id}`` to
    the recording's ingest at ``--rate`` events/s each; a cookie comes back once an event
    is durable;
-3. a Spark query (``local[2]``, its own process) reads ``format("exon")``, counts and sums
-   ``value`` per key in tumbling event-time windows with a watermark, and appends the
-   closed windows to Parquet with a checkpoint;
+3. a Spark query (its own process: ``local[2]``, or ``--master`` a cluster's URL) reads
+   ``format("exon")``, counts and sums ``value`` per key in tumbling event-time windows
+   with a watermark, and appends the closed windows to Parquet with a checkpoint;
 4. a quarter into the producers' run the demo SIGKILLs that process (driver and JVM) while
    a batch is between the offset log and the commit log, and starts it again on the same
    checkpoint;
@@ -82,12 +82,13 @@ def build_query(spark: Any, archive: str, out: str, checkpoint: str, *,
 
 
 def _query_main(argv: list[str]) -> int:
-    """``python -m exon.spark.demo query ARCHIVE OUT CHECKPOINT PROGRESS``: run the query
-    until SIGTERM, appending each micro-batch's progress to PROGRESS (JSON lines)."""
+    """``python -m exon.spark.demo query ARCHIVE OUT CHECKPOINT PROGRESS [MASTER]``: run the
+    query until SIGTERM, appending each micro-batch's progress to PROGRESS (JSON lines)."""
     archive, out, checkpoint, progress_path = argv[:4]
+    master = argv[4] if len(argv) > 4 else None
     from exon.spark.session import local_session
 
-    spark = local_session("exon-pipeline-demo", cores=2)
+    spark = local_session("exon-pipeline-demo", cores=2, master=master)
     stop = False
 
     def on_term(*_: Any) -> None:
@@ -123,13 +124,13 @@ def _say(step: str, **fields: Any) -> None:
     print(json.dumps({"step": step, **fields}), flush=True)
 
 
-def _start_query(archive: str, work: pathlib.Path) -> subprocess.Popen[str]:
+def _start_query(archive: str, work: pathlib.Path, master: str | None) -> subprocess.Popen[str]:
     from exon.spark.session import spark_env
 
     log = open(work / "query.log", "a")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(
         [sys.executable, "-m", "exon.spark.demo", "query", archive, str(work / "out"),
-         str(work / "checkpoint"), str(work / "progress.jsonl")],
+         str(work / "checkpoint"), str(work / "progress.jsonl"), *([master] if master else [])],
         stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **spark_env()},
         start_new_session=True)
     log.close()
@@ -191,8 +192,11 @@ def _micros(value: Any) -> int:
 
 
 def run_demo(*, producers: int = 3, rate: float = 2000.0, seconds: float = 60.0,
-             workdir: str | None = None, keep: bool = False, timeout: float = 300.0) -> int:
-    """Run the whole demo; 0 when the Parquet output counts every event exactly once."""
+             workdir: str | None = None, keep: bool = False, timeout: float = 300.0,
+             master: str | None = None) -> int:
+    """Run the whole demo; 0 when the Parquet output counts every event exactly once.
+    ``master``: the Spark master the query runs on (default ``local[2]``), e.g. a
+    standalone cluster's ``spark://HOST:PORT``."""
     from exon.spark.clients import sweep_stale_dirs
 
     work = pathlib.Path(workdir or tempfile.mkdtemp(prefix="exon-pipeline-"))
@@ -204,11 +208,11 @@ def run_demo(*, producers: int = 3, rate: float = 2000.0, seconds: float = 60.0,
         archive.start()
         _say("archive", address=archive.address, recording=RECORDING,
              ingest=archive.peer(RECORDING))
-        query = _start_query(archive.address, work)
+        query = _start_query(archive.address, work, master)
         assert query.stdout is not None
         if query.stdout.readline().strip() != "started":
             raise RuntimeError(f"the query did not start; see {work / 'query.log'}")
-        _say("query", pid=query.pid, sink=str(work / "out"),
+        _say("query", pid=query.pid, master=master or "local[2]", sink=str(work / "out"),
              checkpoint=str(work / "checkpoint"))
         # one event first, so that Spark's first (slow: planning, Python workers) batch is
         # behind us before the producers start
@@ -246,7 +250,7 @@ def run_demo(*, producers: int = 3, rate: float = 2000.0, seconds: float = 60.0,
             raise RuntimeError("never caught a batch between its offset and commit logs")
         _say("killed", signal="SIGKILL", batch=killed_in,
              offset_log=sorted(_batches(offsets))[-1], commit_log=sorted(_batches(commits))[-1])
-        query = _start_query(archive.address, work)
+        query = _start_query(archive.address, work, master)
         assert query.stdout is not None
         if query.stdout.readline().strip() != "started":
             raise RuntimeError(f"the query did not restart; see {work / 'query.log'}")

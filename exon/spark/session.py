@@ -9,9 +9,23 @@ from typing import Any
 __all__ = ["local_session", "spark_env"]
 
 
+def _exon_path() -> str:
+    """PYTHONPATH with the directory this process imports exon from in front: Spark's
+    Python workers (local, or a cluster's executors on this machine, which get the
+    environment of the worker JVM that starts them) then import the same exon, not
+    whatever the interpreter's site-packages hold."""
+    import exon
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(exon.__file__)))
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    return os.pathsep.join([root, *rest])
+
+
 def spark_env() -> dict[str, str]:
-    """Environment for Spark's Python workers and JVM: this interpreter, loopback only."""
+    """Environment for Spark's Python workers and JVM: this interpreter and this exon,
+    loopback only."""
     return {
+        "PYTHONPATH": _exon_path(),
         # the workers must run this interpreter (pyarrow, exon), not the `python3` on PATH
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,

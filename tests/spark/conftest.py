@@ -7,16 +7,14 @@ archive services are subprocesses (``python -m exon.cli archive serve``) on 127.
 
 from __future__ import annotations
 
-import os
 import pathlib
-import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.sockets.helpers import driver, make_node  # noqa: F401 (push_rows' nodes)
-from tests.spark.helpers import ArchiveService
+from tests.spark.helpers import ArchiveService, require_java
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -29,8 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("java is not installed: PySpark needs a JVM (install a JDK 17)")
+    require_java()
     from exon.spark.clients import sweep_stale_dirs
     from exon.spark.session import local_session
 

@@ -99,6 +99,16 @@ def events(count: int, *, start: int = 0, keys: int = 4) -> list[bytes]:
             for i in range(start, start + count)]
 
 
+def require_java() -> None:
+    """Skip the test (naming what is missing) when there is no JVM for PySpark."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("java is not installed: PySpark needs a JVM (install a JDK 17)")
+
+
 def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -108,14 +118,18 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1, what: str = 
 
 
 class StandaloneCluster:
-    """A Spark standalone cluster on 127.0.0.1: one master and one worker JVM, started with
-    the ``spark-class`` script the pyspark package ships (``docs/spark.md``, Scale)."""
+    """A Spark standalone cluster on 127.0.0.1: one master and ``workers`` worker JVMs of
+    ``cores`` cores each, started with the ``spark-class`` script the pyspark package ships
+    (its wheel has no ``sbin/start-master.sh``; ``docs/spark.md``, Scale). Executors import
+    exon from the tree under test (``spark_env``'s PYTHONPATH, which the workers pass on)."""
 
-    def __init__(self, directory: pathlib.Path, *, cores: int = 2, memory: str = "1g") -> None:
+    def __init__(self, directory: pathlib.Path, *, workers: int = 1, cores: int = 2,
+                 memory: str = "1g") -> None:
         import pyspark
 
         self.home = pathlib.Path(pyspark.__file__).resolve().parent
         self.directory = directory
+        self.workers = workers
         self.cores = cores
         self.memory = memory
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -129,37 +143,51 @@ class StandaloneCluster:
                 "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
                 "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=false"}
 
-    def _start(self, name: str, *args: str, ready: str, timeout: float) -> str:
-        import re
-
+    def _launch(self, name: str, *args: str) -> pathlib.Path:
         log = self.directory / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen([str(self.home / "bin" / "spark-class"), *args],
                                     stdout=out, stderr=subprocess.STDOUT, env=self._env(),
                                     start_new_session=True)
         self.procs.append(proc)
+        return log
+
+    def _wait(self, logs: dict[str, pathlib.Path], ready: str, timeout: float) -> list[str]:
+        """The first match of ``ready`` in each log (the JVMs start side by side)."""
+        import re
+
+        found: dict[str, str] = {}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            match = re.search(ready, log.read_text(errors="replace"))
-            if match:
-                return match.group(0)
-            if proc.poll() is not None:
+            for name, log in logs.items():
+                match = re.search(ready, log.read_text(errors="replace"))
+                if match:
+                    found[name] = match.group(0)
+            if len(found) == len(logs):
+                return [found[name] for name in logs]
+            if any(proc.poll() is not None for proc in self.procs):
                 break
-            time.sleep(0.2)
-        raise RuntimeError(f"spark {name} did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.1)
+        missing = [name for name in logs if name not in found]
+        raise RuntimeError(f"spark {', '.join(missing)} did not start: " + " | ".join(
+            logs[name].read_text(errors="replace")[-1500:] for name in missing))
 
     def start(self, timeout: float = 90.0) -> str:
         self.directory.mkdir(parents=True, exist_ok=True)
-        found = self._start("master", "org.apache.spark.deploy.master.Master", "--host",
-                            "127.0.0.1", "--port", "0", "--webui-port", "0",
-                            ready=r"spark://127\.0\.0\.1:\d+", timeout=timeout)
-        self.url = found
-        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host",
-                    "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores",
-                    str(self.cores), "--memory", self.memory, "--work-dir",
-                    str(self.directory / "work"),
-                    ready=r"Successfully registered with master", timeout=timeout)
+        master = self._launch("master", "org.apache.spark.deploy.master.Master", "--host",
+                              "127.0.0.1", "--port", "0", "--webui-port", "0")
+        self.url = self._wait({"master": master}, r"spark://127\.0\.0\.1:\d+", timeout)[0]
+        workers = {f"worker{i}": self._launch(
+            f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host",
+            "127.0.0.1", "--port", "0", "--webui-port", "0", "--cores", str(self.cores),
+            "--memory", self.memory, "--work-dir", str(self.directory / f"work{i}"))
+            for i in range(self.workers)}
+        self._wait(workers, r"Successfully registered with master", timeout)
         return self.url
+
+    def executor_logs(self) -> list[pathlib.Path]:
+        """The stderr of every executor the workers ran (``work<i>/app-*/<id>/stderr``)."""
+        return sorted(self.directory.glob("work*/app-*/*/stderr"))
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
