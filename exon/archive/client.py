@@ -14,7 +14,7 @@ import itertools
 import socket as _socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgpack
@@ -456,31 +456,70 @@ class KeyedWriter:
         self._push = client.node.socket("push", policy=client.policy)
         self._push.link(str(Peer.parse(f"{client.address}/{keyed_tag}")),
                         timeout=client.timeout)
-        self._outstanding = 0
+        #: rows not yet confirmed, by the cookie they went under (a send's or a batch's)
+        self._pending: dict[int, int] = {}
+        self._next_cookie = 0
         self._lost = 0
 
     def send(self, batch: int, partition: int, seq: int, payload: bytes) -> None:
-        """Send one keyed row (its cookie is ``seq``); blocks up to the client's timeout for
-        credit. The archive records a ``(query, partition, batch, seq)`` once."""
-        self._push.send(protocol.encode_keyed(self._recording_id, partition, batch, seq,
-                                             self._query, payload),
-                        cookie=seq, timeout=self._client.timeout)
-        self._outstanding += 1
+        """Send one keyed row; blocks up to the client's timeout for credit. The archive
+        records a ``(query, partition, batch, seq)`` once."""
+        cookie = self._cookie(1)
+        try:
+            self._push.send(protocol.encode_keyed(self._recording_id, partition, batch, seq,
+                                                 self._query, payload),
+                            cookie=cookie, timeout=self._client.timeout)
+        except exon.ExonError:
+            del self._pending[cookie]  # not sent: it is the caller's to send again
+            raise
+        self._collect()
+
+    def send_many(self, batch: int, partition: int, first_seq: int,
+                  payloads: Sequence[bytes]) -> None:
+        """Send keyed rows ``first_seq``, ``first_seq + 1``, ... in order, as one
+        ``send_many`` of the writer's PUSH (one native call per run of credit, one cookie
+        for them all); blocks up to the client's timeout. ``flush()`` confirms them as it
+        does single rows. An error is the socket's (``.sent`` rows went out)."""
+        if not payloads:
+            return
+        pack = protocol.KEYED_HEADER.pack
+        rid, query, qlen = self._recording_id, self._query, len(self._query)
+        messages = [pack(rid, partition, batch, first_seq + i, qlen) + query + payload
+                    for i, payload in enumerate(payloads)]
+        cookie = self._cookie(len(messages))
+        try:
+            self._push.send_many(messages, cookie=cookie, timeout=self._client.timeout)
+        except exon.ExonError as exc:
+            sent = getattr(exc, "sent", 0)
+            if sent:
+                self._pending[cookie] = sent  # the batch's cookie covers what went out
+            else:
+                del self._pending[cookie]  # nothing went: no cookie comes back
+            raise
+        self._collect()
+
+    def _cookie(self, rows: int) -> int:
+        cookie = self._next_cookie
+        self._next_cookie += 1
+        self._pending[cookie] = rows
+        return cookie
+
+    def _collect(self) -> None:
         # collect the cookies that are back already (keeps the cookie queue short)
-        while self._outstanding > 4096:
+        while len(self._pending) > 4096:
             self._take_cookie(self._client.timeout)
 
     def _take_cookie(self, timeout: float) -> None:
         item = self._push.receive(timeout=timeout)
-        self._outstanding -= 1
+        rows = self._pending.pop(item.value, 0)
         if isinstance(item, exon.CookieLost):
-            self._lost += 1
+            self._lost += rows
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every row sent is durable in the archive; raises ArchiveError if any
         was not confirmed (the link broke: send the batch again), exon.Timeout."""
         t = self._client.timeout if timeout is None else timeout
-        while self._outstanding:
+        while self._pending:
             self._take_cookie(t)
         if self._lost:
             lost, self._lost = self._lost, 0

@@ -7,12 +7,13 @@ Two modes (``docs/spark.md``):
   receiving application took every row). A lost cookie fails the task, Spark re-runs the
   batch and its rows go out again: **at-least-once**; a receiver that must not see a row
   twice de-duplicates.
-* ``archive=HOST:PORT, recording=NAME`` -- each task sends its rows through the archive's
-  keyed ingest with the key (query id, partition, batch id, sequence in the partition). The
-  archive records a row only if that (query, partition) has not recorded (batch, seq) or a
-  later one, and a task returns once its rows are durable. A batch that Spark re-runs after
-  a failure (same query id from the checkpoint, same input from a replayable source, same
-  partitioning) produces the same keys, so nothing is recorded twice: **exactly-once** into
+* ``archive=HOST:PORT, recording=NAME`` -- each task sends its rows, in chunks
+  (``KeyedWriter.send_many``), through the archive's keyed ingest with the key (query id,
+  partition, batch id, sequence in the partition). The archive records a row only if that
+  (query, partition) has not recorded (batch, seq) or a later one, and a task returns once
+  its rows are durable. A batch that Spark re-runs after a failure (same query id from the
+  checkpoint, same input from a replayable source, same partitioning) produces the same
+  keys, so nothing is recorded twice: **exactly-once** into
   the recording, for deterministic queries.
 
 A row's payload is its ``payload`` column (binary, or a string as UTF-8) when it has one,
@@ -124,7 +125,7 @@ def _task_keys(opts: WriteOptions) -> tuple[str, int, int]:
     return query, int(batch), context.partitionId()
 
 
-#: rows per ``send_many`` in peer mode: one native call (and one cookie) per chunk
+#: rows per ``send_many`` (both modes): one native call per run of credit, one cookie
 PUSH_CHUNK = 4096
 
 
@@ -186,9 +187,11 @@ def record_rows(client: Any, recording: str, query: str, batch: int, partition: 
     writer = client.keyed_writer(recording, query)
     try:
         seq = 0
-        for payload in rows:
-            writer.send(batch, partition, seq, payload)
-            seq += 1
+        it = iter(rows)
+        while chunk := list(itertools.islice(it, PUSH_CHUNK)):
+            # one send_many (one native call per run of credit, one cookie) per chunk
+            writer.send_many(batch, partition, seq, chunk)
+            seq += len(chunk)
         writer.flush(timeout)
         return seq
     finally:

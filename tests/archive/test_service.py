@@ -394,6 +394,35 @@ def test_keyed_ingest_drops_what_it_recorded(tmp_path) -> None:
         assert tail == [b"again", b"again"]
 
 
+def test_keyed_send_many_records_a_chunk_once_and_confirms_it(tmp_path) -> None:
+    """KeyedWriter.send_many: rows first_seq.. in one batch with one cookie; flush returns
+    once they are durable; the same chunk again (a Spark retry) is dropped by its keys, and
+    a chunk with new keys past the recorded ones is recorded beside single sends."""
+    with ArchiveService(str(tmp_path / "arch"), ingest={"sink": 12},
+                        segment_length=SEGMENT) as svc, ArchiveClient(svc.address) as ac:
+        with ac.keyed_writer("sink", "query-1") as w:
+            w.send_many(0, 0, 0, [b"b0-%d" % seq for seq in range(300)])
+            w.send_many(0, 0, 300, [])  # nothing: no cookie to wait for
+            w.flush(timeout=10)
+            w.send_many(0, 0, 0, [b"dup"] * 300)  # batch 0 again: all dropped
+            w.send(1, 0, 0, b"b1-0")
+            w.send_many(1, 0, 1, [b"b1-%d" % seq for seq in range(1, 50)])
+            w.flush(timeout=10)
+        assert [r.payload for r in ac.replay("sink")] == \
+            [b"b0-%d" % s for s in range(300)] + [b"b1-%d" % s for s in range(50)]
+
+
+def test_keyed_send_many_that_is_not_confirmed_raises_with_its_rows(tmp_path) -> None:
+    with ArchiveService(str(tmp_path / "arch"), ingest={"big": 12},
+                        segment_length=SEGMENT) as svc, \
+            ArchiveClient(svc.address, timeout=5) as ac:
+        _fail_writes(svc, "big")
+        with ac.keyed_writer("big", "q") as w:
+            w.send_many(0, 0, 0, [b"lost"] * 20)
+            with pytest.raises(ArchiveError, match="20 row"):
+                w.flush(timeout=5)
+
+
 def test_truncate_and_commit_through_the_service(service: ArchiveService,
                                                  producer: exon.Node) -> None:
     push_all(producer, f"{service.address}/10", [os.urandom(3000) for _ in range(100)])
