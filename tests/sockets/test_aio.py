@@ -227,7 +227,7 @@ def test_cancelled_waiter_leaves_the_line(make_node: NodeFactory) -> None:
         return (await second).payload
 
     assert run(main()) == b"for the second"
-    assert b._async_waiters == 0
+    assert b._poll.async_waiters == 0
     assert not pull._aio_waiters
 
 
@@ -349,9 +349,9 @@ def test_a_spinner_takes_the_poll_role_from_the_dispatcher_and_polls_for_all(
         parked = asyncio.create_task(pull.areceive(timeout=30))  # PULL: parks at once
         for _ in range(1000):  # the dispatcher takes the poll role for the parked task
             await asyncio.sleep(0.005)
-            if client._role == -1:
+            if client._poll.role == -1:
                 break
-        dispatcher_polled = client._role == -1
+        dispatcher_polled = client._poll.role == -1
         await req.asend(b"ping", timeout=5)
         req_parked = False
 
@@ -379,7 +379,7 @@ def test_a_spinner_takes_the_poll_role_from_the_dispatcher_and_polls_for_all(
     assert reply == b"PING"
     assert not req_parked  # ...and the REQ got it and spun instead of parking
     assert other == b"for the parked task"  # the parked PULL task was served meanwhile
-    assert client._async_waiters == 0
+    assert client._poll.async_waiters == 0
     assert client._loop_pollers == 0
 
 

@@ -218,12 +218,12 @@ def _wait_native(pull, count: int) -> None:  # type: ignore[no-untyped-def]
         with pull.node._lock:
             if len(pull._nq) >= count:
                 return
-            if pull.node._role is None:
-                pull.node._role = threading.get_ident()
+            if pull.node._poll.role is None:
+                pull.node._poll.role = threading.get_ident()
                 try:
-                    pull.node._poll_once()
+                    pull.node._poll.poll_once()
                 finally:
-                    pull.node._role = None
+                    pull.node._poll.role = None
         time.sleep(0.005)
     raise AssertionError(f"{count} messages never reached the native queue")
 
