@@ -182,6 +182,9 @@ class Node:
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
                                 settings=settings, rng=self._rng, accelerator=self._fast)
         self._fast.set_flow_delay(self._core.settings.flow_delay)  # FLOW timers stay native
+        # the core's output, bound once: the engine tests them after every send and delivery
+        self._core_frames = self._core.outbox.frames
+        self._core_events = self._core.outbox.events
         self._lock = node_lock()  # shared with the sockets' native doors (exon_fast.c)
         self._sockets: dict[int, HostedSocket] = {}
         self._next_tag = 1 << 31
@@ -494,7 +497,7 @@ class Node:
         """Hand the core's events to the sockets and its frames to the transport, until
         both are empty; then notify the sockets that got something."""
         core = self._core
-        if not core._out and not core._events and not self._lost:
+        if not self._core_frames and not self._core_events and not self._lost:
             self._notify_touched()
             return
         for _ in range(64):
@@ -532,7 +535,7 @@ class Node:
         """After a send or a delivery: send the core's frames; pump fully only when the
         core also produced events (the common case has none)."""
         core = self._core
-        if not core._out and not core._events and not self._lost:
+        if not self._core_frames and not self._core_events and not self._lost:
             return
         frames = core.frames_to_send()
         if frames:

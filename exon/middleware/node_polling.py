@@ -129,7 +129,7 @@ class PollLoop:
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self.async_waiters = 0
         self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
-        self._loop_pollers = 0  #: 1 while an asyncio task polls from its loop (spinning)
+        self.loop_pollers = 0  #: 1 while an asyncio task polls from its loop (spinning)
         self._loop_cond = threading.Condition(lock)  # it waits there for the role
         self.driver_failure: errors.ExonError | None = None  #: why the driver was lost
         self._next_driver_check = 0.0
@@ -282,9 +282,9 @@ class PollLoop:
         between yields would hand it over only at the interpreter's switch interval
         (5 ms), long after the spin ended, and the next task would park again."""
         if delta > 0:
-            if self._loop_pollers or self.closed:
+            if self.loop_pollers or self.closed:
                 return False
-            self._loop_pollers = 1
+            self.loop_pollers = 1
             if self.role == _DISPATCHER and self.transport is not None:
                 self.transport.wake()
                 if handoff > 0:
@@ -295,7 +295,7 @@ class PollLoop:
                     finally:
                         self.role_waiters.remove(cond)
             return True
-        self._loop_pollers = 0
+        self.loop_pollers = 0
         self._last_client_poll = _monotonic()  # the dispatcher waits its grace from here
         return True
 
@@ -494,19 +494,19 @@ class PollLoop:
                 now = _monotonic()
                 activity = self._client_activity()
                 busy = seen != activity or now - self._last_client_poll < DISPATCH_GRACE
-                if self.role is not None or self.role_waiters or self._loop_pollers or (
+                if self.role is not None or self.role_waiters or self.loop_pollers or (
                         busy and not self.async_waiters):
                     seen = activity
                     self.dispatch_cond.wait(DISPATCH_GRACE * 2)
                     continue
                 self.role = _DISPATCHER
                 try:
-                    while not self.closed and not self.role_waiters and not self._loop_pollers:
+                    while not self.closed and not self.role_waiters and not self.loop_pollers:
                         try:
                             n = self.poll_once()
                         except errors.ExonError:
                             n = 0  # a transport hiccup: keep serving
-                        if n == 0 and not (self.role_waiters or self._loop_pollers
+                        if n == 0 and not (self.role_waiters or self.loop_pollers
                                            or self.closed):
                             self._sleep_locked(_DISPATCH_SLICE)
                 finally:
