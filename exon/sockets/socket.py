@@ -165,6 +165,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         # every message received waits in the inbox (exon.sockets.inbox), whichever way
         # it came; made before the socket is registered, so nothing arrives before it
         self._inbox = Inbox(host=host, plain=self._plain, native=cls._native_queue)
+        # the inbox's cookies' line (never rebound), bound once: every receive looks at it
+        self._cookies = self._inbox.cookies
         options: dict[str, Any] = {"policy": policy, "budgeted": self.can_receive}
         if credits is not None:
             options["initial_credits"] = credits
@@ -226,7 +228,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
 
     def _door_held_back(self) -> bool:
         """Lock held: whether the receive door must leave the inbox to receive() now."""
-        return bool(self._inbox.cookies) or self._closed
+        return bool(self._cookies) or self._closed
 
     def _on_established(self, ev: LinkEstablished) -> None:
         self._broken.pop(ev.peer, None)
@@ -259,9 +261,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         """The next cookie or message (lock held): cookies first, but after
         ``cookie_ratio`` in a row a waiting message; messages as the inbox pops them,
         fair-queued, each delivery counted as it pops."""
-        inbox = self._inbox
-        cookies = inbox.cookies
-        nq = inbox.nq
+        cookies = self._cookies
+        nq = self._inbox.nq
         if cookies and (self._cookie_run < self.cookie_ratio or nq is None or not len(nq)
                         or not self._may_take_message()):
             self._cookie_run += 1
@@ -292,9 +293,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
                 for reason, attribute in self._drop_attributes.items()}
 
     def _can_take_locked(self) -> bool:
-        inbox = self._inbox
-        nq = inbox.nq
-        return bool(inbox.cookies) or (
+        nq = self._inbox.nq
+        return bool(self._cookies) or (
             nq is not None and len(nq) > 0 and self._may_take_message())
 
     def _check_receive_locked(self) -> None:
@@ -322,9 +322,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
                 self._sync_direct()
 
     def _receive_locked(self, timeout: float | None) -> Message | Cookie | CookieLost:
-        inbox = self._inbox
-        nq = inbox.nq
-        if nq is not None and self._plain and not inbox.cookies:
+        nq = self._inbox.nq
+        if nq is not None and self._plain and not self._cookies:
             msg = nq()
             if msg is not None:
                 self._host.activity += 1
