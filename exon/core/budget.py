@@ -18,12 +18,14 @@ idle links' first windows (2,048, 1,024, 682, 342) left a fifth, busy one 1 cred
 messages/s; a socket whose producers may idle sets ``start_credits`` (a few dozen), and
 its busy links grow to their shares at their first FLOW.
 
-:class:`MemoryBudget` is a base of :class:`~exon.core.link_actions.LinkActions` (so of the
-core), whose state it uses (declared below). Sans-IO.
+:class:`MemoryBudget` is owned by the core (:class:`~exon.core.socket_core.SocketCore`) and
+used by its link actions: it reads the core's socket records (a reference to the core's
+dict) and asks the core to arm a FLOW timer through the ``arm_flow`` callback. Sans-IO.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from exon.core.link_state import LinkState
@@ -41,36 +43,37 @@ START_CREDITS = 256
 
 
 class MemoryBudget:
-    """The budget's rules over the core's links (a base of the core)."""
+    """The budget's rules over the core's links.
 
-    # the core's state (exon.core.socket_core.SocketCore.__init__)
-    settings: LinkSettings
-    accelerator: LinkAccelerator | None
-    _sockets: dict[int, Any]
-    _last_now: float
+    ``sockets``: the core's socket records by tag (the core's own dict, read here);
+    ``accelerator``: the native link table, told of window changes; ``arm_flow(link)``:
+    the core arms ``link``'s FLOW timer (when the accelerator gives it up)."""
 
-    # the core's own (SocketCore)
-    def _arm(self, link: _Link, kind: str, when: float) -> None:
-        raise NotImplementedError
-
-    #: sum over links of their ``budget_peak``, and how many have one: an upper bound of
-    #: what the links may hold (a window's messages never exceed the largest window
-    #: granted), and of the number of holders
-    _peak_bytes: int = 0
-    _peak_links: int = 0
+    def __init__(self, *, settings: LinkSettings, sockets: dict[int, Any],
+                 accelerator: LinkAccelerator | None,
+                 arm_flow: Callable[[_Link], None]) -> None:
+        self.settings = settings
+        self._sockets = sockets
+        self.accelerator = accelerator
+        self._arm_flow = arm_flow
+        #: sum over links of their ``budget_peak``, and how many have one: an upper bound
+        #: of what the links may hold (a window's messages never exceed the largest window
+        #: granted), and of the number of holders
+        self.peak_bytes = 0
+        self.peak_links = 0
 
     def _raise_peak(self, sock: _Socket, link: _Link, credits: int) -> None:
         peak = credits * sock.max_message_size
         if link.budget_peak == 0:
-            self._peak_links += 1
+            self.peak_links += 1
         if peak > link.budget_peak:
-            self._peak_bytes += peak - link.budget_peak
+            self.peak_bytes += peak - link.budget_peak
             link.budget_peak = peak
 
-    def _drop_peak(self, link: _Link) -> None:
+    def drop_peak(self, link: _Link) -> None:
         if link.budget_peak:
-            self._peak_bytes -= link.budget_peak
-            self._peak_links -= 1
+            self.peak_bytes -= link.budget_peak
+            self.peak_links -= 1
             link.budget_peak = 0
 
     def _holds_budget(self, sock: _Socket, link: _Link) -> bool:
@@ -79,14 +82,14 @@ class MemoryBudget:
                 and grant[0] == link.incarnation
                 and link.state not in (LinkState.IDLE, LinkState.RETRY_WAIT))
 
-    def _holders(self, but: _Link | None = None) -> list[tuple[_Socket, _Link]]:
+    def holders(self, but: _Link | None = None) -> list[tuple[_Socket, _Link]]:
         """The stored links holding part of the budget (except ``but``)."""
         return [(sock, link) for sock in self._sockets.values() if sock.budgeted
                 for link in sock.links.values()
                 if link is not but and self._holds_budget(sock, link)]
 
     @staticmethod
-    def _reserved(sock: _Socket, link: _Link) -> int:
+    def reserved(sock: _Socket, link: _Link) -> int:
         """Bytes the link may come to hold: its window now, or its next one if larger."""
         ledger = link.ledger
         if ledger is None:
@@ -96,7 +99,7 @@ class MemoryBudget:
             credits = max(ledger.advertised - ledger.delivered, ledger.capacity)
         return credits * sock.max_message_size
 
-    def _share(self, sock: _Socket, holders: int) -> int:
+    def share(self, sock: _Socket, holders: int) -> int:
         assert self.settings.memory_budget is not None
         return self.settings.window_share(sock.initial_credits, sock.max_message_size, holders)
 
@@ -105,10 +108,10 @@ class MemoryBudget:
         the budget has left if less, at least 1."""
         budget = self.settings.memory_budget
         assert budget is not None
-        free = budget - sum(self._reserved(s, lk) for s, lk in others)
+        free = budget - sum(self.reserved(s, lk) for s, lk in others)
         return max(1, min(share, free // sock.max_message_size))
 
-    def _grant(self, sock: _Socket, link: _Link) -> int:
+    def grant(self, sock: _Socket, link: _Link) -> int:
         """The credits our metadata grants in this incarnation (computed once per
         incarnation: a repeated LINK or LINKACK says the same)."""
         grant = link.grant
@@ -117,16 +120,16 @@ class MemoryBudget:
         if not sock.budgeted or self.settings.memory_budget is None:
             credits = sock.initial_credits
         else:
-            self._drop_peak(link)  # (a grant of an older incarnation)
-            others = self._holders(but=link)
+            self.drop_peak(link)  # (a grant of an older incarnation)
+            others = self.holders(but=link)
             holders = len(others) + 1
             for s, other in others:  # one more holder: every share shrinks
-                share = self._share(s, holders)
+                share = self.share(s, holders)
                 if other.ledger is not None and other.ledger.capacity > share:
-                    self._set_window(other, share, growing=False)
-            share = self._share(sock, holders)
+                    self.set_window(other, share, growing=False)
+            share = self.share(sock, holders)
             budget = self.settings.memory_budget
-            free = budget - sum(self._reserved(s, lk) for s, lk in others)
+            free = budget - sum(self.reserved(s, lk) for s, lk in others)
             if free - share * sock.max_message_size >= budget // 2:
                 credits = share  # half the budget stays free: no need to start small
             else:
@@ -138,7 +141,7 @@ class MemoryBudget:
         link.grant = (link.incarnation, credits)
         return credits
 
-    def _grow(self, link: _Link) -> None:
+    def grow(self, link: _Link) -> None:
         """Before a FLOW of a growing link: its window grows into the free budget."""
         sock = self._sockets.get(link.tag)
         if sock is None or not self._holds_budget(sock, link):
@@ -148,25 +151,25 @@ class MemoryBudget:
         assert budget is not None
         # first without walking the links: the peaks bound what they hold, and their count
         # the holders (so this share is no larger than the exact one)
-        share = self._share(sock, max(1, self._peak_links))
-        if self._peak_bytes - link.budget_peak + share * sock.max_message_size <= budget:
-            self._set_window(link, share, growing=False)  # fits even if all hold their peak
+        share = self.share(sock, max(1, self.peak_links))
+        if self.peak_bytes - link.budget_peak + share * sock.max_message_size <= budget:
+            self.set_window(link, share, growing=False)  # fits even if all hold their peak
             return
-        others = self._holders(but=link)
-        share = self._share(sock, len(others) + 1)
+        others = self.holders(but=link)
+        share = self.share(sock, len(others) + 1)
         credits = self._fit(sock, share, others)
-        self._set_window(link, credits, growing=credits < share)
+        self.set_window(link, credits, growing=credits < share)
 
-    def _budget_freed(self) -> None:
+    def freed(self) -> None:
         """A holder left: the others' shares grow (each grows at its next FLOW)."""
-        holders = self._holders()
+        holders = self.holders()
         for sock, link in holders:
             ledger = link.ledger
             if ledger is not None and not link.growing and \
-                    ledger.capacity < self._share(sock, len(holders)):
-                self._set_window(link, ledger.capacity, growing=True)
+                    ledger.capacity < self.share(sock, len(holders)):
+                self.set_window(link, ledger.capacity, growing=True)
 
-    def _set_window(self, link: _Link, credits: int, *, growing: bool) -> None:
+    def set_window(self, link: _Link, credits: int, *, growing: bool) -> None:
         ledger = link.ledger
         assert ledger is not None
         ledger.capacity = credits
@@ -181,4 +184,4 @@ class MemoryBudget:
                 # the accelerator may hold this FLOW's timer, and at capacity 0 it sends
                 # no FLOW: the core takes the timer over (else the deliveries' FLOW, and
                 # the cookies it confirms, could wait for ever)
-                self._arm(link, "flow", self._last_now + self.settings.flow_delay)
+                self._arm_flow(link)

@@ -3,9 +3,13 @@
 ``link_state.py`` says which action a (state, input) pair takes; :class:`LinkActions`
 carries it out: the frames it sends (LINK, LINKACK, UNLINK, FLOW, ERROR), the policy
 decisions and their conclusion, credit flowing back, and the events for the layer above.
-It is a base of :class:`~exon.core.socket_core.SocketCore`, whose state it uses (declared
-below); ``SocketCore._input`` calls ``_do_<action>`` for each transition. Sans-IO, as the
-whole core: time is ``now``, randomness the core's ``random.Random``.
+It is owned by :class:`~exon.core.socket_core.SocketCore`, which hands it explicit
+references: the :class:`~exon.core.outbox.Outbox` both emit through, the
+:class:`~exon.core.budget.MemoryBudget`, the :class:`~exon.core.timers.LinkTimers`, and two
+of its own methods (``input``: run a link's state machine; ``forget``: drop a link's
+record). ``SocketCore._input`` calls :attr:`LinkActions.handlers` ``[action]`` for each
+transition. Sans-IO, as the whole core: time is ``now``, randomness the core's
+``random.Random``.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import dataclasses
 import hashlib
 import hmac
 import random
+import secrets
 import struct
-from collections import deque
+from collections.abc import Callable
 
 from exon.core.budget import MemoryBudget
 from exon.core.credits import CreditLedger
@@ -23,7 +28,6 @@ from exon.core.events import (
     CookieLost,
     CookieReturned,
     CreditAvailable,
-    Event,
     LinkClosed,
     LinkEstablished,
     LinkRefused,
@@ -42,78 +46,68 @@ from exon.core.frames import (
     encode_linkack,
     encode_unlink,
 )
-from exon.core.link_state import LinkInput, LinkState, Verdict
+from exon.core.link_state import Action, LinkInput, LinkState, Verdict
+from exon.core.outbox import AMPLIFICATION_FACTOR, Outbox
 from exon.core.policy import HANDSHAKE_FIELD, PolicyContext, compatible
 from exon.core.records import LinkAccelerator
 from exon.core.records import LinkRecord as _Link
 from exon.core.records import SocketRecord as _Socket
 from exon.core.sealing import seal_frame
 from exon.core.settings import LinkSettings
+from exon.core.timers import LinkTimers
 
 __all__ = ["AMPLIFICATION_FACTOR", "LinkActions"]
 
-#: until an address is validated, at most this many times the bytes received from it are
-#: sent to it (docs/protocol.md 2.6.1; QUIC's anti-amplification limit, RFC 9000 8.1)
-AMPLIFICATION_FACTOR = 3
+# AMPLIFICATION_FACTOR lives in exon.core.outbox; imported from here too
 _TOKEN_LABEL = b"exon-token-v1"
 _TOKEN_TAIL = struct.Struct("<IIII")  # peer tag, our tag, peer incarnation, our incarnation
 
 
-class LinkActions(MemoryBudget):
-    """The handshake's actions (a base of :class:`~exon.core.socket_core.SocketCore`)."""
+class LinkActions:
+    """The handshake's actions, one per ``link_state.Action`` (:attr:`handlers`)."""
 
-    # the core's state (exon.core.socket_core.SocketCore.__init__)
-    node_id: str
-    reply_address: str
-    settings: LinkSettings
-    accelerator: LinkAccelerator | None
-    _rng: random.Random
-    _out: list[tuple[str, bytes]]
-    _events: deque[Event]
-    _stats: dict[str, int]
-    _last_now: float
-    _channel: int | None
-    _token_secret: bytes  #: the per-node secret address-validation tokens are derived with
-    _validated: set[str]  #: addresses validated (we linked to them, or a token came back)
-    _unvalidated: dict[str, list[int]]  #: address -> [bytes received, bytes sent]
+    def __init__(self, *, node_id: str, reply_address: str, settings: LinkSettings,
+                 accelerator: LinkAccelerator | None, rng: random.Random, outbox: Outbox,
+                 budget: MemoryBudget, timers: LinkTimers,
+                 input: Callable[[_Socket, _Link, LinkInput, Frame | None, float], None],
+                 forget: Callable[[_Socket, _Link], None],
+                 token_secret: bytes | None = None) -> None:
+        self.node_id = node_id
+        self.reply_address = reply_address
+        self.settings = settings
+        self.accelerator = accelerator
+        self._rng = rng
+        self._outbox = outbox
+        # the outbox's containers and calls, bound once (the receive path uses them)
+        self._stats = outbox.stats
+        self._events = outbox.events
+        self._emit_frame = outbox.emit
+        self._emit_link_frame = outbox.emit_link
+        self._budget = budget
+        self._timers = timers
+        self._input = input
+        self._forget = forget
+        #: the key of the address-validation tokens (docs/protocol.md 2.6.1): 32 fresh
+        #: random bytes from the system unless given (not from ``rng``: the tokens must be
+        #: unpredictable to whoever saw earlier ones)
+        self._token_secret = token_secret if token_secret else secrets.token_bytes(32)
+        # our incarnation ids increase for the node's life; random start per process
+        self._next_incarnation = rng.getrandbits(30) + 1
+        #: the transport channel of the frame being received (set by the core), None
+        #: outside a receive
+        self.channel: int | None = None
+        #: the method of each action, bound once: ``handlers[action](sock, link, frame,
+        #: now)`` returns a Verdict or None
+        self.handlers: dict[Action, Callable[..., Verdict | None]] = {
+            action: getattr(self, "_do_" + action.value) for action in Action}
 
-    # the core's own (SocketCore)
-    def _arm(self, link: _Link, kind: str, when: float) -> None:
-        raise NotImplementedError
-
-    def _clear_flow_timer(self, link: _Link) -> None:
-        raise NotImplementedError
-
-    def _forget(self, sock: _Socket, link: _Link) -> None:
-        raise NotImplementedError
-
-    def _fresh_incarnation(self, link: _Link) -> None:
-        raise NotImplementedError
-
-    def _input(self, sock: _Socket, link: _Link, event: LinkInput, frame: Frame | None,
-               now: float) -> None:
-        raise NotImplementedError
+    def fresh_incarnation(self, link: _Link) -> None:
+        """A new incarnation id (and nonce) for ``link``: a new handshake."""
+        link.incarnation = self._next_incarnation
+        self._next_incarnation = (self._next_incarnation % 0xFFFF_FFFF) + 1
+        link.nonce = self._rng.randbytes(16)
 
     # ==== internals: frames out =============================================================
-
-    def _emit_frame(self, address: str, data: bytes) -> None:
-        if address not in self._validated:
-            # anti-amplification: an address that has not shown it receives what we send
-            # gets at most AMPLIFICATION_FACTOR x the bytes that came in its name
-            spent = self._unvalidated.get(address)
-            if spent is None or spent[1] + len(data) > AMPLIFICATION_FACTOR * spent[0]:
-                self._stats["amplification_held"] += 1
-                self._stats["amplification_held_bytes"] += len(data)
-                return
-            spent[1] += len(data)
-        self._stats["frames_sent"] += 1
-        self._out.append((address, data))
-
-    def _emit_link_frame(self, link: _Link, data: bytes) -> None:
-        """A frame of ``link``: sealed when the link is encrypted and its keys are agreed."""
-        if link.seal is not None:
-            data = seal_frame(link.seal, data)
-        self._emit_frame(link.peer.address, data)
 
     def _token(self, sock: _Socket, link: _Link) -> bytes:
         """The address-validation token of our LINKACK for ``link`` (2.6.1)."""
@@ -123,12 +117,11 @@ class LinkActions(MemoryBudget):
                                   link.incarnation))
         return hmac.new(self._token_secret, msg, hashlib.sha256).digest()[:TOKEN_LENGTH]
 
-    def _validate(self, link: _Link) -> None:
+    def validate(self, link: _Link) -> None:
         """The peer echoed our token: its address is validated. Held DATA/FLOW are
         handled once the link is established (see :meth:`_release_held`)."""
         link.token = b""
-        self._validated.add(link.peer.address)
-        self._unvalidated.pop(link.peer.address, None)
+        self._outbox.validate(link.peer.address)
 
     def _release_held(self, sock: _Socket, link: _Link, now: float) -> Verdict:
         """The link was just established: the DATA/FLOW held meanwhile, in order."""
@@ -141,7 +134,7 @@ class LinkActions(MemoryBudget):
                 self._do_receive_flow(sock, link, frame, now)
         return Verdict.ACCEPT
 
-    def _drop_held(self, link: _Link) -> None:
+    def drop_held(self, link: _Link) -> None:
         if link.held:
             self._stats["unvalidated_dropped"] += len(link.held)
         link.held = None
@@ -149,7 +142,7 @@ class LinkActions(MemoryBudget):
     def _metadata(self, sock: _Socket, link: _Link, peer_meta: LinkMetadata | None) -> LinkMetadata:
         meta = LinkMetadata(
             socket_type=sock.socket_type,
-            credits=self._grant(sock, link),
+            credits=self._budget.grant(sock, link),
             max_message_size=sock.max_message_size,
             node_id=self.node_id,
             reply_address=self.reply_address,
@@ -195,16 +188,16 @@ class LinkActions(MemoryBudget):
         sent = link.ledger.sent if link.ledger is not None else 0
         self._emit_link_frame(link, encode_unlink(sock.tag, link.peer.tag, link.incarnation, sent))
 
-    def _send_flow(self, link: _Link) -> None:
+    def send_flow(self, link: _Link) -> None:
         if link.ledger is None:
             return
         if link.growing:
-            self._grow(link)
+            self._budget.grow(link)
         delivered, limit = link.ledger.make_flow()
         self._emit_link_frame(
             link, encode_flow(link.tag, link.peer.tag, link.incarnation, delivered, limit))
 
-    def _not_linked(self, sock: _Socket, link: _Link, frame: Frame | None) -> None:
+    def not_linked(self, sock: _Socket, link: _Link, frame: Frame | None) -> None:
         if frame is None:
             return
         self._stats["not_linked_sent"] += 1
@@ -220,12 +213,12 @@ class LinkActions(MemoryBudget):
         link.peer_meta = meta
         link.peer_incarnation = frame.incarnation
         link.peer_node = meta.node_id
-        link.channel = self._channel
-        credits = self._grant(sock, link)
+        link.channel = self.channel
+        credits = self._budget.grant(sock, link)
         window = credits
         if not link.growing and sock.budgeted and self.settings.memory_budget is not None:
             # links came since the grant: its next FLOWs grant the current share
-            window = min(credits, self._share(sock, len(self._holders(but=link)) + 1))
+            window = min(credits, self._budget.share(sock, len(self._budget.holders(but=link)) + 1))
         link.ledger = CreditLedger(
             limit=meta.credits,
             capacity=window,
@@ -256,7 +249,7 @@ class LinkActions(MemoryBudget):
                       "EncryptedPolicy")
         link.our_decision, link.our_reason = decision, reason
 
-    def _conclude(self, sock: _Socket, link: _Link, now: float) -> Verdict:
+    def conclude(self, sock: _Socket, link: _Link, now: float) -> Verdict:
         """Both decisions known (or one refusal): establish, or refuse (maybe retry)."""
         ours, theirs = link.our_decision, link.peer_decision
         if ours is not None and ours.accepted and theirs is not None and theirs.accepted:
@@ -276,7 +269,7 @@ class LinkActions(MemoryBudget):
             s = self.settings
             base = min(s.retry_max, s.retry_initial * s.retry_multiplier ** (link.attempts - 1))
             retry_at = now + base * self._rng.uniform(1 - s.retry_jitter, 1 + s.retry_jitter)
-            self._arm(link, "retry", retry_at)
+            self._timers.arm(link, "retry", retry_at)
             self._stats["retries"] += 1
         if link.initiator:
             self._events.append(LinkRefused(
@@ -313,7 +306,7 @@ class LinkActions(MemoryBudget):
         if link.ledger is not None:
             link.ledger.hold_flow = 0
 
-    def _force_close(self, sock: _Socket, link: _Link, reason: str, *, error: bool) -> None:
+    def force_close(self, sock: _Socket, link: _Link, reason: str, *, error: bool) -> None:
         self._lose_cookies(sock, link)
         self._closed_event(sock, link, reason, error)
         link.machine.state = LinkState.IDLE
@@ -331,19 +324,19 @@ class LinkActions(MemoryBudget):
 
     # ==== internals: flow ===================================================================
 
-    def _flow_after_delivery(self, sock: _Socket, link: _Link, now: float) -> None:
+    def flow_after_delivery(self, sock: _Socket, link: _Link, now: float) -> None:
         ledger = link.ledger
         assert ledger is not None
         unlinking_done = (link.state is LinkState.UNLINKING and link.peer_unlink_count is not None
                           and ledger.delivered == link.peer_unlink_count)
         if ledger.flow_due or unlinking_done or self.settings.flow_delay == 0:
-            self._clear_flow_timer(link)
-            self._send_flow(link)
+            LinkTimers.clear_flow(link)
+            self.send_flow(link)
         elif link.flow_deadline is None and ledger.flow_pending:
-            self._arm(link, "flow", now + self.settings.flow_delay)
-        self._check_drained(sock, link, now)
+            self._timers.arm(link, "flow", now + self.settings.flow_delay)
+        self.check_drained(sock, link, now)
 
-    def _check_drained(self, sock: _Socket, link: _Link, now: float) -> None:
+    def check_drained(self, sock: _Socket, link: _Link, now: float) -> None:
         if link.state is not LinkState.UNLINKING or link.peer_unlink_count is None:
             return
         ledger = link.ledger
@@ -359,11 +352,10 @@ class LinkActions(MemoryBudget):
             self._stats["ignored"] += 1
 
     def _do_not_linked(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
-        self._not_linked(sock, link, frame)
+        self.not_linked(sock, link, frame)
 
     def _do_send_link(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
-        self._last_now = now
-        self._fresh_incarnation(link)
+        self.fresh_incarnation(link)
         link.peer_incarnation = link.peer_node = None
         link.peer_meta = link.ledger = None
         link.our_decision = link.peer_decision = None
@@ -373,7 +365,7 @@ class LinkActions(MemoryBudget):
         self._emit_frame(link.peer.address,
                          encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
         link.resend_interval = self.settings.resend_initial
-        self._arm(link, "resend", now + link.resend_interval)
+        self._timers.arm(link, "resend", now + link.resend_interval)
 
     def _do_resend_link(self, sock: _Socket, link: _Link, frame: Frame | None,
                         now: float) -> None:
@@ -384,7 +376,7 @@ class LinkActions(MemoryBudget):
         self._emit_frame(link.peer.address,
                          encode_link(sock.tag, link.peer.tag, link.incarnation, meta))
         link.resend_interval = min(self.settings.resend_max, link.resend_interval * 2)
-        self._arm(link, "resend", now + link.resend_interval)
+        self._timers.arm(link, "resend", now + link.resend_interval)
 
     def _do_resend_answer(self, sock: _Socket, link: _Link, frame: Frame | None,
                           now: float) -> None:
@@ -397,7 +389,7 @@ class LinkActions(MemoryBudget):
                         now: float) -> Verdict:
         assert frame is not None
         if link.incarnation == 0 or link.state is LinkState.RETRY_WAIT:
-            self._fresh_incarnation(link)
+            self.fresh_incarnation(link)
         self._learn_peer(sock, link, frame)
         self._decide(sock, link)
         self._send_linkack(sock, link, with_metadata=True)
@@ -418,7 +410,7 @@ class LinkActions(MemoryBudget):
         self._send_linkack(sock, link, with_metadata=False)
         if link.peer_decision is None and link.our_decision is Decision.ACCEPTED:
             return Verdict.ACCEPT  # LINK_SENT -> DECIDED
-        return self._conclude(sock, link, now)
+        return self.conclude(sock, link, now)
 
     def _do_decide_on_ack(self, sock: _Socket, link: _Link, frame: Frame | None,
                           now: float) -> Verdict:
@@ -429,7 +421,7 @@ class LinkActions(MemoryBudget):
         if frame.decision.accepted:
             self._decide(sock, link)
             self._send_linkack(sock, link, with_metadata=False)
-        return self._conclude(sock, link, now)
+        return self.conclude(sock, link, now)
 
     def _do_note_decision(self, sock: _Socket, link: _Link, frame: Frame | None,
                           now: float) -> Verdict:
@@ -439,7 +431,7 @@ class LinkActions(MemoryBudget):
         link.peer_token = frame.token
         if frame.decision.accepted:
             return Verdict.ACCEPT
-        return self._conclude(sock, link, now)
+        return self.conclude(sock, link, now)
 
     def _do_conclude(self, sock: _Socket, link: _Link, frame: Frame | None,
                      now: float) -> Verdict:
@@ -448,16 +440,16 @@ class LinkActions(MemoryBudget):
         if link.state is LinkState.UNLINKING:
             if frame.decision.accepted:
                 return Verdict.ACCEPT  # keep draining (nothing was sent)
-            self._drop_held(link)
+            self.drop_held(link)
             self._lose_cookies(sock, link)
             self._closed_event(sock, link, "CANCELLED", False)
             return Verdict.REFUSE
         if frame.token and frame.decision.accepted and not link.peer_token:
             link.peer_token = frame.token  # the peer validates us too: echo its token
             self._send_linkack(sock, link, with_metadata=False)
-        verdict = self._conclude(sock, link, now)
+        verdict = self.conclude(sock, link, now)
         if verdict is not Verdict.ACCEPT:
-            self._drop_held(link)
+            self.drop_held(link)
             return verdict
         if link.held:
             link.machine.state = LinkState.ESTABLISHED
@@ -545,9 +537,9 @@ class LinkActions(MemoryBudget):
 
     def _do_start_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
                          now: float) -> None:
-        self._drop_held(link)
+        self.drop_held(link)
         self._send_unlink(sock, link)
-        self._arm(link, "unlink", now + self.settings.unlink_timeout)
+        self._timers.arm(link, "unlink", now + self.settings.unlink_timeout)
 
     def _do_answer_unlink(self, sock: _Socket, link: _Link, frame: Frame | None,
                           now: float) -> None:
@@ -577,7 +569,7 @@ class LinkActions(MemoryBudget):
         link.peer_decision = (Decision.SOCKET_NOT_FOUND
                               if frame.error == ErrorCode.SOCKET_NOT_FOUND else Decision.TEMPORARY)
         link.peer_reason = frame.reason or link.peer_decision.name
-        return self._conclude(sock, link, now)
+        return self.conclude(sock, link, now)
 
     def _do_break(self, sock: _Socket, link: _Link, frame: Frame | None, now: float) -> None:
         assert frame is not None

@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import hmac
 import random
-import secrets
 import struct
-from collections import deque
 from typing import Any
 
+from exon.core.budget import MemoryBudget
 from exon.core.credits import pick_round_robin
 from exon.core.events import (
     CookieReturned,
@@ -59,8 +58,9 @@ from exon.core.frames import (
     encode_error,
     encode_linkack,
 )
-from exon.core.link_actions import AMPLIFICATION_FACTOR, LinkActions
+from exon.core.link_actions import LinkActions
 from exon.core.link_state import LinkInput, LinkState, LinkStateMachine, Verdict
+from exon.core.outbox import Outbox
 from exon.core.policy import LinkPolicy
 from exon.core.records import CoreStatistics, LinkAccelerator
 from exon.core.records import LinkRecord as _Link
@@ -110,8 +110,16 @@ _FRAME_INPUT = {
 }
 
 
-class SocketCore(LinkActions):
-    """The per-node sans-IO engine. See the module docstring for the calling pattern."""
+class SocketCore:
+    """The per-node sans-IO engine. See the module docstring for the calling pattern.
+
+    It owns its collaborators and hands them explicit references: the :attr:`outbox`
+    (frames, events, counters, address validation; :mod:`exon.core.outbox`), the
+    :class:`~exon.core.budget.MemoryBudget` (the links' shares of ``memory_budget``), the
+    :class:`~exon.core.timers.LinkTimers` and the
+    :class:`~exon.core.link_actions.LinkActions` (one method per handshake action). The
+    core keeps the records (sockets, links, tombstones), the wire input, the incarnation
+    rules and the public API."""
 
     def __init__(
         self,
@@ -126,26 +134,59 @@ class SocketCore(LinkActions):
         """``token_secret``: the key of the address-validation tokens (docs/protocol.md
         2.6.1); None: 32 fresh random bytes from the system (not from ``rng``: the tokens
         must be unpredictable to whoever saw earlier ones)."""
-        self.node_id = node_id
-        self.accelerator = accelerator
+        self._node_id = node_id
+        self._accelerator = accelerator
         self.reply_address = reply_address
         self.settings = settings or LinkSettings()
         self._rng = rng or random.Random()
         self._sockets: dict[int, _Socket] = {}
-        self._out: list[tuple[str, bytes]] = []
-        self._events: deque[Event] = deque()
+        #: what the core has for the layer above: frames to send and events (the same
+        #: containers for the core's life: a caller may test them without a call)
+        self.outbox = outbox = Outbox()
         self._timers = LinkTimers()
+        self._budget = MemoryBudget(settings=self.settings, sockets=self._sockets,
+                                    accelerator=accelerator, arm_flow=self._arm_flow)
+        self._actions = actions = LinkActions(
+            node_id=node_id, reply_address=reply_address, settings=self.settings,
+            accelerator=accelerator, rng=self._rng, outbox=outbox, budget=self._budget,
+            timers=self._timers, input=self._input, forget=self._forget,
+            token_secret=token_secret)
+        # bound once: the wire input and the delivery path call them per frame
+        self._stats = outbox.stats
+        self._events = outbox.events
+        self._validated = outbox.validated
+        self._emit_frame = outbox.emit
+        self._emit_link_frame = outbox.emit_link
+        self._handlers = actions.handlers
+        self._send_flow = actions.send_flow
+        self._check_drained = actions.check_drained
+        self._flow_after_delivery = actions.flow_after_delivery
+        self._force_close = actions.force_close
         self._sources: dict[str, str] = {}
         # (tag, peer) -> (peer node id, peer incarnation, expiry): closed incarnations
         self._tombstones: dict[tuple[int, PeerId], tuple[str | None, int, float]] = {}
-        # our incarnation ids increase for the node's life; random start per process
-        self._next_incarnation = self._rng.getrandbits(30) + 1
-        self._stats: dict[str, int] = dict.fromkeys(CoreStatistics.__slots__, 0)
         self._last_now = 0.0
-        self._channel: int | None = None  # the channel of the frame being received
-        self._token_secret = token_secret if token_secret else secrets.token_bytes(32)
-        self._validated: set[str] = set()
-        self._unvalidated: dict[str, list[int]] = {}
+
+    @property
+    def node_id(self) -> str:
+        """This node's id, sent in the link metadata; settable (handed on to the link
+        actions)."""
+        return self._node_id
+
+    @node_id.setter
+    def node_id(self, node_id: str) -> None:
+        self._node_id = self._actions.node_id = node_id
+
+    @property
+    def accelerator(self) -> LinkAccelerator | None:
+        """The native link table the core attaches established links to (None: the core
+        does everything itself); settable, and handed on to the link actions and the
+        budget."""
+        return self._accelerator
+
+    @accelerator.setter
+    def accelerator(self, accelerator: LinkAccelerator | None) -> None:
+        self._accelerator = self._actions.accelerator = self._budget.accelerator = accelerator
 
     # ==== sockets ===========================================================================
 
@@ -223,8 +264,7 @@ class SocketCore(LinkActions):
             link = self._new_link(sock, peer)
         link.initiator = True
         # our application named this address: frames to it are no reflection (2.6.1)
-        self._validated.add(peer.address)
-        self._unvalidated.pop(peer.address, None)
+        self.outbox.validate(peer.address)
         self._input(sock, link, LinkInput.OPEN, None, now)
 
     def unlink(self, tag: int, peer: PeerId | tuple[str, int], *, now: float,
@@ -297,7 +337,7 @@ class SocketCore(LinkActions):
                     broke = True
                     link.peer_decision = Decision.TEMPORARY
                     link.peer_reason = "peer node gone"
-                    verdict = self._conclude(sock, link, now)
+                    verdict = self._actions.conclude(sock, link, now)
                     link.machine.state = (LinkState.RETRY_WAIT if verdict is Verdict.RETRY
                                           else LinkState.IDLE)
                     self._after(sock, link)
@@ -475,7 +515,7 @@ class SocketCore(LinkActions):
         (:meth:`channel_gone`): whoever claims the peer's address must show that the old
         link is dead before it replaces it (docs/protocol.md 2.7)."""
         self._stats["frames_received"] += 1
-        self._channel = channel
+        self._actions.channel = channel
         if is_sealed(data):
             opened = self._open_sealed(source, data)
             if opened is None:
@@ -497,7 +537,7 @@ class SocketCore(LinkActions):
         else:
             address = self._sources.get(source, source)
         if address not in self._validated:
-            self._count_unvalidated(address, len(data))
+            self.outbox.count_received(address, len(data))
         sock = self._sockets.get(frame.destination_tag)
         if sock is None:
             if frame.type is FrameType.ERROR:
@@ -533,7 +573,7 @@ class SocketCore(LinkActions):
                 if not hmac.compare_digest(frame.echo, link.token):
                     self._stats["tokens_rejected"] += 1
                     return False
-                self._validate(link)
+                self._actions.validate(link)
             event = LinkInput.LINKACK_META if meta is not None else LinkInput.LINKACK
         else:
             event = _FRAME_INPUT[frame.type]
@@ -557,8 +597,7 @@ class SocketCore(LinkActions):
 
     def frames_to_send(self, *, now: float | None = None) -> list[tuple[str, bytes]]:
         """Take every frame the core wants sent: (reply address, frame bytes), in order."""
-        out, self._out = self._out, []
-        return out
+        return self.outbox.take_frames()
 
     def next_timer(self) -> float | None:
         """Earliest time ``handle_timer`` has work, or None."""
@@ -574,7 +613,7 @@ class SocketCore(LinkActions):
             if sock is None:
                 continue
             if kind == "flow":
-                self._clear_flow_timer(link)
+                LinkTimers.clear_flow(link)
                 self._send_flow(link)
                 self._check_drained(sock, link, now)
             elif kind == "resend":
@@ -599,19 +638,7 @@ class SocketCore(LinkActions):
     def statistics(self) -> CoreStatistics:
         return CoreStatistics(**self._stats)
 
-    # ==== internals: address validation =====================================================
-
-    #: unvalidated addresses whose byte counts are kept; beyond, the oldest is forgotten
-    #: (and gets nothing more until frames come in its name again)
-    _UNVALIDATED_MAX = 4096
-
-    def _count_unvalidated(self, address: str, length: int) -> None:
-        spent = self._unvalidated.get(address)
-        if spent is None:
-            if len(self._unvalidated) >= self._UNVALIDATED_MAX:
-                del self._unvalidated[next(iter(self._unvalidated))]
-            spent = self._unvalidated[address] = [0, 0]
-        spent[0] += length
+    # ==== address validation (the outbox's) ================================================
 
     def reserve_unvalidated(self, address: str, round_bytes: int, rounds: int) -> int:
         """Of ``rounds`` transport rounds of ``round_bytes`` each (the SETUP and heartbeat a
@@ -619,18 +646,7 @@ class SocketCore(LinkActions):
         fit the anti-amplification limit of ``address``: all of them when it is validated,
         else as many as 3x the bytes received from it still allow, which are counted as
         sent. None fitting: counted held (``amplification_held``) and 0."""
-        if address in self._validated:
-            return rounds
-        spent = self._unvalidated.get(address)
-        room = 0 if spent is None else AMPLIFICATION_FACTOR * spent[0] - spent[1]
-        granted = max(0, min(rounds, room // round_bytes))
-        if granted == 0:
-            self._stats["amplification_held"] += 1
-            self._stats["amplification_held_bytes"] += round_bytes
-            return 0
-        assert spent is not None
-        spent[1] += granted * round_bytes
-        return granted
+        return self.outbox.reserve(address, round_bytes, rounds)
 
     def validated(self, address: str) -> bool:
         """Whether ``address`` is validated (2.6.1): we linked to it, or a peer there
@@ -647,11 +663,6 @@ class SocketCore(LinkActions):
 
     def _new_link(self, sock: _Socket, peer: PeerId) -> _Link:
         return _Link(tag=sock.tag, peer=peer, machine=LinkStateMachine())
-
-    def _fresh_incarnation(self, link: _Link) -> None:
-        link.incarnation = self._next_incarnation
-        self._next_incarnation = (self._next_incarnation % 0xFFFF_FFFF) + 1
-        link.nonce = self._rng.randbytes(16)
 
     def _check_incarnation(
         self, sock: _Socket, peer: PeerId, link: _Link | None, frame: Frame, now: float
@@ -679,13 +690,13 @@ class SocketCore(LinkActions):
             self._stats["stale_dropped"] += 1
             if frame.type in (FrameType.DATA, FrameType.UNLINK):
                 # its sender holds a link we do not: it must learn it (never send into a void)
-                self._not_linked(sock, link, frame)
+                self._actions.not_linked(sock, link, frame)
             return None
         # a newer incarnation of the peer's end (re-link, or the peer node restarted)
         live = link.state in (LinkState.ESTABLISHED, LinkState.UNLINKING)
         if live and (link.seal is not None or (
-                self._channel is not None and link.channel is not None
-                and self._channel != link.channel)):
+                self._actions.channel is not None and link.channel is not None
+                and self._actions.channel != link.channel)):
             # from another stream while the link's own stream lives: not proven to be the
             # same peer. Refuse for now; the link goes on. (A peer node that restarted
             # retries until its old stream is gone, which breaks the old link.)
@@ -713,8 +724,7 @@ class SocketCore(LinkActions):
     ) -> None:
         self._last_now = now
         transition = link.machine.lookup(event)
-        handler = getattr(self, "_do_" + transition.action.value)
-        verdict: Verdict | None = handler(sock, link, frame, now)
+        verdict: Verdict | None = self._handlers[transition.action](sock, link, frame, now)
         link.machine.commit(transition, verdict)
         if link.fast is not None and link.machine.state is not LinkState.ESTABLISHED:
             self._detach_fast(link)
@@ -723,7 +733,7 @@ class SocketCore(LinkActions):
             ledger = link.ledger
             if (ledger is not None and link.peer_unlink_count is not None
                     and ledger.delivered == link.peer_unlink_count and ledger.flow_pending):
-                self._clear_flow_timer(link)
+                LinkTimers.clear_flow(link)
                 self._send_flow(link)
             self._check_drained(sock, link, now)
 
@@ -745,19 +755,19 @@ class SocketCore(LinkActions):
         ledger = link.ledger
         if ledger is not None and ledger.flow_pending and link.flow_deadline is None:
             # the accelerator may have held this FLOW's timer: the core takes it over
-            self._arm(link, "flow", self._last_now + self.settings.flow_delay)
+            self._arm_flow(link)
 
     def _forget(self, sock: _Socket, link: _Link) -> None:
-        self._drop_held(link)
+        self._actions.drop_held(link)
         if link.fast is not None:
             self._detach_fast(link)
         held = link.grant is not None and sock.budgeted  # (the link is IDLE by now)
         if sock.links.get(link.peer) is link:
             del sock.links[link.peer]
         link.grant = None
-        self._drop_peak(link)
+        self._budget.drop_peak(link)
         if held and self.settings.memory_budget is not None:
-            self._budget_freed()
+            self._budget.freed()
         link.stored = False
         if link.peer in sock.rr and link.peer not in sock.links:
             sock.rr.remove(link.peer)
@@ -776,8 +786,7 @@ class SocketCore(LinkActions):
 
     # ==== internals: timers =================================================================
 
-    def _clear_flow_timer(self, link: _Link) -> None:
-        LinkTimers.clear_flow(link)
-
-    def _arm(self, link: _Link, kind: str, when: float) -> None:
-        self._timers.arm(link, kind, when)
+    def _arm_flow(self, link: _Link) -> None:
+        """Arm ``link``'s FLOW timer, ``flow_delay`` after the last ``now`` seen (the
+        accelerator gave it up: the core takes the timer over)."""
+        self._timers.arm(link, "flow", self._last_now + self.settings.flow_delay)

@@ -146,7 +146,8 @@ class FastLinks:
         self._capacity = capacity
         #: per socket slot: the socket's inbox (None: none)
         self.queues: list[Any] = [None] * socket_capacity
-        self.slot_owners: dict[int, HostedSocket] = {}
+        self.slot_owners: dict[int, HostedSocket] = {}  #: per socket slot: its socket
+        self.slot_inboxes: dict[int, InboxOwner] = {}  #: per socket slot: its inbox
         #: per socket slot: the PeerRoutes of a ROUTER or DEALER (exon_fast_peers.c); a
         #: link's entry goes the moment the link detaches (before its index can be reused)
         self.routes: dict[int, Any] = {}
@@ -163,26 +164,28 @@ class FastLinks:
         return slot
 
     def open_queue(self, owner: InboxOwner, message_type: type) -> Any:
-        """An inbox for the socket ``owner`` (exon_fast_inbox.c ``RecvQueue``): its one
-        receive queue, items
-        ``message_type((payload, peer))``. ``owner._on_due(link)``: a delivery counted on a
-        link needs the core (FLOW due or timer); ``owner._on_core(peer, incarnation,
+        """A native queue for the inbox ``owner`` (exon_fast_inbox.c ``RecvQueue``): its
+        socket's one receive queue, items
+        ``message_type((payload, peer))``. ``owner.on_due(link)``: a delivery counted on a
+        link needs the core (FLOW due or timer); ``owner.on_core(peer, incarnation,
         count)``: deliveries for the core to count. Until :meth:`register_queue` it holds
         what the socket pushes only."""
-        return fast_recv_queue(self._table, owner._on_due, owner._on_core, message_type,
+        return fast_recv_queue(self._table, owner.on_due, owner.on_core, message_type,
                                self._capacity)
 
-    def register_queue(self, slot: int, queue: Any, owner: HostedSocket) -> None:
+    def register_queue(self, slot: int, queue: Any, owner: HostedSocket,
+                       inbox: InboxOwner) -> None:
         """From now on the fast DATA of the socket ``owner`` of ``slot`` (-1: none; its
-        inbox holds the core's messages only) is queued in its inbox ``queue``
-        (``Poller.batch``), each link's in its peer's lane (``owner._lane(peer)``)."""
+        inbox holds the core's messages only) is queued in its inbox's ``queue``
+        (``Poller.batch``), each link's in its peer's lane (``inbox.lane(peer)``)."""
         if slot < 0 or self._closed:
             return
         self.queues[slot] = queue
         self.slot_owners[slot] = owner
+        self.slot_inboxes[slot] = inbox
         for token in self.tokens.values():  # links attached before the queue was
             if self._table.links[token.index].socket_slot == slot:
-                queue.attach(token.index, owner._lane(token.peer))
+                queue.attach(token.index, inbox.lane(token.peer))
 
     def send_door(self, lock: Any, slot: int, backlog: dict[Any, Any], fallback: Any) -> Any:
         """The native ``send`` of the socket of ``slot`` (None: not available); see
@@ -251,6 +254,7 @@ class FastLinks:
             self.routes.pop(slot, None)
             self.queues[slot] = None
             self.slot_owners.pop(slot, None)
+            self.slot_inboxes.pop(slot, None)
             self._free_slots.append(slot)
 
     def key_of(self, address: str) -> int:
@@ -294,7 +298,7 @@ class FastLinks:
         token = FastLink(index, tag, peer, incarnation)
         queue = self.queues[slot]
         if queue is not None:
-            queue.attach(index, self.slot_owners[slot]._lane(peer))
+            queue.attach(index, self.slot_inboxes[slot].lane(peer))
         self.tokens[index] = token
         self.by_link[(tag, peer)] = token
         return token
@@ -365,6 +369,7 @@ class FastLinks:
             self._closed = True
             self.queues = [None] * self._socket_capacity
             self.slot_owners.clear()
+            self.slot_inboxes.clear()
             self.routes.clear()
             for token in list(self.tokens.values()):
                 token.attached = False

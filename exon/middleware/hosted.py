@@ -30,16 +30,17 @@ __all__ = ["HostedSocket", "InboxOwner", "make_socket", "register_socket_factory
 
 
 class InboxOwner(Protocol):
-    """The socket of an inbox, as the fast path (:mod:`exon.middleware.fastpath`) and the
-    native receive queue call it (the node's lock held)."""
+    """A socket's inbox (:class:`exon.sockets.inbox.Inbox`), as the fast path
+    (:mod:`exon.middleware.fastpath`) and the native receive queue call it (the node's
+    lock held)."""
 
-    def _lane(self, peer: PeerId) -> int: ...  # the inbox lane of the links with peer
-    def _on_due(self, link: int) -> None: ...  # a delivery counted on link needs the core
+    def lane(self, peer: PeerId) -> int: ...  # the inbox lane of the links with peer
+    def on_due(self, link: int) -> None: ...  # a delivery counted on link needs the core
     # count messages of link incarnation with peer were handed out: the core counts them
-    def _on_core(self, peer: PeerId, incarnation: int, count: int) -> None: ...
+    def on_core(self, peer: PeerId, incarnation: int, count: int) -> None: ...
 
 
-class HostedSocket(InboxOwner, Protocol):
+class HostedSocket(Protocol):
     """A socket as its node sees it (every call with the node's lock held)."""
 
     tag: int

@@ -12,9 +12,16 @@ Threading (one lock, ``Node._lock``, guards the core and every socket's state):
 * PUSH ``send`` and PULL ``receive`` are native doors (``exon_fast.c``: SocketSend,
   SocketReceive) that take the lock (a ``NodeLock``) in C; what they cannot finish at once
   goes to the socket's Python method.
-* Leader/follower polling and the dispatcher thread: see
-  :mod:`~exon.middleware.node_polling`.
-* Connecting never blocks anybody: see :mod:`~exon.middleware.node_connections`.
+* Leader/follower polling and the dispatcher thread: the node's
+  :class:`~exon.middleware.node_polling.PollLoop`.
+* Connecting never blocks anybody: the node's
+  :class:`~exon.middleware.node_connections.Connections`.
+
+The Node is the composition root: it builds its collaborators and hands each explicit
+references to what it needs (no base classes; docs/internals.md draws them). It owns the
+driver, the Aeron client and the transport, the core, the fast path (``FastLinks``), the
+socket registry, the CnC counters, and the engine that hands the core's events to the
+sockets and its frames to the connections (``_pump_locked``, ``_flush_fast``).
 
 Which driver a node uses (``Node(driver=...)``): see :mod:`exon.middleware.node_driver`;
 what happens when it dies: :mod:`~exon.middleware.node_polling`.
@@ -52,10 +59,9 @@ from exon.core.address import Peer, split_address
 from exon.core.frames import HEADER_LENGTH
 from exon.middleware.fastpath import FastLinks
 from exon.middleware.frame_assembly import FrameAssembler
-from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket, make_socket
-from exon.middleware.node_connections import CONNECT_TIMEOUT
-from exon.middleware.node_counters import PUBLISH_INTERVAL, NodeCounters, statistics_of
+from exon.middleware.node_connections import CONNECT_TIMEOUT, Connections, round_interval
+from exon.middleware.node_counters import NodeCounters, statistics_of
 from exon.middleware.node_driver import (
     DRIVER_CHOICES,
     EMBEDDED_DRIVER_DEFAULTS,
@@ -70,7 +76,7 @@ from exon.middleware.node_metrics import (
     metric_samples,
     socket_figures,
 )
-from exon.middleware.node_polling import CLIENT_SPIN, DISPATCH_GRACE, NodePolling
+from exon.middleware.node_polling import CLIENT_SPIN, DISPATCH_GRACE, PollLoop
 from exon.middleware.node_transport import (
     NODE_DIR_PREFIX,
     NodeTransport,
@@ -107,7 +113,7 @@ class NodeStatistics(CoreStatistics):
     queued_bytes: int
 
 
-class Node(NodePolling):
+class Node:
     """An exon node: ``Node(endpoint="127.0.0.1:0")``; see :mod:`exon.middleware.node`.
 
     ``endpoint`` is ``"HOST:PORT"`` (port 0: pick a free one); :attr:`address` is the
@@ -140,11 +146,6 @@ class Node(NodePolling):
         self._transport: NodeTransport | None = None
         self._owned_dir: str | None = None
         self._closed = False
-        self._driver_failure: errors.ExonError | None = None
-        self._next_driver_check = 0.0
-        self._heap = HeapTrimmer()
-        self._next_trim_check = 0.0
-        self._traffic = False
         driver_dir, self.driver_kind = choose_driver(driver, driver_dir)
         check_dir_prefix(driver_dir_prefix)
         try:
@@ -181,38 +182,44 @@ class Node(NodePolling):
         self._core = SocketCore(node_id=self.node_id, reply_address=self.address,
                                 settings=settings, rng=self._rng, accelerator=self._fast)
         self._fast.set_flow_delay(self._core.settings.flow_delay)  # FLOW timers stay native
+        # the core's output, bound once: the engine tests them after every send and delivery
+        self._core_frames = self._core.outbox.frames
+        self._core_events = self._core.outbox.events
         self._lock = node_lock()  # shared with the sockets' native doors (exon_fast.c)
-        self._dispatch_cond = threading.Condition(self._lock)
         self._sockets: dict[int, HostedSocket] = {}
         self._next_tag = 1 << 31
-        self._role: int | None = None  # thread ident holding the poll role
-        self._role_waiters: list[threading.Condition] = []
-        self._last_client_poll = 0.0
-        #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
-        self._async_waiters = 0
-        self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
-        self._loop_pollers = 0  #: 1 while an asyncio task polls from its loop (spinning)
-        self._loop_cond = threading.Condition(self._lock)  # it waits there for the role
-        self._init_connections()
+        self._connections = Connections(lock=self._lock, core=self._core,
+                                        transport=self._transport, pump=self._pump_locked,
+                                        round_interval=round_interval(self._driver))
+        # bound once: the engine below uses them per send and delivery
+        self._lost = self._connections.lost
+        self._send_frames = self._connections.send_frames
         #: FRAGMENTs back into frames; a frame may be as long as the largest
         #: max_message_size of a socket the node opened (never lowered: a closing socket
         #: may still receive) plus the exon header
         self._assembler = FrameAssembler(
             max_total=HEADER_LENGTH + self._core.settings.max_message_size)
-        self._touched: set[HostedSocket] = set()
+        self._touched: set[HostedSocket] = set()  # the same set for the node's life
         self._peer_cache: dict[PeerId, Any] = {}
         #: the statistics as counters in the driver's CnC (``exon stat``)
         self._counters = NodeCounters(self._aeron, node_id=self.node_id, address=self.address)
-        self._next_publish = 0.0
         #: each socket's metrics in the CnC (exon.middleware.node_metrics), by tag
         self._socket_metrics: dict[int, SocketMetrics] = {}
+        #: who polls the transport and how the others wait
+        self._poll = poll = PollLoop(
+            address=self.address, lock=self._lock, aeron=self._aeron, core=self._core,
+            fast=self._fast, poller=self._poller, assembler=self._assembler,
+            transport=self._transport, connections=self._connections, sockets=self._sockets,
+            touched=self._touched, pump=self._pump_locked, notify_touched=self._notify_touched,
+            publish_counters=self._publish_counters, client_activity=self._client_activity)
         #: what the sockets use of this node (:mod:`exon.middleware.socket_host`)
         self.socket_host = SocketHost(
-            lock=self._lock, core=self._core, fast=self._fast, backlog=self._backlog,
-            wait_until=self._await, pump=self._pump_locked, flush=self._flush_fast,
-            open_socket=self._open_socket, close_socket=self._forget_socket, peer=self._peer,
-            async_waiting=self._async_waiting, loop_polling=self._loop_polling)
-        self._dispatcher = threading.Thread(target=self._dispatch_loop,
+            lock=self._lock, core=self._core, fast=self._fast,
+            backlog=self._connections.backlog, wait_until=poll.wait_until,
+            pump=self._pump_locked, flush=self._flush_fast, open_socket=self._open_socket,
+            close_socket=self._forget_socket, peer=self._peer,
+            async_waiting=poll.async_waiting, loop_polling=poll.loop_polling)
+        self._dispatcher = threading.Thread(target=poll.dispatch_loop,
                                             name=f"exon-node-{self.address}", daemon=True)
         self._dispatcher.start()
 
@@ -239,6 +246,27 @@ class Node(NodePolling):
     def closed(self) -> bool:
         """True once :meth:`close` ran."""
         return self._closed
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames for unreachable peer nodes this node dropped (counted, never sent)."""
+        return self._connections.frames_dropped
+
+    @property
+    def connects_failed(self) -> int:
+        """Peer nodes that did not answer within :data:`CONNECT_TIMEOUT`."""
+        return self._connections.connects_failed
+
+    @property
+    def streams_retired(self) -> int:
+        """Old streams retired early: quiet while a newer one came from their address (their
+        node restarted there; docs/protocol.md 2.7)."""
+        return self._connections.streams_retired
+
+    def poll_once_if_idle(self) -> bool:
+        """Lock held: look at the transport once unless another thread holds the poll
+        role (a non-blocking receive that found nothing queued). True if it looked."""
+        return self._poll.poll_once_if_idle()
 
     @property
     def fragments_dropped(self) -> int:
@@ -272,9 +300,9 @@ class Node(NodePolling):
         """The core's malformed drops and the native poll's (``malformed_native``)."""
         return int(stats.malformed_dropped) + self._fast.malformed_dropped
 
-    def _publish_counters(self, core_statistics: Any = None, *, now: float | None = None) -> None:
-        """Copy the statistics into the node's CnC counters (lock held)."""
-        self._next_publish = (_monotonic() if now is None else now) + PUBLISH_INTERVAL
+    def _publish_counters(self, core_statistics: Any = None) -> None:
+        """Copy the statistics into the node's CnC counters (lock held; every
+        :data:`PUBLISH_INTERVAL` seconds by the poll loop)."""
         counters = getattr(self, "_counters", None)
         if counters is None or not len(counters):
             return
@@ -334,8 +362,9 @@ class Node(NodePolling):
                 sock.close(timeout=max(0.0, deadline - _monotonic()))
         with self._lock:
             self._closed = True
+            self._connections.closed = True
             self._close_doors()
-            self._dispatch_cond.notify_all()
+            self._poll.close()
             for sock in list(self._sockets.values()):
                 sock._cond.notify_all()
                 sock._wake_async()
@@ -345,7 +374,7 @@ class Node(NodePolling):
             self._dispatcher.join(timeout=2.0)
         # wait for a client thread still holding the poll role to let it go
         end = _monotonic() + 2.0
-        while self._role is not None and _monotonic() < end:
+        while self._poll.role is not None and _monotonic() < end:
             if self._transport is not None:
                 self._transport.wake()
             time.sleep(0.001)
@@ -362,10 +391,15 @@ class Node(NodePolling):
             with getattr(self, "_lock", contextlib.nullcontext()):
                 self._close_doors()
                 fast.close()
-        for pub in [p for p, _deadline in getattr(self, "_pending", {}).values()] + getattr(
-                self, "_to_close", []):
+        connections = getattr(self, "_connections", None)
+        for pub in connections.publications_left() if connections is not None else []:
             with contextlib.suppress(errors.ExonError):
                 pub.close()
+        if connections is not None:
+            connections.transport = None
+        poll = getattr(self, "_poll", None)
+        if poll is not None:
+            poll.transport = None
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -443,17 +477,6 @@ class Node(NodePolling):
         if metrics is not None:
             metrics.release()
 
-    def _async_waiting(self, sock: HostedSocket, delta: int, waiting: bool) -> None:
-        """``delta`` asyncio tasks start or stop waiting on ``sock`` (lock held); the
-        dispatcher polls for their loops while any waits."""
-        self._async_waiters += delta
-        if waiting:
-            self._async_sockets.add(sock)
-        else:
-            self._async_sockets.discard(sock)
-        if delta > 0:
-            self._dispatch_cond.notify_all()  # the dispatcher polls for the loop
-
     def _peer(self, peer_id: PeerId) -> Any:
         peer = self._peer_cache.get(peer_id)
         if peer is None:
@@ -474,7 +497,7 @@ class Node(NodePolling):
         """Hand the core's events to the sockets and its frames to the transport, until
         both are empty; then notify the sockets that got something."""
         core = self._core
-        if not core._out and not core._events and not self._lost:
+        if not self._core_frames and not self._core_events and not self._lost:
             self._notify_touched()
             return
         for _ in range(64):
@@ -485,10 +508,10 @@ class Node(NodePolling):
             if frames:
                 self._send_frames(frames)
             if self._lost:
-                lost, self._lost = self._lost, set()
                 now = _monotonic()
-                for address in lost:
-                    self._drop_peer(address)
+                drop_peer = self._connections.drop_peer
+                for address in self._connections.take_lost():
+                    drop_peer(address)
                     core.peer_gone(address, now=now)
                 continue
             if not events and not frames:
@@ -499,8 +522,9 @@ class Node(NodePolling):
         """Wake the threads waiting on the sockets that got something."""
         touched = self._touched
         if touched:
-            self._touched = set()
-            for sock in touched:
+            woken = list(touched)
+            touched.clear()  # in place: the poll loop and the dispatch below hold the set
+            for sock in woken:
                 cond = sock._cond
                 if cond._waiters:  # type: ignore[attr-defined]
                     cond.notify_all()
@@ -511,7 +535,7 @@ class Node(NodePolling):
         """After a send or a delivery: send the core's frames; pump fully only when the
         core also produced events (the common case has none)."""
         core = self._core
-        if not core._out and not core._events and not self._lost:
+        if not self._core_frames and not self._core_events and not self._lost:
             return
         frames = core.frames_to_send()
         if frames:

@@ -19,10 +19,12 @@ A node on a driver that dies (killed, stopped) learns it from its Aeron client (
 driver's pid gone, or its heartbeat older than the driver timeout) and breaks every link:
 blocked callers wake with :class:`~exon.errors.BrokenLink`.
 
-:class:`NodePolling` is a part of :class:`~exon.middleware.node.Node` (a base class of
-it): the leader/follower wait (``_await``, the sockets' ``wait_until``), one poll of the
+:class:`PollLoop` is owned by :class:`~exon.middleware.node.Node`: the leader/follower
+wait (:meth:`~PollLoop.wait_until`, the sockets' ``wait_until``), one poll of the
 transport and the hand-out of what it read, the dispatcher thread's loop and the driver's
-liveness check. Every method runs with the node's lock held unless it says otherwise.
+liveness check. It holds references to the node's lock, core, fast path, connections and
+socket registry, and calls the node's ``pump`` and ``notify_touched`` (given at
+construction). Every method runs with the node's lock held unless it says otherwise.
 """
 
 from __future__ import annotations
@@ -40,21 +42,15 @@ from exon.middleware.fastpath import FLOW_CREDIT, HEADER_LENGTH, FastLinks
 from exon.middleware.frame_assembly import FrameAssembler
 from exon.middleware.heap import HeapTrimmer
 from exon.middleware.hosted import HostedSocket
-from exon.middleware.node_connections import NodeConnections
-from exon.middleware.node_transport import is_fragment
+from exon.middleware.node_connections import Connections
+from exon.middleware.node_counters import PUBLISH_INTERVAL
+from exon.middleware.node_transport import NodeTransport, is_fragment
 from exon.transport.aeron import Aeron
 
-__all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "NodePolling"]
+__all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "PollLoop"]
 
 log = logging.getLogger("exon.node")
 
-#: seconds an old stream must have been quiet (no packet, heartbeats included: a live
-#: sender sends one every 100 ms) for a peer's LINK from a new stream to replace it (2.7)
-RELINK_QUIET = 1.0
-#: seconds an old stream is watched after a newer one from its address came (past it, only
-#: its liveness timeout ends it), and between two looks at it
-_SUSPECT_WATCH = 15.0
-_SUSPECT_INTERVAL = 0.1
 _DRIVER_CHECK_INTERVAL = 0.05  #: seconds between two looks at the Aeron client's health
 #: seconds between two looks, while idle, at the heap memory freed since (exon.middleware.heap)
 _TRIM_CHECK_INTERVAL = 1.0
@@ -81,42 +77,82 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-class NodePolling(NodeConnections):
-    """The polling side of a Node: leader/follower waits, the dispatcher, driver liveness."""
+class PollLoop:
+    """Who polls a node's transport, when, and how the others wait: leader/follower waits,
+    the dispatcher thread, driver liveness.
 
-    # the node's own, used here (exon.middleware.node.Node.__init__)
-    address: str
-    _aeron: Aeron | None
-    _core: SocketCore
-    _fast: FastLinks
-    _assembler: FrameAssembler  #: FRAGMENTs back into frames, per image (its channel)
-    _poller: Any
-    _sockets: dict[int, HostedSocket]
-    _touched: set[HostedSocket]
-    _dispatch_cond: threading.Condition
-    _role: int | None
-    _role_waiters: list[threading.Condition]
-    _last_client_poll: float
-    _async_waiters: int
-    _async_sockets: set[HostedSocket]
-    _loop_pollers: int
-    _loop_cond: threading.Condition
-    _driver_failure: errors.ExonError | None
-    _next_driver_check: float
-    _next_publish: float
-    _heap: HeapTrimmer
-    _next_trim_check: float
-    _traffic: bool  #: messages were polled since the last trim check
+    ``lock``, ``core``, ``fast`` (the link table), ``poller`` (its native poll),
+    ``assembler``, ``transport``, ``connections``, ``sockets`` (the registry, by tag) and
+    ``touched`` (the sockets to wake) are the node's, shared by reference; ``pump``,
+    ``notify_touched``, ``publish_counters`` and ``client_activity`` are the node's bound
+    methods. The node sets :attr:`transport` to None when it releases its transport.
+    """
 
-    def _publish_counters(self, core_statistics: Any = None, *,
-                          now: float | None = None) -> None:
-        raise NotImplementedError  # Node's
+    def __init__(self, *, address: str, lock: Any, aeron: Aeron | None, core: SocketCore,
+                 fast: FastLinks, poller: Any, assembler: FrameAssembler,
+                 transport: NodeTransport | None, connections: Connections,
+                 sockets: dict[int, HostedSocket], touched: set[HostedSocket],
+                 pump: Callable[[], None], notify_touched: Callable[[], None],
+                 publish_counters: Callable[..., None],
+                 client_activity: Callable[[], int]) -> None:
+        self.address = address
+        self.lock = lock
+        self._aeron = aeron
+        self.core = core
+        self.fast = fast
+        self._poller = poller
+        self._assembler = assembler  #: FRAGMENTs back into frames, per image (its channel)
+        self.transport = transport
+        self.connections = connections
+        # the connections' containers (never rebound) and calls, bound once: the poll loop
+        # looks at them on every poll
+        self._backlog = connections.backlog
+        self._pending = connections.pending
+        self._to_connect = connections.to_connect
+        self._to_close = connections.to_close
+        self._lost = connections.lost
+        self._restart_suspects = connections.restart_suspects
+        self._retry_backlog = connections.retry_backlog
+        self._drop_peer = connections.drop_peer
+        self._sockets = sockets
+        self._touched = touched
+        self._pump = pump
+        self._notify_touched = notify_touched
+        self._publish_counters = publish_counters
+        self._client_activity = client_activity
+        self.closed = False  #: set by the node's close: waits raise ClosedError
+        self.dispatch_cond = threading.Condition(lock)  #: the dispatcher sleeps on it
+        self.role: int | None = None  #: thread ident holding the poll role
+        #: conditions of the threads waiting for the poll role (followers)
+        self.role_waiters: list[threading.Condition] = []
+        self._last_client_poll = 0.0
+        #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
+        self.async_waiters = 0
+        self._async_sockets: set[HostedSocket] = set()  # the sockets they wait on
+        self.loop_pollers = 0  #: 1 while an asyncio task polls from its loop (spinning)
+        self._loop_cond = threading.Condition(lock)  # it waits there for the role
+        self.driver_failure: errors.ExonError | None = None  #: why the driver was lost
+        self._next_driver_check = 0.0
+        self._next_publish = 0.0  #: when the CnC counters are published next
+        self._heap = HeapTrimmer()
+        self._next_trim_check = 0.0
+        self._traffic = False  #: messages were polled since the last trim check
 
-    def _notify_touched(self) -> None:
-        raise NotImplementedError  # Node's
+    def close(self) -> None:
+        """The node closes (lock held): waits raise ClosedError, the dispatcher ends."""
+        self.closed = True
+        self.dispatch_cond.notify_all()
 
-    def _client_activity(self) -> int:
-        raise NotImplementedError  # Node's
+    def async_waiting(self, sock: HostedSocket, delta: int, waiting: bool) -> None:
+        """``delta`` asyncio tasks start or stop waiting on ``sock`` (lock held); the
+        dispatcher polls for their loops while any waits."""
+        self.async_waiters += delta
+        if waiting:
+            self._async_sockets.add(sock)
+        else:
+            self._async_sockets.discard(sock)
+        if delta > 0:
+            self.dispatch_cond.notify_all()  # the dispatcher polls for the loop
 
     def _process_native(self, n: int, left: int, slots: list[int], gone: list[str]) -> int:
         """Hand out a polled batch (its fast DATA is in the sockets' native queues already):
@@ -129,15 +165,16 @@ class NodePolling(NodeConnections):
         the link table is counted by the core in that table's counters and queued in the
         peer's lane of the socket's inbox behind what came before (as any DATA after a
         slow frame), so order and credit stay one per link."""
-        core = self._core
+        core = self.core
         now = _monotonic()
         if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
-            self._publish_counters(now=now)
+            self._next_publish = now + PUBLISH_INTERVAL
+            self._publish_counters()
         count = n
-        transport = self._transport
+        transport = self.transport
         if n and transport is not None:
             if slots:
-                owners = self._fast.slot_owners
+                owners = self.fast.slot_owners
                 for slot in slots:
                     self._touched.add(owners[slot])
             if left:  # something is left for Python to look at
@@ -145,7 +182,7 @@ class NodePolling(NodeConnections):
                 # copied (the sockets' payloads here; the core's decoder and the assembler
                 # copy what they keep; HELLO is decoded at once), never the whole batch
                 ints, data = self._poller.descriptors()
-                tokens = dict(self._fast.tokens)  # as classified (the core may detach below)
+                tokens = dict(self.fast.tokens)  # as classified (the core may detach below)
                 sockets = self._sockets
                 touched = self._touched
                 receive = core.receive_frame
@@ -178,8 +215,8 @@ class NodePolling(NodeConnections):
                         if address is None:
                             address = transport.hello(image, frame)
                             if address is not None:
-                                self._new_stream(address, image, now)
-                                self._poller.set_key(image, self._fast.key_of(address))
+                                self.connections.new_stream(address, image, now)
+                                self._poller.set_key(image, self.fast.key_of(address))
                                 addresses[image] = address
                             else:  # a frame before a valid HELLO: garbage, dropped
                                 self._poller.note_garbage(image)
@@ -201,86 +238,39 @@ class NodePolling(NodeConnections):
             self._drop_peer(address)
             core.peer_gone(address, now=now)
         if transport is not None and transport.gone_channels:
-            self._channels_gone(now)
-        if self._restart_suspects and now >= self._next_suspect_check:
-            self._check_restarts(now)
+            self.connections.channels_gone(now)
+        if self._restart_suspects and self.connections.restarts_due(now):
+            self.connections.check_restarts(now)
         due = core.next_timer()
         if due is not None and due <= now:
             core.handle_timer(now=now)
         if self._backlog:
             self._retry_backlog()
-        self._pump_locked()
+        self._pump()
         return count + len(gone)
-
-    def _new_stream(self, address: str, image: int, now: float) -> None:
-        """A new stream (``image``'s HELLO) announces ``address`` while older ones from it
-        live on: its node may have restarted there (kill -9: no EOS, and the old image
-        stays until its liveness timeout, 10 s). Watch the older ones (2.7). Lock held."""
-        transport = self._transport
-        if transport is None:
-            return
-        for channel in transport.other_channels(address, image):
-            self._restart_suspects.setdefault((address, channel), now + _SUSPECT_WATCH)
-        if self._restart_suspects:
-            self._next_suspect_check = now  # at once: the old one may be quiet already
-
-    def _check_restarts(self, now: float) -> None:
-        """An old stream of an address that also has a newer one, quiet for
-        :data:`RELINK_QUIET` (a live sender heartbeats every 100 ms), is from a process
-        that died: it goes now, as if it had timed out -- its links break, and our stream
-        to the address starts again, HELLO first, for the process there now to read --
-        so that process links at once instead of after the liveness timeout. Lock held."""
-        transport = self._transport
-        self._next_suspect_check = now + _SUSPECT_INTERVAL
-        if transport is None:
-            self._restart_suspects.clear()
-            return
-        for (address, channel), until in list(self._restart_suspects.items()):
-            quiet = transport.channel_quiet(channel)
-            if quiet is None or now > until:
-                del self._restart_suspects[(address, channel)]  # gone, or not an exon image
-            elif quiet >= RELINK_QUIET:
-                del self._restart_suspects[(address, channel)]
-                self.streams_retired += 1
-                self._core.channel_gone(address, channel, now=now)
-                self._drop_peer(address)
-
-    def _channels_gone(self, now: float) -> None:
-        """Images gone while their address lives on in another image (the peer node
-        restarted): break the links whose handshake came on them. Lock held."""
-        transport = self._transport
-        if transport is None:
-            return
-        gone, transport.gone_channels = transport.gone_channels, []
-        for address, channel in gone:
-            if self._core.channel_gone(address, channel, now=now):
-                # the node those links were with is gone; a successor at its address reads
-                # a new stream of ours from its start (HELLO first), never the old one's
-                # middle (UDP: one session continues) nor a dead IPC stream id
-                self._drop_peer(address)
 
     def _fast_orphan(self, token: Any) -> bool:
         """A fast DATA for a socket object that is gone. True: undo its count and let the
         core take the frame; False: the link is gone too, drop it."""
         if token.attached:
-            self._fast.record(token).received -= 1
+            self.fast.record(token).received -= 1
             return True
-        self.frames_dropped += 1
+        self.connections.frames_dropped += 1
         return False
 
     def poll_once_if_idle(self) -> bool:
         """Lock held: look at the transport once unless another thread holds the poll
         role (a non-blocking receive that found nothing queued). True if it looked."""
-        if self._role is not None:
+        if self.role is not None:
             return False
-        self._role = threading.get_ident()
+        self.role = threading.get_ident()
         try:
-            self._poll_once()
+            self.poll_once()
         finally:
-            self._role = None
+            self.role = None
         return True
 
-    def _loop_polling(self, delta: int, handoff: float = 0.0) -> bool:
+    def loop_polling(self, delta: int, handoff: float = 0.0) -> bool:
         """Lock held: an event loop's task starts (+1) or stops (-1) polling the transport
         itself (``poll_once_if_idle`` between yields). Starting is refused (False) while
         another task spins on this node: one spinner polls for all. While one spins the
@@ -292,50 +282,50 @@ class NodePolling(NodeConnections):
         between yields would hand it over only at the interpreter's switch interval
         (5 ms), long after the spin ended, and the next task would park again."""
         if delta > 0:
-            if self._loop_pollers or self._closed:
+            if self.loop_pollers or self.closed:
                 return False
-            self._loop_pollers = 1
-            if self._role == _DISPATCHER and self._transport is not None:
-                self._transport.wake()
+            self.loop_pollers = 1
+            if self.role == _DISPATCHER and self.transport is not None:
+                self.transport.wake()
                 if handoff > 0:
                     cond = self._loop_cond
-                    self._role_waiters.append(cond)
+                    self.role_waiters.append(cond)
                     try:
                         cond.wait(handoff)  # lock and GIL released
                     finally:
-                        self._role_waiters.remove(cond)
+                        self.role_waiters.remove(cond)
             return True
-        self._loop_pollers = 0
+        self.loop_pollers = 0
         self._last_client_poll = _monotonic()  # the dispatcher waits its grace from here
         return True
 
-    def _poll_once(self) -> int:
+    def poll_once(self) -> int:
         """Poll the transport once (lock held on entry and exit, released while polling)."""
-        transport = self._transport
+        transport = self.transport
         if transport is None:
             return 0
         transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
-        gone = transport.refresh(self._poller, self._fast.key_of)
+        gone = transport.refresh(self._poller, self.fast.key_of)
         if transport.images_ended:
             for channel in transport.images_ended:
                 self._assembler.forget(channel)  # its unfinished frame, if any, is lost
             transport.images_ended.clear()
         if transport.gone_channels and not gone:
-            self._channels_gone(_monotonic())
-            self._pump_locked()
+            self.connections.channels_gone(_monotonic())
+            self._pump()
         if self._pending:
-            self._progress_connections(_monotonic())
+            self.connections.progress_connections(_monotonic())
             if self._lost:
-                self._pump_locked()
+                self._pump()
         if self._to_connect or self._to_close:
-            self._lock.release()
+            self.lock.release()
             try:
-                self._connect_pending()
+                self.connections.connect_pending()
             finally:
-                self._lock.acquire()
+                self.lock.acquire()
         # one native call, lock and GIL held: poll, classify, queue the fast DATA
-        n, left, slots = self._poller.batch(self._fast.queues)
-        self._fast.flush_flows()
+        n, left, slots = self._poller.batch(self.fast.queues)
+        self.fast.flush_flows()
         if n or gone:
             if self._async_sockets:
                 # asyncio waiters learn of every change, as a polling thread's ready() would:
@@ -346,10 +336,11 @@ class NodePolling(NodeConnections):
             return self._process_native(n, left, slots, gone)
         now = _monotonic()
         if now >= self._next_publish:  # the CnC counters, on a clock read made anyway
-            self._publish_counters(now=now)
+            self._next_publish = now + PUBLISH_INTERVAL
+            self._publish_counters()
         if now >= self._next_driver_check:
             self._next_driver_check = now + _DRIVER_CHECK_INTERVAL
-            if self._driver_failure is None and self._check_driver():
+            if self.driver_failure is None and self._check_driver():
                 return 1
         if now >= self._next_trim_check:
             # idle for a whole round: what a drained backlog freed goes back to the system
@@ -358,16 +349,16 @@ class NodePolling(NodeConnections):
             if not self._traffic:
                 self._heap.maybe_trim()
             self._traffic = False
-        due = self._core.next_timer()
+        due = self.core.next_timer()
         if due is not None and due <= now:
-            self._core.handle_timer(now=now)
-            self._pump_locked()
+            self.core.handle_timer(now=now)
+            self._pump()
         if self._backlog:
             # frames refused by back pressure (a FLOW, say) go out without waiting for
             # inbound traffic: the peer may be waiting for exactly these frames
             self._retry_backlog()
             if self._lost:
-                self._pump_locked()
+                self._pump()
         return 0
 
     def _check_driver(self) -> bool:
@@ -380,24 +371,21 @@ class NodePolling(NodeConnections):
         try:
             aeron.check()
         except errors.ExonError as exc:
-            self._driver_failure = exc
+            self.driver_failure = exc
         else:
             return False
         log.warning("node %s lost its media driver (%s): every link breaks",
-                    self.address, self._driver_failure)
+                    self.address, self.driver_failure)
         addresses: set[str] = set()
         for tag in self._sockets:
             with contextlib.suppress(errors.ExonError):
-                addresses.update(peer.address for peer in self._core.links(tag))
-        if self._transport is not None:
-            addresses.update(self._transport.publications)
-        addresses.update(self._backlog)
-        addresses.update(self._pending)
+                addresses.update(peer.address for peer in self.core.links(tag))
+        addresses.update(self.connections.addresses())
         now = _monotonic()
         for address in addresses:
             self._drop_peer(address)
-            self._core.peer_gone(address, now=now)
-        self._pump_locked()
+            self.core.peer_gone(address, now=now)
+        self._pump()
         for sock in self._sockets.values():
             self._touched.add(sock)
         self._notify_touched()
@@ -406,26 +394,26 @@ class NodePolling(NodeConnections):
     def _sleep_locked(self, timeout: float, spin: float = 0.0) -> None:
         """Futex-sleep on the transport (lock released), bounded by the next core timer;
         spin first for ``spin`` seconds (client threads: see :data:`CLIENT_SPIN`)."""
-        transport = self._transport
+        transport = self.transport
         if transport is None or timeout <= 0:
             return
-        due = self._core.next_timer()
+        due = self.core.next_timer()
         if due is not None:
             timeout = min(timeout, max(0.0, due - _monotonic()))
-        flow_in = self._fast.next_flow_in()
+        flow_in = self.fast.next_flow_in()
         if flow_in is not None:
             timeout = min(timeout, flow_in)
-        if self._backlog or self._to_connect or self._pending or self._to_close:
+        if self._backlog or self._to_connect or self._pending or self._to_close:  # busy()
             timeout = min(timeout, 0.001)
         if len(self._assembler) and spin < _ASSEMBLY_SPIN:
             spin = _ASSEMBLY_SPIN  # the rest of a frame is on its way (see the constant)
-        self._lock.release()
+        self.lock.release()
         try:
             transport.wait(timeout, spin)
         finally:
-            self._lock.acquire()
+            self.lock.acquire()
 
-    def _await(self, cond: threading.Condition, ready: Callable[[], bool],
+    def wait_until(self, cond: threading.Condition, ready: Callable[[], bool],
                deadline: float | None, spin: float = 0.0,
                lead: Callable[[], bool] | None = None) -> bool:
         """Wait (lock held) until ``ready()``; True, or False at ``deadline``. Polls the
@@ -442,11 +430,11 @@ class NodePolling(NodeConnections):
         while True:
             if ready():
                 return True
-            if self._closed:
+            if self.closed:
                 raise errors.ClosedError("the node is closed")
-            if self._driver_failure is not None:
+            if self.driver_failure is not None:
                 raise errors.BrokenLink(
-                    f"node {self.address} lost its media driver: {self._driver_failure}")
+                    f"node {self.address} lost its media driver: {self.driver_failure}")
             now = _monotonic()
             if deadline is not None and now >= deadline:
                 return False
@@ -454,8 +442,8 @@ class NodePolling(NodeConnections):
                 left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
                 cond.wait(max(0.0, left))  # served by the leader or the dispatcher
                 continue
-            if self._role is None:
-                self._role = me
+            if self.role is None:
+                self.role = me
                 try:
                     if spin:
                         # a request/reply wait: the answer is rarely there yet, and the wait
@@ -463,66 +451,66 @@ class NodePolling(NodeConnections):
                         left = _WAIT_SLICE if deadline is None else deadline - now
                         self._sleep_locked(min(left, _WAIT_SLICE), spin)
                     while True:
-                        if self._poll_once() == 0:
-                            if ready() or self._closed:
+                        if self.poll_once() == 0:
+                            if ready() or self.closed:
                                 break
                             now = _monotonic()
                             if deadline is not None and now >= deadline:
                                 break
-                            if self._role_waiters:
+                            if self.role_waiters:
                                 break  # let another thread lead; we wait as a follower
                             left = _WAIT_SLICE if deadline is None else deadline - now
                             self._sleep_locked(min(left, _WAIT_SLICE), spin)
-                        elif ready() or self._closed:
+                        elif ready() or self.closed:
                             break
                 finally:
-                    self._role = None
+                    self.role = None
                     self._last_client_poll = _monotonic()
-                    if self._role_waiters:
-                        self._role_waiters[0].notify_all()
+                    if self.role_waiters:
+                        self.role_waiters[0].notify_all()
                 if ready():
                     return True
-                if self._role_waiters and not ready():
+                if self.role_waiters and not ready():
                     # give the follower a turn before polling again
                     cond.wait(0.0005)
                 continue
             # follower
-            if self._role == _DISPATCHER and self._transport is not None:
-                self._transport.wake()
-            self._role_waiters.append(cond)
+            if self.role == _DISPATCHER and self.transport is not None:
+                self.transport.wake()
+            self.role_waiters.append(cond)
             try:
                 left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
                 cond.wait(max(0.0, left))
             finally:
-                self._role_waiters.remove(cond)
+                self.role_waiters.remove(cond)
 
     # ==== the dispatcher thread ==============================================================
 
-    def _dispatch_loop(self) -> None:
-        lock = self._lock
+    def dispatch_loop(self) -> None:
+        lock = self.lock
         seen = -1
         with lock:
-            while not self._closed:
+            while not self.closed:
                 now = _monotonic()
                 activity = self._client_activity()
                 busy = seen != activity or now - self._last_client_poll < DISPATCH_GRACE
-                if self._role is not None or self._role_waiters or self._loop_pollers or (
-                        busy and not self._async_waiters):
+                if self.role is not None or self.role_waiters or self.loop_pollers or (
+                        busy and not self.async_waiters):
                     seen = activity
-                    self._dispatch_cond.wait(DISPATCH_GRACE * 2)
+                    self.dispatch_cond.wait(DISPATCH_GRACE * 2)
                     continue
-                self._role = _DISPATCHER
+                self.role = _DISPATCHER
                 try:
-                    while not self._closed and not self._role_waiters and not self._loop_pollers:
+                    while not self.closed and not self.role_waiters and not self.loop_pollers:
                         try:
-                            n = self._poll_once()
+                            n = self.poll_once()
                         except errors.ExonError:
                             n = 0  # a transport hiccup: keep serving
-                        if n == 0 and not (self._role_waiters or self._loop_pollers
-                                           or self._closed):
+                        if n == 0 and not (self.role_waiters or self.loop_pollers
+                                           or self.closed):
                             self._sleep_locked(_DISPATCH_SLICE)
                 finally:
-                    self._role = None
-                    if self._role_waiters:
-                        self._role_waiters[0].notify_all()
+                    self.role = None
+                    if self.role_waiters:
+                        self.role_waiters[0].notify_all()
                 self._last_client_poll = _monotonic()

@@ -354,7 +354,7 @@ class AsyncSocketMixin:
                         raise failure
                     raise WOULD_BLOCK
                 finally:
-                    if self._nq is not None:
+                    if self._inbox.nq is not None:
                         self._sync_direct()
 
         def on_timeout() -> None:

@@ -173,7 +173,7 @@ class PullSocket(Socket):
         """Count the deliveries of ``counts`` (lock held), as the inbox counts those it
         pops: on a link still attached, through the core otherwise (ignored there when the
         link closed)."""
-        nq = self._nq
+        nq = self._inbox.nq
         if nq is not None:
             nq.count(counts)
         self._host.flush()
@@ -216,7 +216,7 @@ class PullSocket(Socket):
         more than that in the log, and cutting it into one batch per look would pay the
         per-batch costs (a write, a confirm) several times over. Stops at the first look
         that adds nothing: at worst one empty poll per batch."""
-        nq = self._nq
+        nq = self._inbox.nq
         if nq is None or not len(nq):
             return  # nothing yet: the wait polls
         poll = self.node.poll_once_if_idle
@@ -240,7 +240,7 @@ class PullSocket(Socket):
         """Up to ``max_messages`` waiting messages, popped from the inbox as ``receive()``
         pops them: a HeldBatch (``hold``) or a list of delivered Messages; None when
         nothing waits. Lock held."""
-        nq = self._nq
+        nq = self._inbox.nq
         if nq is None or not len(nq):
             return None
         if not hold:  # one native call pops and counts the batch

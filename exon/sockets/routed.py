@@ -59,9 +59,9 @@ class RoutedDoorsMixin(Socket):
                 if door is not None:
                     self._doors.append(door)
                     self.send = door  # type: ignore[method-assign]
-            if (cls.receive is Socket.receive and self._nq is not None
+            if (cls.receive is Socket.receive and self._inbox.nq is not None
                     and cls._may_take_message is Socket._may_take_message):
-                door = fast.peer_receive_door(host.lock, self._nq, self._routes, Message,
+                door = fast.peer_receive_door(host.lock, self._inbox.nq, self._routes, Message,
                                               Socket.receive.__get__(self))
                 if door is not None:
                     self._doors.append(door)

@@ -36,6 +36,7 @@ from exon.core import (
     LinkPolicy,
     LinkRefused,
     LinkState,
+    MessageReceived,
     PeerId,
 )
 from exon.core.events import ErrorReceived
@@ -53,7 +54,7 @@ from exon.middleware.hosted import register_socket_factory
 from exon.middleware.node_transport import offer_retrying
 from exon.middleware.spin_policy import new_spin_policy
 from exon.sockets.aio import AsyncSocketMixin
-from exon.sockets.inbox import InboxMixin
+from exon.sockets.inbox import Inbox
 from exon.sockets.linking import LinkingMixin
 from exon.sockets.messages import Cookie, CookieLost, Message
 from exon.sockets.timeouts import check_timeout as _check_timeout
@@ -87,7 +88,7 @@ def _payload(data: Any) -> bytes:
     return view.tobytes()
 
 
-class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
+class Socket(LinkingMixin, AsyncSocketMixin):
     """Base of every socket type. Construct through ``exon.Socket(type=...)`` or
     ``node.socket(type)``."""
 
@@ -154,7 +155,6 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         self._core = host.core
         self._cond = threading.Condition(host.lock)
         self._fast_slot = -1  # the node's link-table slot (host.open_socket gives it)
-        self._cookies: deque[Cookie | CookieLost] = deque()
         self.cookie_ratio = cookie_ratio
         self._cookie_run = 0
         self._refusals: dict[PeerId, LinkRefused | ErrorReceived] = {}
@@ -172,11 +172,9 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                        and cls._may_take_message is Socket._may_take_message)
         # every message received waits in the inbox (exon.sockets.inbox), whichever way
         # it came; made before the socket is registered, so nothing arrives before it
-        self._nq: Any = None
-        self._lanes: dict[PeerId, int] = {}  # the inbox's lane of each peer
-        self._lane_sweep = 0
-        if cls._native_queue:
-            self._open_inbox()
+        self._inbox = Inbox(host=host, plain=self._plain, native=cls._native_queue)
+        # the inbox's cookies' line (never rebound), bound once: every receive looks at it
+        self._cookies = self._inbox.cookies
         options: dict[str, Any] = {"policy": policy, "budgeted": self.can_receive}
         if credits is not None:
             options["initial_credits"] = credits
@@ -188,25 +186,57 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             options["start_credits"] = start_credits
         self.tag: int
         self.tag, self._fast_slot = host.open_socket(self, self.type, tag, options)
+        self._inbox.tag = self.tag
         fast = host.fast
         self._deliver = fast.deliver
         self._fast_send = fast.send
         #: the native doors replacing this instance's send/receive (exon_fast.c)
         self._doors: list[Any] = []
-        nq = self._nq
+        nq = self._inbox.nq
         if nq is not None:
             with self._lock:
                 # the fast path queues the DATA of this socket's links there from now on
-                fast.register_queue(self._fast_slot, nq, self)
+                fast.register_queue(self._fast_slot, nq, self, self._inbox)
                 nq.direct = 1
                 # the door stands in for Socket.receive only (not for a subclass's own)
                 if self._plain and cls.receive is Socket.receive:
                     door = fast.receive_door(host.lock, nq, Socket.receive.__get__(self))
                     if door is not None:
                         self._doors.append(door)
-                        self.receive = door
+                        self.receive = door  # type: ignore[method-assign]
 
     # ==== events (called by the node, lock held; the message queues: exon.sockets.inbox) ====
+
+    def _on_message(self, ev: MessageReceived) -> None:
+        """A message of the core's: into the inbox, behind everything of its peer."""
+        self._inbox.push_message(ev)
+
+    def _on_fast(self, token: Any, payload: bytes) -> None:
+        """DATA the fast path handed to Python: into the inbox as the core's."""
+        self._inbox.push_fast(token, payload)
+
+    def _on_cookie(self, value: Any, *, lost: bool) -> None:
+        self._inbox.push_cookie(value, lost=lost)
+
+    def _queued(self) -> int:
+        """Messages received and not yet taken (lock held)."""
+        return self._inbox.queued()
+
+    def _queued_bytes(self) -> int:
+        """Payload bytes received and not yet taken (lock held; walks the queue)."""
+        return self._inbox.queued_bytes()
+
+    def _sync_direct(self) -> None:
+        """Tell the inbox whether the receive door may pop it: only while no cookie waits
+        (cookies go first, see ``cookie_ratio``) and the socket is open. Whatever queues a
+        cookie clears it; receive() sets it again."""
+        nq = self._inbox.nq
+        if nq is not None:
+            nq.direct = 0 if self._door_held_back() else 1
+
+    def _door_held_back(self) -> bool:
+        """Lock held: whether the receive door must leave the inbox to receive() now."""
+        return bool(self._cookies) or self._closed
 
     def _on_established(self, ev: LinkEstablished) -> None:
         self._broken.pop(ev.peer, None)
@@ -216,7 +246,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
 
     def _on_closed(self, ev: LinkClosed) -> None:
         self._closes += 1
-        self._close_lane_if_idle(ev.peer)
+        self._inbox.close_lane_if_idle(ev.peer)
         if ev.error:
             self._broken_epoch += 1
             self._broken[ev.peer] = ev.reason
@@ -240,7 +270,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
         ``cookie_ratio`` in a row a waiting message; messages as the inbox pops them,
         fair-queued, each delivery counted as it pops."""
         cookies = self._cookies
-        nq = self._nq
+        nq = self._inbox.nq
         if cookies and (self._cookie_run < self.cookie_ratio or nq is None or not len(nq)
                         or not self._may_take_message()):
             self._cookie_run += 1
@@ -271,7 +301,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                 for reason, attribute in self._drop_attributes.items()}
 
     def _can_take_locked(self) -> bool:
-        nq = self._nq
+        nq = self._inbox.nq
         return bool(self._cookies) or (
             nq is not None and len(nq) > 0 and self._may_take_message())
 
@@ -300,7 +330,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
                 self._sync_direct()
 
     def _receive_locked(self, timeout: float | None) -> Message | Cookie | CookieLost:
-        nq = self._nq
+        nq = self._inbox.nq
         if nq is not None and self._plain and not self._cookies:
             msg = nq()
             if msg is not None:
@@ -524,11 +554,7 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
             self._closed = True
             self._close_doors()
             host.close_socket(self.tag)
-            # the inbox holds our _on_due and _on_core (a cycle the collector cannot see
-            # into): drop it, or the closed socket and its queue stay alive for good; what
-            # it still holds is released with it
-            self._nq = None
-            self._lanes.clear()
+            self._inbox.close()  # the queue holds the inbox's callbacks: a cycle, cut
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self._cond.notify_all()
             self._wake_async()  # async waiters see the close (ClosedError)

@@ -68,7 +68,7 @@ class SubSocket(Socket):
         with self._lock:
             # receive() as one native call while this SUB takes every published message
             # (the queue's pass_all): the method below takes the rest (Dropped, filtering)
-            nq = self._nq
+            nq = self._inbox.nq
             door = None if nq is None else host.fast.sub_door(
                 host.lock, nq, Message, Socket.receive.__get__(self))
             if (door is not None and not self._closed
@@ -125,8 +125,8 @@ class SubSocket(Socket):
     def _filter_changed(self) -> None:
         """The native queue's door may hand out messages unfiltered only while the filter
         takes everything (lock held)."""
-        if self._nq is not None:
-            self._nq.pass_all = 1 if self._filter.everything else 0
+        if self._inbox.nq is not None:
+            self._inbox.nq.pass_all = 1 if self._filter.everything else 0
 
     @property
     def subscriptions(self) -> list[bytes]:

@@ -97,7 +97,8 @@ def test_links_arriving_at_a_stalled_receiver_stay_within_the_budget() -> None:
         held += len(queued(b))
         assert outstanding(b, pushes, held) <= BUDGET // SIZE + len(pushes)
         # the core's running bound (growth without walking the links) bounds the truth
-        assert b._peak_bytes >= sum(b._reserved(s, lk) for s, lk in b._holders())
+        budget = b._budget
+        assert budget.peak_bytes >= sum(budget.reserved(s, lk) for s, lk in budget.holders())
         assert all(a.link_state(1, PeerId("B", 2)).name == "ESTABLISHED" for a in pushes)
     assert held >= BUDGET // SIZE  # the budget is used, not just respected
 
@@ -127,7 +128,8 @@ def test_the_share_of_a_closed_link_goes_to_the_others() -> None:
     for m in queued(b):
         counts[m.peer.address] = counts.get(m.peer.address, 0) + 1
     assert counts == {"A1": 21, "A2": 21, "A3": 21}  # 64 // 3 each
-    assert b._peak_bytes >= sum(b._reserved(s, lk) for s, lk in b._holders())
+    budget = b._budget
+    assert budget.peak_bytes >= sum(budget.reserved(s, lk) for s, lk in budget.holders())
     for a in pushes[1:]:
         a.unlink(1, PeerId("B", 2), now=2.0)
     for now in (2.0, 3.0, 4.0, 10.0):  # drained, confirmed, closed
@@ -136,7 +138,7 @@ def test_the_share_of_a_closed_link_goes_to_the_others() -> None:
             core.handle_timer(now=now)
         pump([b, *pushes], now=now)
     assert b.links(2) == {}
-    assert (b._peak_bytes, b._peak_links) == (0, 0)  # every link gone: nothing held
+    assert (b._budget.peak_bytes, b._budget.peak_links) == (0, 0)  # every link gone: nothing held
 
 
 def test_a_socket_whose_messages_exceed_the_budget_is_refused() -> None:

@@ -127,7 +127,7 @@ def test_push_pull_mixed_sizes_arrive_once_in_order_with_cookies(node_pair) -> N
         message(1000 + i, 20_000 if i % 2 else 50) for i in range(CREDITS)]
     assert a.fragments_dropped == 0
     assert b.fragments_dropped == 0
-    assert not a._backlog
+    assert not a._connections.backlog
 
 
 def test_req_rep_mixed_sizes_both_ways(node_pair) -> None:

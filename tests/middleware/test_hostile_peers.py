@@ -84,7 +84,7 @@ def test_a_blind_attacker_with_a_blackhole_reply_address_never_links(make_node,
         assert stats.links_established == 0
         assert pull.peers == []
         assert stats.unvalidated_dropped >= 20
-        counts = node._core._unvalidated.get(blackhole)
+        counts = node._core.outbox.unvalidated.get(blackhole)
         assert counts is not None
         came, went = counts
         assert 0 < went <= AMPLIFICATION_FACTOR * came
@@ -125,7 +125,7 @@ def test_setups_to_an_unvalidated_address_stay_within_the_limit(make_node, drive
                 except BlockingIOError:
                     time.sleep(0.01)
             pub.close()
-        counts = node._core._unvalidated.get(blackhole)
+        counts = node._core.outbox.unvalidated.get(blackhole)
         assert counts is not None
         came, went = counts
         stats = node.statistics()

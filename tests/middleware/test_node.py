@@ -158,7 +158,7 @@ def test_a_back_pressured_frame_goes_out_without_inbound_traffic(make_node) -> N
     got = [push.receive(timeout=5) for _ in range(3)]
     assert refused, "the FLOW was never refused: the test did not exercise the backlog"
     assert got == [exon.Cookie(0), exon.Cookie(1), exon.Cookie(2)]
-    assert not receiver._backlog
+    assert not receiver._connections.backlog
 
 
 def test_an_endpoint_host_this_machine_lacks_is_a_configuration_error() -> None:

@@ -31,7 +31,7 @@ def _roles_seen(node: Any, seconds: float) -> set[Any]:
     seen = set()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        seen.add(node._role)
+        seen.add(node._poll.role)
         time.sleep(0.001)
     return seen
 
@@ -43,7 +43,7 @@ def test_a_receive_without_links_does_not_lead_and_is_served(make_node) -> None:
     try:
         time.sleep(0.05)  # the thread is waiting
         assert t.ident not in _roles_seen(b, 0.3)
-        assert b._role_waiters == []  # nor does it queue for the role
+        assert b._poll.role_waiters == []  # nor does it queue for the role
         push = a.socket("push")
         push.link(f"{b.address}/1", timeout=5)
         push.send(b"hello", timeout=5)  # served by the dispatcher

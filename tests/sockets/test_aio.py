@@ -227,7 +227,7 @@ def test_cancelled_waiter_leaves_the_line(make_node: NodeFactory) -> None:
         return (await second).payload
 
     assert run(main()) == b"for the second"
-    assert b._async_waiters == 0
+    assert b._poll.async_waiters == 0
     assert not pull._aio_waiters
 
 
@@ -310,7 +310,7 @@ def test_a_spinning_reply_needs_no_parking_and_the_loop_runs_meanwhile(
                 await asyncio.sleep(0.005)
                 ticks += 1
                 parked = parked or bool(req._aio_waiters)
-                spinning = spinning or client._loop_pollers == 1
+                spinning = spinning or client._poll.loop_pollers == 1
             go.set()  # only now may the reply come: the REQ waited through the ticks
 
         await req.asend(b"ping", timeout=5)
@@ -329,7 +329,7 @@ def test_a_spinning_reply_needs_no_parking_and_the_loop_runs_meanwhile(
     assert spinning  # the REQ spun (polling the transport itself)...
     assert not parked  # ...and never joined a line
     assert no_waker  # nothing on this loop ever waited for the node's eventfd
-    assert client._loop_pollers == 0  # the spin ended: the dispatcher may poll again
+    assert client._poll.loop_pollers == 0  # the spin ended: the dispatcher may poll again
 
 
 def test_a_spinner_takes_the_poll_role_from_the_dispatcher_and_polls_for_all(
@@ -349,9 +349,9 @@ def test_a_spinner_takes_the_poll_role_from_the_dispatcher_and_polls_for_all(
         parked = asyncio.create_task(pull.areceive(timeout=30))  # PULL: parks at once
         for _ in range(1000):  # the dispatcher takes the poll role for the parked task
             await asyncio.sleep(0.005)
-            if client._role == -1:
+            if client._poll.role == -1:
                 break
-        dispatcher_polled = client._role == -1
+        dispatcher_polled = client._poll.role == -1
         await req.asend(b"ping", timeout=5)
         req_parked = False
 
@@ -379,8 +379,8 @@ def test_a_spinner_takes_the_poll_role_from_the_dispatcher_and_polls_for_all(
     assert reply == b"PING"
     assert not req_parked  # ...and the REQ got it and spun instead of parking
     assert other == b"for the parked task"  # the parked PULL task was served meanwhile
-    assert client._async_waiters == 0
-    assert client._loop_pollers == 0
+    assert client._poll.async_waiters == 0
+    assert client._poll.loop_pollers == 0
 
 
 def test_a_spin_honours_the_timeout_and_cancellation(make_node: NodeFactory) -> None:
@@ -394,19 +394,19 @@ def test_a_spin_honours_the_timeout_and_cancellation(make_node: NodeFactory) -> 
         await req.asend(b"lost", timeout=5)
         with pytest.raises(exon.Timeout):
             await req.areceive(timeout=0.05)  # the spin ends at the timeout, not after 30 s
-        after_timeout = client._loop_pollers == 0
+        after_timeout = client._poll.loop_pollers == 0
         await req.asend(b"again", timeout=5)  # the timed-out request was abandoned
         task = asyncio.create_task(req.areceive(timeout=30))
         for _ in range(5):
             await asyncio.sleep(0)
-        spinning = client._loop_pollers == 1
+        spinning = client._poll.loop_pollers == 1
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         return after_timeout and spinning
 
     assert run(main(), timeout=20)
-    assert client._loop_pollers == 0  # a cancelled spinner let the dispatcher back in
+    assert client._poll.loop_pollers == 0  # a cancelled spinner let the dispatcher back in
     assert not req._aio_waiters
 
 
@@ -441,7 +441,7 @@ def test_a_spin_that_runs_out_makes_the_next_receives_park_at_once(
             nonlocal spun, parked
             for _ in range(4):
                 await asyncio.sleep(0.005)
-                spun = spun or client._loop_pollers == 1
+                spun = spun or client._poll.loop_pollers == 1
                 parked = parked or bool(req._aio_waiters)
             gates[i].set()
 

@@ -216,14 +216,14 @@ def _wait_native(pull, count: int) -> None:  # type: ignore[no-untyped-def]
     end = time.monotonic() + 5
     while time.monotonic() < end:
         with pull.node._lock:
-            if len(pull._nq) >= count:
+            if len(pull._inbox.nq) >= count:
                 return
-            if pull.node._role is None:
-                pull.node._role = threading.get_ident()
+            if pull.node._poll.role is None:
+                pull.node._poll.role = threading.get_ident()
                 try:
-                    pull.node._poll_once()
+                    pull.node._poll.poll_once()
                 finally:
-                    pull.node._role = None
+                    pull.node._poll.role = None
         time.sleep(0.005)
     raise AssertionError(f"{count} messages never reached the native queue")
 
@@ -231,7 +231,7 @@ def _wait_native(pull, count: int) -> None:  # type: ignore[no-untyped-def]
 def test_plain_socket_queues_natively_and_fair_queues_over_links(make_node) -> None:
     a, b = make_node(), make_node()
     pull = b.socket("pull", tag=1, credits=16)
-    assert pull._nq is not None
+    assert pull._inbox.nq is not None
     p1, p2 = a.socket("push"), a.socket("push")
     p1.link(f"{b.address}/1", timeout=5)
     p2.link(f"{b.address}/1", timeout=5)
@@ -271,7 +271,7 @@ def test_unlink_drains_the_native_queue_in_order(make_node) -> None:
         t.join(10)
     assert got == [b"m%d" % i for i in range(1, 8)]
     assert done.is_set()
-    assert len(pull._nq) == 0
+    assert len(pull._inbox.nq) == 0
     assert not b._fast.by_link
 
 
@@ -287,7 +287,7 @@ def test_a_core_path_message_queues_behind_the_native_ones(make_node) -> None:
         b._fast.record(tok).received += 1  # counted by the core, as _do_receive_data does
         pull._on_message(MessageReceived(tag=pull.tag, peer=tok.peer, payload=b"late",
                                          incarnation=tok.incarnation))
-        assert len(pull._nq) == 5  # one inbox: behind the fast ones, in the link's lane
+        assert len(pull._inbox.nq) == 5  # one inbox: behind the fast ones, in the link's lane
     push.send(b"after", timeout=5)
     got = [pull.receive(timeout=5).payload for _ in range(6)]
     assert got == [b"m0", b"m1", b"m2", b"m3", b"late", b"after"]

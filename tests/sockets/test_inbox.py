@@ -119,7 +119,7 @@ def test_closing_a_socket_releases_its_queued_core_path_messages(
     for k, push in enumerate(pushes):
         push.send(b"queued-%d" % k, timeout=5)
     _wait_queued(pull, 3)
-    peer = next(p for p in pull._lanes if p.address == pushes[0].node.address)
+    peer = next(p for p in pull._inbox.lanes if p.address == pushes[0].node.address)
     payload = b"".join([b"held-by-the-inbox-", b"%d" % id(pull)])  # one object of ours
     with b._lock:
         incarnation = b._core._sockets[pull.tag].links[peer].incarnation
@@ -143,9 +143,9 @@ def test_a_peers_lane_goes_once_its_link_closed_and_its_messages_were_taken(
         assert pull.receive(timeout=5).payload == b"%d" % i
         push.close(timeout=5)
     deadline = time.monotonic() + 5
-    while pull._lanes and time.monotonic() < deadline:
+    while pull._inbox.lanes and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert pull._lanes == {}
+    assert pull._inbox.lanes == {}
 
 
 @pytest.mark.parametrize("take", ["receive", "receive_many", "receive_held"])
@@ -157,7 +157,7 @@ def test_a_lane_that_still_held_messages_when_its_link_closed_goes_with_the_last
     steady.link(f"{b.address}/1", timeout=5)
     pull.wait_for_links(1, timeout=5)
     with b._lock:
-        before = (len(pull._lanes), pull._nq.open_lanes)
+        before = (len(pull._inbox.lanes), pull._inbox.nq.open_lanes)
     push = a.socket("push")
     push.link(f"{b.address}/1", timeout=5)
     for i in range(3):
@@ -174,7 +174,7 @@ def test_a_lane_that_still_held_messages_when_its_link_closed_goes_with_the_last
         time.sleep(0.005)
     assert links() == 1  # gone at the PULL's end too (LinkClosed handled)
     with b._lock:
-        assert (len(pull._lanes), pull._nq.open_lanes) == (before[0] + 1, before[1] + 1)
+        assert (len(pull._inbox.lanes), pull._inbox.nq.open_lanes) == (before[0] + 1, before[1] + 1)
     if take == "receive":
         got = [pull.receive(timeout=5).payload for _ in range(3)]
     elif take == "receive_many":
@@ -183,8 +183,8 @@ def test_a_lane_that_still_held_messages_when_its_link_closed_goes_with_the_last
         held = pull.receive_held(10, timeout=5)
         got = list(held.payloads)
         with b._lock:  # taken, not yet counted: the lane stays until confirm
-            assert len(pull._lanes) == before[0] + 1
+            assert len(pull._inbox.lanes) == before[0] + 1
         pull.confirm(held)
     assert got == [b"0", b"1", b"2"]
     with b._lock:
-        assert (len(pull._lanes), pull._nq.open_lanes) == before
+        assert (len(pull._inbox.lanes), pull._inbox.nq.open_lanes) == before

@@ -153,7 +153,7 @@ def test_the_inbox_under_link_churn_loses_duplicates_and_leaks_nothing(
     with b._lock:
         # a lane per fast link (opened as it attached); the core-path peer's opens with
         # its first message, and stays, as the other steady ones' do
-        assert (len(pull._lanes), pull._nq.open_lanes) == (SENDERS - 1, SENDERS - 1)
+        assert (len(pull._inbox.lanes), pull._inbox.nq.open_lanes) == (SENDERS - 1, SENDERS - 1)
     on_fast = {peer.address for (tag, peer) in b._fast.by_link if tag == pull.tag}
     assert on_fast == {node.address for node in senders[1:]}
 
@@ -220,11 +220,11 @@ def test_the_inbox_under_link_churn_loses_duplicates_and_leaks_nothing(
     end = time.monotonic() + 5
     while time.monotonic() < end:
         with b._lock:
-            if (len(pull._lanes), pull._nq.open_lanes) == (SENDERS, SENDERS):
+            if (len(pull._inbox.lanes), pull._inbox.nq.open_lanes) == (SENDERS, SENDERS):
                 break
         time.sleep(0.01)
     with b._lock:
-        assert (len(pull._lanes), pull._nq.open_lanes) == (SENDERS, SENDERS), \
-            sorted(map(str, pull._lanes))
-        assert len(pull._nq) == 0
-        assert pull._nq.queued_bytes() == 0
+        assert (len(pull._inbox.lanes), pull._inbox.nq.open_lanes) == (SENDERS, SENDERS), \
+            sorted(map(str, pull._inbox.lanes))
+        assert len(pull._inbox.nq) == 0
+        assert pull._inbox.nq.queued_bytes() == 0

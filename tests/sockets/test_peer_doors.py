@@ -184,7 +184,7 @@ def test_dealer_door_leaves_a_peer_keyword_and_cookies_to_the_method(make_node) 
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         with dealer._lock:
-            if dealer._cookies and dealer._queued() > 0:
+            if dealer._inbox.cookies and dealer._queued() > 0:
                 break
         time.sleep(0.005)
     else:
@@ -307,7 +307,7 @@ def test_router_door_messages_are_left_to_reference_counting(make_node) -> None:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # queued natively (the node's dispatcher polls)
         with router._lock:
-            if len(router._nq):
+            if len(router._inbox.nq):
                 break
         time.sleep(0.005)
     else:

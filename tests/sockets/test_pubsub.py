@@ -467,10 +467,10 @@ def test_a_sub_that_stops_taking_all_filters_what_was_queued(make_node) -> None:
     pub.send(b"zz", timeout=5)
     pub.send(b"kk", timeout=5)
     deadline = time.monotonic() + 5
-    while len(sub._nq) < 2 and time.monotonic() < deadline:  # both queued natively
+    while len(sub._inbox.nq) < 2 and time.monotonic() < deadline:  # both queued natively
         time.sleep(0.01)  # the node's dispatcher polls them in
-    assert len(sub._nq) == 2
+    assert len(sub._inbox.nq) == 2
     sub.unsubscribe(b"")  # "zz" was in flight: the door must not hand it out
-    assert sub._nq.pass_all == 0
+    assert sub._inbox.nq.pass_all == 0
     assert sub.receive(timeout=5).payload == b"kk"
     assert sub.filtered == 1

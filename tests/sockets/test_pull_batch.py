@@ -174,7 +174,7 @@ def test_a_socket_queueing_raw_still_receives_one_by_one(make_node) -> None:
     _a, _b, push, pull = linked_push_pull(make_node, credits=256)
     push.send(b"first", timeout=5)
     pull.confirm(_hold_exactly(pull, 1)[0])
-    nq = pull._nq
+    nq = pull._inbox.nq
     assert nq.raw == 1
     for i in range(40):
         push.send(b"m%d" % i * (i % 5), timeout=5)
