@@ -15,7 +15,7 @@ error then, which at 2^32 frames a second takes 136 years. ChaCha20-Poly1305 set
 smaller limit per key (RFC 8439; RFC 9001 6.6: confidentiality beyond 2^62 packets,
 integrity 2^36 forgery attempts, which :attr:`failures` counts).
 
-The state lives in C (``exon_seal_t``, ``exon/native/src/exon_seal.c``): the link table
+The state lives in C (``exon_seal_t``, ``exon/native/src/link/exon_seal.c``): the link table
 seals and opens DATA and FLOW of an attached link with the same struct, without Python
 and with the GIL released, so there is one counter per direction whoever seals.
 

@@ -28,7 +28,7 @@ def sources_digest(root: pathlib.Path) -> str:
     (its flags) and the switches of its environment."""
     digest = hashlib.sha256(repr([os.environ.get(name) for name in _SWITCHES]).encode())
     bench = root / "bench"
-    paths = [root / "build.py", *(root / "src").glob("*.[ch]"), *bench.glob("*.[ch]"),
+    paths = [root / "build.py", *(root / "src").rglob("*.[ch]"), *bench.glob("*.[ch]"),
              *(bench / "cdef").glob("*.h")]
     for path in sorted(paths):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")

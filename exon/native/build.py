@@ -1,6 +1,6 @@
 """cffi build script for exon's C core (API mode, out of line).
 
-Every ``src/*.c`` file is compiled into one extension, ``exon.native._exon``; the
+Every ``src/**/*.c`` file is compiled into one extension, ``exon.native._exon``; the
 benchmark loops (``bench/*.c``, declarations in ``bench/cdef/*.h``) into another,
 ``exon.native._bench``, that only ``exon bench transport`` loads. ``_bench`` is a
 development build: not in ``setup.py`` (an install or a wheel compiles the core once), but
@@ -8,8 +8,12 @@ built in place by ``python exon/native/build.py`` or on first use
 (:func:`build_bench_in_place`, called by ``exon/native/bench_loops.py`` when the module is
 missing or was built from other sources: ``bench_stamp.py``). The cffi
 declarations are the concatenation of ``cdef/*.h`` (declarations only, one file per
-concern, read in name order). Every ``src/*.h`` is included into the generated module, so
-each header must be self-contained. Nothing but ``exon/native/__init__.py`` imports the
+concern, read in name order). ``src/`` is laid out as Aeron's C driver is (common/,
+concurrent/, uri/, media/, driver/, client/, link/: see docs/internals.md); a source
+includes another's header by its path under ``src/`` (``#include "concurrent/exon_ring.h"``),
+the one include directory. Every public header (``src/**/*.h`` but the ``*_internal.h``
+ones, private to their folder) is included into the generated module, so each must be
+self-contained. Nothing but ``exon/native/__init__.py`` imports the
 compiled module.
 
 Run ``python exon/native/build.py`` to rebuild in place during development; ``pip install``
@@ -89,11 +93,23 @@ def _cflags() -> tuple[list[str], list[str]]:
     return cflags, ldflags
 
 
+def core_sources() -> list[pathlib.Path]:
+    """The C core's sources, every ``.c`` under ``src/`` (in path order)."""
+    return sorted(SRC.rglob("*.c"))
+
+
+def core_headers() -> list[str]:
+    """The core's public headers, as ``#include`` names (paths under ``src/``): every
+    ``.h`` under ``src/`` but the private ``*_internal.h`` ones."""
+    return sorted(p.relative_to(SRC).as_posix() for p in SRC.rglob("*.h")
+                  if not p.name.endswith("_internal.h"))
+
+
 def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted(CDEF.glob("*.h"))))
-    headers = sorted(p.name for p in SRC.glob("*.h"))
-    sources = sorted(SRC.glob("*.c"))
+    headers = core_headers()
+    sources = core_sources()
     cflags, ldflags = _cflags()
     ffi.set_source(
         "exon.native._exon",
@@ -118,11 +134,11 @@ def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted((BENCH / "cdef").glob("*.h"))))
     headers = sorted(p.name for p in BENCH.glob("*.h"))
-    sources = sorted(SRC.glob("*.c")) + sorted(BENCH.glob("*.c"))
+    sources = core_sources() + sorted(BENCH.glob("*.c"))
     cflags, ldflags = _cflags()
     ffi.set_source(
         "exon.native._bench",
-        "\n".join(f'#include "{name}"' for name in ["exon_common.h", *headers]),
+        "\n".join(f'#include "{name}"' for name in ["common/exon_common.h", *headers]),
         sources=[str(p) if absolute_paths else _relative(p) for p in sources],
         include_dirs=[str(SRC), str(BENCH)],
         extra_compile_args=cflags,
@@ -164,10 +180,12 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
     included = [HERE / "fast" / "exon_fast_inbox.c",  # #included by exon_fast.c
                 HERE / "fast" / "exon_fast_pubsub.c",
                 HERE / "fast" / "exon_fast_peers.c",
-                HERE / "fast" / "exon_fast_mutex.h"]
+                HERE / "fast" / "exon_fast_mutex.h",
+                SRC / "link" / "exon_link_table.h"]
     return Extension(
         "exon.native._fast",
         sources=[str(source) if absolute_paths else _relative(source)],
+        include_dirs=[str(SRC) if absolute_paths else _relative(SRC)],
         depends=[str(f) if absolute_paths else _relative(f) for f in included],
         extra_link_args=SANITIZE_FLAGS if sanitize() else [],
         extra_compile_args=[*_opt_flags(), "-std=gnu11", "-Wall", "-Wextra",

@@ -34,7 +34,7 @@ def test_a_stamp_names_the_sources_it_was_built_from(tree: pathlib.Path) -> None
         tree)
 
 
-@pytest.mark.parametrize("changed", ["src/exon_publication.c", "src/exon_layout.h",
+@pytest.mark.parametrize("changed", ["src/client/exon_publication.c", "src/common/exon_layout.h",
                                      "bench/exon_bench_ipc.c", "bench/cdef/10_bench_ipc.h",
                                      "build.py"])
 def test_a_changed_source_makes_the_build_stale(tree: pathlib.Path, changed: str) -> None:
@@ -51,7 +51,7 @@ def test_a_new_core_source_or_a_build_switch_makes_it_stale(
     assert not bench_stamp.is_current(tree)
     monkeypatch.delenv("EXON_NATIVE_SANITIZE")
     assert bench_stamp.is_current(tree)
-    (tree / "src" / "exon_new.c").write_text("int exon_new(void) { return 0; }\n")
+    (tree / "src" / "driver" / "exon_new.c").write_text("int exon_new(void) { return 0; }\n")
     assert not bench_stamp.is_current(tree)
 
 

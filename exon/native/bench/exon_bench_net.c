@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 #include "exon_bench_net.h"
 
 typedef struct bench_net_state_stct

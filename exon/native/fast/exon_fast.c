@@ -20,7 +20,7 @@
 
 #include "exon_fast_mutex.h"
 
-#include "../src/exon_link_table.h" /* layouts and constants only: no exon code is linked */
+#include "link/exon_link_table.h" /* layouts and constants only: no exon code is linked */
 
 typedef int64_t (*exon_offer_fn)(void *pub, const char *buf, int32_t length, int64_t reserved);
 

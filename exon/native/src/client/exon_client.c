@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exon_common.h"
-#include "exon_agent.h"
-#include "exon_doorbell.h"
-#include "exon_client.h"
-#include "exon_counter_command.h"
+#include "common/exon_common.h"
+#include "concurrent/exon_agent.h"
+#include "concurrent/exon_doorbell.h"
+#include "client/exon_client.h"
+#include "common/exon_counter_command.h"
 
 #define EXON_CLIENT_MAX_WAIT_SLICE_NS 100000000LL
 

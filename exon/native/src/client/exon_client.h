@@ -25,10 +25,10 @@
 #include <stdint.h>
 #include <pthread.h>
 
-#include "exon_common.h"
-#include "exon_publication.h"
-#include "exon_cnc.h"
-#include "exon_cnc_file.h"
+#include "common/exon_common.h"
+#include "client/exon_publication.h"
+#include "common/exon_cnc.h"
+#include "common/exon_cnc_file.h"
 
 #define EXON_CLIENT_DEFAULT_KEEPALIVE_NS 500000000LL
 #define EXON_IMAGE_EVENT_AVAILABLE 1

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exon_image.h"
+#include "client/exon_image.h"
 
 #define ASSEMBLY_INITIAL_CAPACITY (64 * 1024)
 

@@ -13,10 +13,10 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_logbuffer.h"
-#include "exon_doorbell.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_logbuffer.h"
+#include "concurrent/exon_doorbell.h"
 
 /* One whole message returned by exon_image_poll; its bytes are copy_buf[offset, +length). */
 typedef struct exon_fragment_stct

@@ -1,7 +1,7 @@
 /* exon_publication.c: concurrent and exclusive appends to a log buffer (Aeron's algorithm). */
 #include <string.h>
 
-#include "exon_publication.h"
+#include "client/exon_publication.h"
 
 int exon_publication_init(
     exon_publication_t *pub,

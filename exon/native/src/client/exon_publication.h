@@ -29,10 +29,10 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_logbuffer.h"
-#include "exon_doorbell.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_logbuffer.h"
+#include "concurrent/exon_doorbell.h"
 
 #define EXON_PUBLICATION_NOT_CONNECTED (-1)
 #define EXON_PUBLICATION_BACK_PRESSURED (-2)

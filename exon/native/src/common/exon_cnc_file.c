@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exon_cnc_file.h"
+#include "common/exon_cnc_file.h"
 
 #define CNC_ALIGN(v) (((v) + (EXON_CNC_SECTION_ALIGNMENT - 1)) & ~((int64_t)EXON_CNC_SECTION_ALIGNMENT - 1))
 

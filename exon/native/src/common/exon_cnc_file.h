@@ -19,12 +19,12 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_cnc.h"
-#include "exon_ring.h"
-#include "exon_broadcast.h"
-#include "exon_counters.h"
-#include "exon_error_log.h"
+#include "common/exon_common.h"
+#include "common/exon_cnc.h"
+#include "concurrent/exon_ring.h"
+#include "concurrent/exon_broadcast.h"
+#include "concurrent/exon_counters.h"
+#include "concurrent/exon_error_log.h"
 
 #define EXON_CNC_SECTION_TO_DRIVER 0
 #define EXON_CNC_SECTION_TO_CLIENTS 1

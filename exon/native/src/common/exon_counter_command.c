@@ -1,7 +1,7 @@
 /* exon_counter_command.c: parse and encode ADD_COUNTER; layout in exon_counter_command.h. */
 #include <string.h>
 
-#include "exon_counter_command.h"
+#include "common/exon_counter_command.h"
 
 static int32_t align4(int32_t n)
 {

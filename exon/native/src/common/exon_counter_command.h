@@ -18,9 +18,9 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
-#include "exon_cnc.h"
-#include "exon_counters.h"
+#include "common/exon_common.h"
+#include "common/exon_cnc.h"
+#include "concurrent/exon_counters.h"
 
 #define EXON_COUNTER_COMMAND_KEY_OFFSET 24
 #define EXON_COUNTER_COMMAND_MAX_LENGTH \

@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 static __thread char exon_error_text[1024];
 static __thread int exon_error_code;

@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <fcntl.h>
 
-#include "exon_common.h"
-#include "exon_agent.h"
+#include "common/exon_common.h"
+#include "concurrent/exon_agent.h"
 
 int exon_idle_strategy_type(const char *name)
 {

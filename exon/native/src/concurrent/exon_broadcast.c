@@ -1,7 +1,7 @@
 /* exon_broadcast.c: one-to-many broadcast buffer. Layout and contract in exon_broadcast.h. */
 #include <string.h>
 
-#include "exon_broadcast.h"
+#include "concurrent/exon_broadcast.h"
 
 #define EXON_BROADCAST_ALIGN(v) (((v) + (EXON_BROADCAST_ALIGNMENT - 1)) & ~(EXON_BROADCAST_ALIGNMENT - 1))
 #define EXON_BROADCAST_MAX_LAPS 64

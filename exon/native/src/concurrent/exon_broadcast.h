@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_BROADCAST_TRAILER_LENGTH 128
 #define EXON_BROADCAST_RECORD_HEADER_LENGTH 8

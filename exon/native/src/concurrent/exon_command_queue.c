@@ -5,7 +5,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 
-#include "exon_command_queue.h"
+#include "concurrent/exon_command_queue.h"
 
 int exon_command_queue_init(exon_command_queue_t *q)
 {

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_COMMAND_QUEUE_CAPACITY 256  /* power of two */
 

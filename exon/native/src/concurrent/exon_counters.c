@@ -1,7 +1,7 @@
 /* exon_counters.c: counters manager and reader. Layout and contract in exon_counters.h. */
 #include <string.h>
 
-#include "exon_counters.h"
+#include "concurrent/exon_counters.h"
 
 static const char *const system_counter_labels[EXON_SYSTEM_COUNTER_COUNT] = {
     [EXON_SYSTEM_COUNTER_BYTES_SENT] = "Bytes sent",

@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_COUNTER_METADATA_LENGTH 512
 #define EXON_COUNTER_VALUE_LENGTH 128

@@ -6,7 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "exon_doorbell.h"
+#include "concurrent/exon_doorbell.h"
 
 static long futex(int32_t *word, int op, int32_t value, const struct timespec *timeout)
 {

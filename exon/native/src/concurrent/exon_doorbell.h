@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
 
 /* Length of one counter value record (the doorbell word sits at offset 0 of it). */
 #define EXON_DOORBELL_RECORD_LENGTH 128

@@ -1,7 +1,7 @@
 /* exon_error_log.c: distinct error log. Layout and contract in exon_error_log.h. */
 #include <string.h>
 
-#include "exon_error_log.h"
+#include "concurrent/exon_error_log.h"
 
 #define EXON_ERROR_LOG_ALIGN(v) (((v) + (EXON_ERROR_LOG_ALIGNMENT - 1)) & ~((int64_t)EXON_ERROR_LOG_ALIGNMENT - 1))
 

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <pthread.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_ERROR_LOG_HEADER_LENGTH 24
 #define EXON_ERROR_LOG_ALIGNMENT 64

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exon_logbuffer.h"
+#include "concurrent/exon_logbuffer.h"
 
 static bool is_power_of_two(int64_t value)
 {

@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
 
 #define EXON_LOG_PATH_MAX 4096
 /* A driver directory path is shorter than this (bytes): its longest file name,

@@ -1,7 +1,7 @@
 /* exon_ring.c: many-to-one ring buffer. Layout and thread-safety contract in exon_ring.h. */
 #include <string.h>
 
-#include "exon_ring.h"
+#include "concurrent/exon_ring.h"
 
 #define EXON_RING_ALIGN(v) (((v) + (EXON_RING_ALIGNMENT - 1)) & ~(EXON_RING_ALIGNMENT - 1))
 

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_RING_TRAILER_LENGTH 768
 #define EXON_RING_RECORD_HEADER_LENGTH 8

@@ -1,5 +1,5 @@
 /* exon_spin_policy.c: see exon_spin_policy.h. */
-#include "exon_spin_policy.h"
+#include "concurrent/exon_spin_policy.h"
 
 int64_t exon_spin_policy_budget(exon_spin_policy_t *policy, int64_t spin_ns)
 {

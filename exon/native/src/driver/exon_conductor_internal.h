@@ -20,12 +20,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "exon_common.h"
-#include "exon_driver_conductor.h"
-#include "exon_uri.h"
-#include "exon_udp_channel.h"
-#include "exon_network_publication.h"
-#include "exon_publication_image.h"
+#include "common/exon_common.h"
+#include "driver/exon_driver_conductor.h"
+#include "uri/exon_uri.h"
+#include "media/exon_udp_channel.h"
+#include "driver/exon_network_publication.h"
+#include "driver/exon_publication_image.h"
 
 #define EXON_DC_CHANNEL_IPC 0
 #define EXON_DC_CHANNEL_UDP (-1)

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_doorbell.h"
-#include "exon_conductor_internal.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_doorbell.h"
+#include "driver/exon_conductor_internal.h"
 
 static int64_t exon_dc_ipc_producer_position(exon_dc_ipc_publication_t *pub)
 {

@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_doorbell.h"
-#include "exon_conductor_internal.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_doorbell.h"
+#include "driver/exon_conductor_internal.h"
 
 static void exon_dc_send_unavailable_image(exon_driver_conductor_t *c, exon_dc_image_t *image, exon_dc_subscription_t *sub)
 {

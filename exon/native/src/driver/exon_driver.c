@@ -11,9 +11,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 
-#include "exon_common.h"
-#include "exon_driver.h"
-#include "exon_publication_image.h"
+#include "common/exon_common.h"
+#include "driver/exon_driver.h"
+#include "driver/exon_publication_image.h"
 
 void exon_driver_context_defaults(exon_driver_context_t *ctx)
 {

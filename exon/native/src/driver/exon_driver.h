@@ -20,12 +20,12 @@
 #include <stdint.h>
 #include <pthread.h>
 
-#include "exon_common.h"
-#include "exon_cnc.h"
-#include "exon_cnc_file.h"
-#include "exon_agent.h"
-#include "exon_driver_context.h"
-#include "exon_driver_conductor.h"
+#include "common/exon_common.h"
+#include "common/exon_cnc.h"
+#include "common/exon_cnc_file.h"
+#include "concurrent/exon_agent.h"
+#include "driver/exon_driver_context.h"
+#include "driver/exon_driver_conductor.h"
 
 typedef struct exon_driver_stct
 {

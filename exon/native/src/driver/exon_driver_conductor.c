@@ -14,17 +14,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_doorbell.h"
-#include "exon_driver_conductor.h"
-#include "exon_counter_command.h"
-#include "exon_uri.h"
-#include "exon_udp_channel.h"
-#include "exon_udp_multicast.h"
-#include "exon_network_publication.h"
-#include "exon_publication_image.h"
-#include "exon_conductor_internal.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_doorbell.h"
+#include "driver/exon_driver_conductor.h"
+#include "common/exon_counter_command.h"
+#include "uri/exon_uri.h"
+#include "media/exon_udp_channel.h"
+#include "media/exon_udp_multicast.h"
+#include "driver/exon_network_publication.h"
+#include "driver/exon_publication_image.h"
+#include "driver/exon_conductor_internal.h"
 #include <sys/epoll.h>
 
 #define EXON_DC_COMMAND_LIMIT 16

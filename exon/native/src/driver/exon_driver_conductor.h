@@ -42,17 +42,17 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_cnc.h"
-#include "exon_cnc_file.h"
-#include "exon_ring.h"
-#include "exon_broadcast.h"
-#include "exon_counters.h"
-#include "exon_command_queue.h"
-#include "exon_error_log.h"
-#include "exon_logbuffer.h"
-#include "exon_loss_generator.h"
-#include "exon_driver_context.h"
+#include "common/exon_common.h"
+#include "common/exon_cnc.h"
+#include "common/exon_cnc_file.h"
+#include "concurrent/exon_ring.h"
+#include "concurrent/exon_broadcast.h"
+#include "concurrent/exon_counters.h"
+#include "concurrent/exon_command_queue.h"
+#include "concurrent/exon_error_log.h"
+#include "concurrent/exon_logbuffer.h"
+#include "media/exon_loss_generator.h"
+#include "driver/exon_driver_context.h"
 #include <pthread.h>
 
 typedef struct exon_dc_client_stct exon_dc_client_t;

@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
-#include "exon_cnc.h"          /* EXON_MAX_PATH_LENGTH */
+#include "common/exon_common.h"
+#include "common/exon_cnc.h"          /* EXON_MAX_PATH_LENGTH */
 
 typedef struct exon_driver_context_stct
 {

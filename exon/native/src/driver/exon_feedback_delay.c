@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "exon_feedback_delay.h"
+#include "driver/exon_feedback_delay.h"
 
 void exon_feedback_delay_init(exon_feedback_delay_t *generator, int64_t max_backoff_ns, int32_t group_size,
     uint64_t seed)

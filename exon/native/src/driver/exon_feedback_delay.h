@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_NAK_MULTICAST_MAX_BACKOFF_NS (10LL * 1000 * 1000)
 #define EXON_NAK_MULTICAST_GROUP_SIZE 10

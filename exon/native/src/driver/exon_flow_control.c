@@ -1,7 +1,7 @@
 /* exon_flow_control.c: unicast and multicast (min/max) flow control, static window, SM scheduling. */
 #include <string.h>
 
-#include "exon_flow_control.h"
+#include "driver/exon_flow_control.h"
 
 int64_t exon_flow_control_unicast_on_sm(
     int64_t sender_limit,

@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_SM_TIMEOUT_DEFAULT_NS (200LL * 1000 * 1000)
 #define EXON_INITIAL_WINDOW_DEFAULT (512 * 1024)

@@ -5,11 +5,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exon_common.h"
-#include "exon_doorbell.h"
-#include "exon_spin_policy.h"
-#include "exon_invoker.h"
-#include "exon_link_table.h"
+#include "common/exon_common.h"
+#include "concurrent/exon_doorbell.h"
+#include "concurrent/exon_spin_policy.h"
+#include "driver/exon_invoker.h"
+#include "link/exon_link_table.h"
 
 int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns);
 int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns);

@@ -36,8 +36,8 @@
 
 #include <stdint.h>
 
-#include "exon_driver.h"
-#include "exon_image.h"
+#include "driver/exon_driver.h"
+#include "client/exon_image.h"
 
 #define EXON_INVOKER_PARK_SLICE_NS 2000000LL
 

@@ -1,8 +1,8 @@
 /* exon_loss_detector.c: gap scan + NAK timer; see exon_loss_detector.h. */
 #include <string.h>
 
-#include "exon_loss_detector.h"
-#include "exon_term_rebuilder.h"
+#include "driver/exon_loss_detector.h"
+#include "driver/exon_term_rebuilder.h"
 
 void exon_loss_detector_init(exon_loss_detector_t *detector, int64_t delay_ns, int64_t retry_delay_ns)
 {

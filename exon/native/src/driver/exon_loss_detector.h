@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_LOSS_DETECTOR_NO_TIMER INT64_MAX
 

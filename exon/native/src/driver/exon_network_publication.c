@@ -1,9 +1,9 @@
 /* exon_network_publication.c: SETUP, DATA, heartbeats, SM/NAK/RTTM for one UDP publication. */
 #include <string.h>
 
-#include "exon_common.h"
-#include "exon_flow_control.h"
-#include "exon_network_publication.h"
+#include "common/exon_common.h"
+#include "driver/exon_flow_control.h"
+#include "driver/exon_network_publication.h"
 
 int exon_network_publication_init(
     exon_network_publication_t *pub,

@@ -27,14 +27,14 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_logbuffer.h"
-#include "exon_counters.h"
-#include "exon_udp_channel.h"
-#include "exon_retransmit_handler.h"
-#include "exon_loss_generator.h"
-#include "exon_flow_control.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_logbuffer.h"
+#include "concurrent/exon_counters.h"
+#include "media/exon_udp_channel.h"
+#include "driver/exon_retransmit_handler.h"
+#include "media/exon_loss_generator.h"
+#include "driver/exon_flow_control.h"
 
 #define EXON_NP_HEARTBEAT_TIMEOUT_NS (100LL * 1000 * 1000)
 #define EXON_NP_SETUP_TIMEOUT_NS (100LL * 1000 * 1000)

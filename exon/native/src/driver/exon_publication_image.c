@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exon_common.h"
-#include "exon_term_rebuilder.h"
-#include "exon_publication_image.h"
-#include "exon_doorbell.h"
-#include "exon_udp_multicast.h"
+#include "common/exon_common.h"
+#include "driver/exon_term_rebuilder.h"
+#include "driver/exon_publication_image.h"
+#include "concurrent/exon_doorbell.h"
+#include "media/exon_udp_multicast.h"
 
 #define EXON_NAK_DELAY_NS (10LL * 1000)
 #define EXON_NAK_RETRY_NS (1LL * 1000 * 1000)

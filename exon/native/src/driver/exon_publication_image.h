@@ -51,15 +51,15 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
-#include "exon_logbuffer.h"
-#include "exon_counters.h"
-#include "exon_udp_channel.h"
-#include "exon_loss_detector.h"
-#include "exon_flow_control.h"
-#include "exon_loss_generator.h"
-#include "exon_feedback_delay.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
+#include "concurrent/exon_logbuffer.h"
+#include "concurrent/exon_counters.h"
+#include "media/exon_udp_channel.h"
+#include "driver/exon_loss_detector.h"
+#include "driver/exon_flow_control.h"
+#include "media/exon_loss_generator.h"
+#include "driver/exon_feedback_delay.h"
 
 #define EXON_IMAGE_MAX_SUBSCRIBERS 16
 #define EXON_ENDPOINT_MAX_IMAGES 1024          /* capacity; the driver setting limits it */

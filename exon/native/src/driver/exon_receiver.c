@@ -24,11 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exon_common.h"
-#include "exon_agent.h"
-#include "exon_driver.h"
-#include "exon_publication_image.h"
-#include "exon_conductor_internal.h"
+#include "common/exon_common.h"
+#include "concurrent/exon_agent.h"
+#include "driver/exon_driver.h"
+#include "driver/exon_publication_image.h"
+#include "driver/exon_conductor_internal.h"
 
 static void exon_receiver_report(exon_driver_conductor_t *c, int32_t type, int32_t value, void *target)
 {

@@ -1,7 +1,7 @@
 /* exon_retransmit_handler.c: NAK de-duplication with linger; see the header. */
 #include <string.h>
 
-#include "exon_retransmit_handler.h"
+#include "driver/exon_retransmit_handler.h"
 
 int exon_retransmit_handler_init(
     exon_retransmit_handler_t *handler, int64_t delay_ns, int64_t linger_ns, int32_t max_resend)

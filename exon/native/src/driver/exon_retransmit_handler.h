@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_RETRANSMIT_MAX_ACTIONS 256
 #define EXON_RETRANSMIT_DEFAULT_LINGER_NS (10LL * 1000 * 1000)

@@ -13,9 +13,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "exon_common.h"
-#include "exon_driver.h"
-#include "exon_network_publication.h"
+#include "common/exon_common.h"
+#include "driver/exon_driver.h"
+#include "driver/exon_network_publication.h"
 
 static void exon_sender_on_command(void *state, const exon_agent_command_t *cmd)
 {

@@ -1,7 +1,7 @@
 /* exon_term_rebuilder.c: out-of-order insertion into image terms, and the gap scanner. */
 #include <string.h>
 
-#include "exon_term_rebuilder.h"
+#include "driver/exon_term_rebuilder.h"
 
 static inline int32_t frame_length_acquire(const uint8_t *term, int32_t offset)
 {

@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
 
 /*
  * Insert the frames of `packet` (length bytes) at term_offset of `term`.

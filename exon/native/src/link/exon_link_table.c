@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exon_doorbell.h"
-#include "exon_spin_policy.h"
-#include "exon_link_table.h"
+#include "concurrent/exon_doorbell.h"
+#include "concurrent/exon_spin_policy.h"
+#include "link/exon_link_table.h"
 
 #define EXON_LT_FLOW_LENGTH (EXON_LT_HEADER_LENGTH + 16)
 

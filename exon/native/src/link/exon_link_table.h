@@ -33,11 +33,11 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
-#include "exon_image.h"
-#include "exon_layout.h"
-#include "exon_publication.h"
-#include "exon_seal.h"
+#include "common/exon_common.h"
+#include "client/exon_image.h"
+#include "common/exon_layout.h"
+#include "client/exon_publication.h"
+#include "link/exon_seal.h"
 
 #define EXON_LT_HEADER_LENGTH EXON_SOCKET_HEADER_LENGTH
 #define EXON_LT_NO_CREDIT (-100)   /* no attached link of the socket has credit */

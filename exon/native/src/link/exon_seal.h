@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_SEAL_KEY_LENGTH 32
 #define EXON_SEAL_TAG_LENGTH 16

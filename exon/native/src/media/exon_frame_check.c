@@ -1,7 +1,7 @@
 /* exon_frame_check.c: datagram structure checks; see the header. */
 #include <string.h>
 
-#include "exon_frame_check.h"
+#include "media/exon_frame_check.h"
 
 static int reject(exon_datagram_info_t *info, int32_t reason)
 {

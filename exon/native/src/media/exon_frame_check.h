@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "exon_common.h"
-#include "exon_layout.h"
+#include "common/exon_common.h"
+#include "common/exon_layout.h"
 
 #define EXON_FRAME_OK 0
 #define EXON_FRAME_SHORT 1

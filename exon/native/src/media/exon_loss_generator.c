@@ -1,8 +1,8 @@
 /* exon_loss_generator.c: seeded random datagram loss for tests. */
 #include <string.h>
 
-#include "exon_layout.h"
-#include "exon_loss_generator.h"
+#include "common/exon_layout.h"
+#include "media/exon_loss_generator.h"
 
 int exon_loss_generator_init(exon_loss_generator_t *generator, double rate, int64_t seed, bool data_only)
 {

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 typedef struct exon_loss_generator_stct
 {

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "exon_udp_channel.h"
+#include "media/exon_udp_channel.h"
 
 #ifndef SOL_UDP
 #define SOL_UDP 17

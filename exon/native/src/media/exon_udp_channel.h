@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_UDP_BATCH_MAX 64
 #define EXON_UDP_ADDR_STORAGE 128

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "exon_udp_multicast.h"
+#include "media/exon_udp_multicast.h"
 
 #ifndef IP_MULTICAST_ALL
 #define IP_MULTICAST_ALL 49

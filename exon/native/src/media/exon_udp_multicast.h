@@ -27,8 +27,8 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#include "exon_common.h"
-#include "exon_udp_channel.h"
+#include "common/exon_common.h"
+#include "media/exon_udp_channel.h"
 
 /* An IPv4 address in 224.0.0.0/4 (IPv6 multicast is not supported). */
 bool exon_udp_addr_is_multicast(const exon_udp_addr_t *addr);

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exon_layout.h"
-#include "exon_uri.h"
+#include "common/exon_layout.h"
+#include "uri/exon_uri.h"
 
 typedef struct
 {

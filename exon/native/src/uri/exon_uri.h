@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
 
 #define EXON_URI_MAX_LENGTH 4095
 #define EXON_URI_PART_MAX 120
