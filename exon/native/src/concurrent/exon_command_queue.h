@@ -13,7 +13,7 @@
  * Thread-safety: one producer at a time (offer, flush, backlog) and one consumer at a time
  * (drain, pending). The receiver's side of its two queues is used by whichever thread runs
  * the receiver's duty cycle (its agent, an INVOKER client thread, or the conductor helping
- * it), always under the driver's receiver_lock, which orders them. init/fini while neither
+ * it), always under the receiver's lock, which orders them. init/fini while neither
  * runs.
  */
 #ifndef EXON_COMMAND_QUEUE_H

@@ -26,6 +26,8 @@
 #include "media/exon_udp_channel.h"
 #include "driver/exon_network_publication.h"
 #include "driver/exon_publication_image.h"
+#include "driver/exon_receiver.h"
+#include "driver/exon_sender.h"
 
 #define EXON_DC_CHANNEL_IPC 0
 #define EXON_DC_CHANNEL_UDP (-1)
@@ -201,14 +203,5 @@ void exon_dc_link_images(exon_driver_conductor_t *c, exon_dc_subscription_t *sub
 int exon_dc_update_images(exon_driver_conductor_t *c, int64_t now_ns);
 /* Close every endpoint (and its images); the agents are stopped. */
 void exon_dc_close_receive_endpoints(exon_driver_conductor_t *c);
-
-/* ---- the receiver's side of its queues (exon_receiver.c) --------------------------- */
-
-/* Apply up to `limit` of the conductor's commands; the caller holds c->receiver_lock. */
-int exon_receiver_apply_commands(exon_driver_conductor_t *c, int limit);
-/* The conductor applies every command it queued for the receiver itself, under
- * c->receiver_lock as the receiver's duty cycle would: when it returns, the sockets of the
- * endpoints it closed are closed (a port can be bound again). */
-void exon_receiver_catch_up(exon_driver_conductor_t *c);
 
 #endif /* EXON_CONDUCTOR_INTERNAL_H */

@@ -10,7 +10,7 @@
  *
  * The conductor never touches the receiver's lists (exon_receiver.c): it opens an
  * endpoint's socket, then hands the endpoint, its streams, images and sub-pos ids over
- * with commands on c->receiver_commands, and drains c->receiver_events every duty cycle.
+ * with commands on c->receiver->commands, and drains c->receiver->events every duty cycle.
  * Removal is two-phase: REMOVE_IMAGE / REMOVE_SUBSCRIBER / REMOVE_ENDPOINT go out at once
  * (ON_UNAVAILABLE_IMAGE too), but the image's log and counters, a sub-pos counter, an
  * endpoint's memory are freed only when the receiver reports it let go of them, so nothing
@@ -45,7 +45,7 @@ static void exon_dc_send_unavailable_image(exon_driver_conductor_t *c, exon_dc_i
 /* Queue a command for the receiver; an error (out of memory) is logged. */
 static int exon_dc_receiver_command(exon_driver_conductor_t *c, int32_t type, int32_t value, void *target)
 {
-    int rc = exon_command_queue_offer(&c->receiver_commands, type, value, target);
+    int rc = exon_command_queue_offer(&c->receiver->commands, type, value, target);
     if (rc < 0)
     {
         exon_driver_conductor_error(c, "receiver command %d: %s", type, exon_last_error());
@@ -368,7 +368,7 @@ static void exon_dc_close_endpoint(exon_driver_conductor_t *c, exon_receive_endp
         }
     }
     ep->closing = true;
-    exon_dc_epoll_del(c->receiver_epoll_fd, ep->channel.fd);
+    exon_dc_epoll_del(c->receiver->epoll_fd, ep->channel.fd);
     /* out of memory: it stays closing (and counted as an error); the socket stays open */
     (void)exon_dc_receiver_command(c, EXON_RCV_CMD_REMOVE_ENDPOINT, 0, ep);
 }
@@ -409,7 +409,7 @@ int exon_dc_setup_udp_subscription(
     if (NULL == ep && any_closing)
     {
         /* a closing endpoint may still hold this port: its socket closes now */
-        exon_receiver_catch_up(c);
+        exon_receiver_catch_up(c->receiver);
     }
     if (NULL == ep)
     {
@@ -467,7 +467,7 @@ int exon_dc_setup_udp_subscription(
             snprintf(why, why_length, "out of memory");
             return -1;
         }
-        exon_dc_epoll_add(c->receiver_epoll_fd, ep->channel.fd);
+        exon_dc_epoll_add(c->receiver->epoll_fd, ep->channel.fd);
     }
     if (exon_dc_receiver_command(c, EXON_RCV_CMD_ADD_STREAM, sub->stream_id, ep) < 0)
     {
@@ -648,10 +648,10 @@ int exon_dc_update_images(exon_driver_conductor_t *c, int64_t now_ns)
      * leaves its slot (REMOVE_IMAGE) before that SETUP becomes an image (ADD_IMAGE) */
     int work = exon_dc_reap_images(c, now_ns);
     exon_dc_event_context_t context = { .conductor = c, .now_ns = now_ns, .closing = false };
-    work += exon_command_queue_drain(&c->receiver_events, exon_dc_on_receiver_event, &context, 256);
-    if (c->receiver_commands.backlog_length > 0)
+    work += exon_command_queue_drain(&c->receiver->events, exon_dc_on_receiver_event, &context, 256);
+    if (c->receiver->commands.backlog_length > 0)
     {
-        exon_command_queue_flush(&c->receiver_commands);
+        exon_command_queue_flush(&c->receiver->commands);
     }
     return work;
 }
@@ -668,16 +668,16 @@ void exon_dc_close_receive_endpoints(exon_driver_conductor_t *c)
             exon_dc_close_endpoint(c, ep);
         }
     }
-    exon_receiver_catch_up(c);
+    exon_receiver_catch_up(c->receiver);
     exon_dc_event_context_t context = { .conductor = c, .now_ns = exon_nano_clock(), .closing = true };
     do
     {
-        while (exon_command_queue_drain(&c->receiver_events, exon_dc_on_receiver_event, &context, 256) > 0)
+        while (exon_command_queue_drain(&c->receiver->events, exon_dc_on_receiver_event, &context, 256) > 0)
         {
         }
     }
-    while (exon_command_queue_flush(&c->receiver_events) > 0 ||
-        EXON_LOAD_ACQ(&c->receiver_events.tail) != c->receiver_events.head);
+    while (exon_command_queue_flush(&c->receiver->events) > 0 ||
+        EXON_LOAD_ACQ(&c->receiver->events.tail) != c->receiver->events.head);
     while (c->images.length > 0)
     {
         exon_dc_free_image(c, c->images.items[0]);
@@ -686,10 +686,6 @@ void exon_dc_close_receive_endpoints(exon_driver_conductor_t *c)
     {
         exon_dc_free_endpoint(c, c->endpoints.items[0]);
     }
-    free(c->receiver_endpoints);
-    c->receiver_endpoints = NULL;
-    c->receiver_endpoint_count = 0;
-    c->receiver_endpoint_capacity = 0;
     free(c->endpoints.items);
     free(c->images.items);
     memset(&c->endpoints, 0, sizeof(c->endpoints));

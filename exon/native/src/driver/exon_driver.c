@@ -174,7 +174,6 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
     d->context = *ctx;
     d->invoker_epoll_fd = -1;
     d->invoker_wake_fd = -1;
-    pthread_mutex_init(&d->sender_lock, NULL);
     if (ctx->invoker && ctx->threading_mode != EXON_THREADING_SHARED)
     {
         free(d);
@@ -227,9 +226,19 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         return rc;
     }
 
-    rc = exon_driver_conductor_init(&d->conductor, &d->cnc, ctx);
+    /* each init leaves its struct safe to close, even when it fails */
+    rc = exon_sender_init(&d->sender, &d->conductor, ctx, &d->invokers_in, &d->invokers_parked);
+    if (rc >= 0 && (rc = exon_receiver_init(&d->receiver, &d->conductor, &d->invokers_in)) < 0)
+    {
+        exon_receiver_close(&d->receiver);
+    }
+    if (rc >= 0 && (rc = exon_driver_conductor_init(&d->conductor, &d->cnc, ctx, &d->sender, &d->receiver)) < 0)
+    {
+        exon_receiver_close(&d->receiver);
+    }
     if (rc < 0)
     {
+        exon_sender_close(&d->sender);
         exon_cnc_close(&d->cnc);
         free(d);
         return rc;
@@ -240,9 +249,10 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         ctx->idle_min_park_ns, ctx->idle_max_park_ns);
     exon_agent_t conductor_agent = {
         .name = "conductor", .do_work = exon_driver_conductor_do_work, .on_close = NULL, .state = &d->conductor };
-    exon_agent_t sender_agent = { .name = "sender", .do_work = exon_sender_do_work, .on_close = NULL, .state = d };
+    exon_agent_t sender_agent = {
+        .name = "sender", .do_work = exon_sender_do_work, .on_close = NULL, .state = &d->sender };
     exon_agent_t receiver_agent = {
-        .name = "receiver", .do_work = exon_receiver_do_work, .on_close = NULL, .state = d };
+        .name = "receiver", .do_work = exon_receiver_do_work, .on_close = NULL, .state = &d->receiver };
 
     const char *const *runner_names = exon_driver_runner_names[ctx->threading_mode];
     for (int32_t i = 0; rc >= 0 && i < EXON_AGENT_COUNT && NULL != runner_names[i]; i++)
@@ -255,8 +265,8 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         exon_agent_runner_add(&d->runners[agent_runner[EXON_AGENT_SENDER]], &sender_agent);
         exon_agent_runner_add(&d->runners[agent_runner[EXON_AGENT_RECEIVER]], &receiver_agent);
         /* the sender's and receiver's runners: their sockets end the runner's parks */
-        d->conductor.sender_epoll_fd = d->runners[agent_runner[EXON_AGENT_SENDER]].epoll_fd;
-        d->conductor.receiver_epoll_fd = d->runners[agent_runner[EXON_AGENT_RECEIVER]].epoll_fd;
+        d->sender.epoll_fd = d->runners[agent_runner[EXON_AGENT_SENDER]].epoll_fd;
+        d->receiver.epoll_fd = d->runners[agent_runner[EXON_AGENT_RECEIVER]].epoll_fd;
         if (ctx->invoker)
         {
             /* the receive sockets wake the client thread that waits (exon_invoker_wait), not
@@ -271,19 +281,19 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
             }
             else
             {
-                d->conductor.receiver_epoll_fd = d->invoker_epoll_fd;
+                d->receiver.epoll_fd = d->invoker_epoll_fd;
             }
         }
         /* a command for the sender ends the sender runner's park, one for the receiver the
          * receiver's (INVOKER: a waiting client thread's), an event from the receiver (a
          * SETUP, a release) the conductor's */
-        struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = d->conductor.sender_commands.wake_fd } };
-        epoll_ctl(d->conductor.sender_epoll_fd, EPOLL_CTL_ADD, d->conductor.sender_commands.wake_fd, &ev);
-        ev.data.fd = d->conductor.receiver_commands.wake_fd;
-        epoll_ctl(d->conductor.receiver_epoll_fd, EPOLL_CTL_ADD, d->conductor.receiver_commands.wake_fd, &ev);
-        ev.data.fd = d->conductor.receiver_events.wake_fd;
+        struct epoll_event ev = { .events = EPOLLIN, .data = { .fd = d->sender.commands.wake_fd } };
+        epoll_ctl(d->sender.epoll_fd, EPOLL_CTL_ADD, d->sender.commands.wake_fd, &ev);
+        ev.data.fd = d->receiver.commands.wake_fd;
+        epoll_ctl(d->receiver.epoll_fd, EPOLL_CTL_ADD, d->receiver.commands.wake_fd, &ev);
+        ev.data.fd = d->receiver.events.wake_fd;
         epoll_ctl(d->runners[agent_runner[EXON_AGENT_CONDUCTOR]].epoll_fd, EPOLL_CTL_ADD,
-            d->conductor.receiver_events.wake_fd, &ev);
+            d->receiver.events.wake_fd, &ev);
     }
     for (int32_t i = 0; rc >= 0 && i < d->runner_count; i++)
     {
@@ -311,9 +321,11 @@ int exon_driver_close(exon_driver_t *d)
         exon_agent_runner_close(&d->runners[i]);
     }
     /* the runners' epoll sets are closed: the conductor must not touch them any more */
-    d->conductor.sender_epoll_fd = -1;
-    d->conductor.receiver_epoll_fd = -1;
-    exon_driver_conductor_close(&d->conductor);
+    d->sender.epoll_fd = -1;
+    d->receiver.epoll_fd = -1;
+    exon_driver_conductor_close(&d->conductor); /* drains the receiver's events first */
+    exon_receiver_close(&d->receiver);
+    exon_sender_close(&d->sender);
     if (d->invoker_epoll_fd >= 0)
     {
         close(d->invoker_epoll_fd);
@@ -322,7 +334,6 @@ int exon_driver_close(exon_driver_t *d)
     {
         close(d->invoker_wake_fd);
     }
-    pthread_mutex_destroy(&d->sender_lock);
     exon_cnc_set_driver_heartbeat_ms(&d->cnc, 0);
     exon_cnc_close(&d->cnc);
     int rc = 0;

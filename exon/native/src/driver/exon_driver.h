@@ -26,17 +26,20 @@
 #include "concurrent/exon_agent.h"
 #include "driver/exon_driver_context.h"
 #include "driver/exon_driver_conductor.h"
+#include "driver/exon_receiver.h"
+#include "driver/exon_sender.h"
 
 typedef struct exon_driver_stct
 {
     exon_driver_context_t context;
     exon_cnc_t cnc;
-    exon_driver_conductor_t conductor;
+    exon_driver_conductor_t conductor; /* each agent's own state; the conductor holds */
+    exon_sender_t sender;              /* references to the other two */
+    exon_receiver_t receiver;
     exon_agent_runner_t runners[EXON_AGENT_COUNT];
     int32_t runner_count;
     int32_t closed;
     int64_t instance_id;
-    pthread_mutex_t sender_lock;  /* the sender's duty cycle: its agent, or an invoker */
     int invoker_epoll_fd;         /* INVOKER: the receive endpoints' sockets + invoker_wake_fd */
     int invoker_wake_fd;          /* INVOKER: eventfd, written when a bridged doorbell rings */
     int32_t invokers_in;          /* INVOKER: client threads inside exon_invoker_wait now */

@@ -866,7 +866,7 @@ void exon_dc_epoll_del(int epoll_fd, int fd)
 static void exon_dc_free_net_publication(exon_driver_conductor_t *c, exon_dc_net_publication_t *pub)
 {
     exon_dc_array_remove(&c->net_publications, pub);
-    exon_dc_epoll_del(c->sender_epoll_fd, pub->np.channel.fd);
+    exon_dc_epoll_del(c->sender->epoll_fd, pub->np.channel.fd);
     exon_udp_channel_close(&pub->np.channel);
     int64_t now_ms = exon_epoch_ms();
     exon_counters_free(&c->counters, pub->pub_lmt_id, now_ms);
@@ -1169,7 +1169,7 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             .fc_receiver_timeout_ns = uri->fc_timeout_ns > 0 ? uri->fc_timeout_ns : 0,
         };
         if (exon_network_publication_init(&pub->np, &pub->log, &c->counters, &dest, pub->snd_pos_id,
-            pub->snd_lmt_id, &np_params, c->send_loss_enabled ? &c->send_loss : NULL, now_ns) < 0)
+            pub->snd_lmt_id, &np_params, c->sender->send_loss_enabled ? &c->sender->send_loss : NULL, now_ns) < 0)
         {
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_INVALID_CHANNEL, "%s", exon_last_error());
             exon_udp_channel_close(&pub->np.channel);
@@ -1183,9 +1183,9 @@ static void exon_dc_on_add_net_publication(exon_driver_conductor_t *c, const exo
             free(pub);
             return;
         }
-        exon_dc_epoll_add(c->sender_epoll_fd, pub->np.channel.fd);
+        exon_dc_epoll_add(c->sender->epoll_fd, pub->np.channel.fd);
         if (exon_dc_array_add(&c->net_publications, pub) < 0 ||
-            exon_command_queue_offer(&c->sender_commands, EXON_AGENT_CMD_ADD_PUBLICATION, 0, &pub->np) < 0)
+            exon_command_queue_offer(&c->sender->commands, EXON_AGENT_CMD_ADD_PUBLICATION, 0, &pub->np) < 0)
         {
             exon_dc_free_net_publication(c, pub);
             exon_dc_send_error(c, correlation_id, EXON_DRIVER_ERR_GENERIC, "out of memory");
@@ -1245,7 +1245,7 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
         else if (pub->state == EXON_NP_LINGER && now_ns >= pub->linger_deadline_ns)
         {
             /* the sender drops it at its next duty cycle; freed once it says so */
-            if (exon_command_queue_offer(&c->sender_commands, EXON_AGENT_CMD_REMOVE_PUBLICATION, 0, &pub->np) >= 0)
+            if (exon_command_queue_offer(&c->sender->commands, EXON_AGENT_CMD_REMOVE_PUBLICATION, 0, &pub->np) >= 0)
             {
                 pub->state = EXON_NP_CLOSED;
                 work++;
@@ -1263,9 +1263,9 @@ static int exon_dc_update_net_publications(exon_driver_conductor_t *c, int64_t n
 static int exon_dc_update_udp(exon_driver_conductor_t *c, int64_t now_ns)
 {
     int work = exon_dc_update_net_publications(c, now_ns);
-    if (c->sender_commands.backlog_length > 0)
+    if (c->sender->commands.backlog_length > 0)
     {
-        exon_command_queue_flush(&c->sender_commands); /* what the full ring left behind */
+        exon_command_queue_flush(&c->sender->commands); /* what the full ring left behind */
     }
     work += exon_dc_update_images(c, now_ns);
     return work;
@@ -1342,22 +1342,15 @@ int exon_driver_conductor_do_work(void *state, int64_t now_ns)
     return work;
 }
 
-int exon_driver_conductor_init(
-    exon_driver_conductor_t *c, exon_cnc_t *cnc, const exon_driver_context_t *config)
+int exon_driver_conductor_init(exon_driver_conductor_t *c, exon_cnc_t *cnc,
+    const exon_driver_context_t *config, exon_sender_t *sender, exon_receiver_t *receiver)
 {
     memset(c, 0, sizeof(*c));
     c->config = *config;
     c->cnc = cnc;
+    c->sender = sender;
+    c->receiver = receiver;
     int rc;
-    c->sender_commands.wake_fd = -1;
-    c->receiver_commands.wake_fd = -1;
-    c->receiver_events.wake_fd = -1;
-    if ((rc = exon_command_queue_init(&c->sender_commands)) < 0 ||
-        (rc = exon_command_queue_init(&c->receiver_commands)) < 0 ||
-        (rc = exon_command_queue_init(&c->receiver_events)) < 0)
-    {
-        return rc;
-    }
     if ((rc = exon_cnc_to_driver_ring(cnc, &c->to_driver)) < 0 ||
         (rc = exon_cnc_to_clients_transmitter(cnc, &c->to_clients)) < 0 ||
         (rc = exon_cnc_counters(cnc, &c->counters, 1000)) < 0)
@@ -1374,15 +1367,7 @@ int exon_driver_conductor_init(
         seed = (uint64_t)exon_nano_clock() ^ ((uint64_t)getpid() << 32);
     }
     c->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
-    c->sender_epoll_fd = -1;
-    c->receiver_epoll_fd = -1;
-    pthread_mutex_init(&c->receiver_lock, NULL);
     c->receiver_id = (int64_t)(exon_dc_random(c) & 0x7FFFFFFFFFFFFFFFULL);
-    if ((rc = exon_loss_generator_init(&c->send_loss, config->send_loss_rate, config->send_loss_seed, true)) < 0)
-    {
-        return rc;
-    }
-    c->send_loss_enabled = config->send_loss_rate > 0.0;
 
     int64_t interval = config->timer_interval_ns;
     int64_t quarter = config->client_liveness_timeout_ns / 4;
@@ -1417,14 +1402,8 @@ int exon_driver_conductor_init(
 
 void exon_driver_conductor_close(exon_driver_conductor_t *c)
 {
-    exon_dc_close_udp(c);
-    /* the agents are stopped: whatever the sender still held is freed above */
-    exon_command_queue_fini(&c->sender_commands);
-    exon_command_queue_fini(&c->receiver_commands);
-    exon_command_queue_fini(&c->receiver_events);
-    free(c->sender_pubs);
-    c->sender_pubs = NULL;
-    c->sender_pub_count = 0;
+    exon_dc_close_udp(c); /* the agents are stopped: the sender's and receiver's queues
+                           * and lists are theirs, freed by the driver after this */
     while (c->publications.length > 0)
     {
         exon_dc_ipc_publication_t *pub = c->publications.items[0];

@@ -48,10 +48,8 @@
 #include "concurrent/exon_ring.h"
 #include "concurrent/exon_broadcast.h"
 #include "concurrent/exon_counters.h"
-#include "concurrent/exon_command_queue.h"
 #include "concurrent/exon_error_log.h"
 #include "concurrent/exon_logbuffer.h"
-#include "media/exon_loss_generator.h"
 #include "driver/exon_driver_context.h"
 #include <pthread.h>
 
@@ -87,32 +85,17 @@ typedef struct exon_driver_conductor_stct
     exon_dc_array_t subscriptions;    /* exon_dc_subscription_t* */
     exon_dc_array_t subscriber_positions; /* exon_dc_subscriber_position_t* */
     exon_dc_array_t client_counters;  /* exon_dc_client_counter_t*: counters of ADD_COUNTER */
-    /* UDP sender: fed by sender_commands (ADD/REMOVE_PUBLICATION); sender_pubs is touched
-     * only by the sender thread. UDP receiver: fed by receiver_commands (endpoints, streams,
-     * images, sub-pos ids), answering on receiver_events (SETUPs, releases);
-     * receiver_endpoints (and each endpoint's images, streams and queued SETUPs) are touched
-     * only by the thread running the receiver's duty cycle, which holds receiver_lock (its
-     * agent, or an INVOKER client thread; exon_receiver.c). */
-    exon_command_queue_t sender_commands;
-    struct exon_network_publication_stct **sender_pubs; /* sender thread only */
-    int32_t sender_pub_count;
-    int32_t sender_pub_capacity;
-    pthread_mutex_t receiver_lock;    /* who runs the receiver's duty cycle */
-    exon_command_queue_t receiver_commands;
-    exon_command_queue_t receiver_events;
-    struct exon_receive_endpoint_stct **receiver_endpoints; /* receiver only */
-    int32_t receiver_endpoint_count;  /* receiver writes; read unlocked for the idle check */
-    int32_t receiver_endpoint_capacity;
+    /* The sender and the receiver have their own state (exon_sender.h, exon_receiver.h),
+     * owned by the driver: the conductor offers them commands, drains the receiver's
+     * events and puts sockets in their epoll sets, nothing more. */
+    struct exon_sender_stct *sender;
+    struct exon_receiver_stct *receiver;
     exon_dc_array_t net_publications; /* exon_dc_net_publication_t* (conductor only) */
     exon_dc_array_t endpoints;        /* exon_receive_endpoint_t* (conductor only; with the
                                        * closing ones until the receiver released them) */
     exon_dc_array_t images;           /* exon_dc_image_t* (conductor only; with the removed
                                        * ones until the receiver released them) */
-    int sender_epoll_fd;
-    int receiver_epoll_fd;
-    exon_loss_generator_t send_loss;
-    bool send_loss_enabled;
-    int64_t receiver_id;
+    int64_t receiver_id;              /* in the SMs of every endpoint the conductor opens */
     int64_t next_timer_ns;
     int64_t timer_interval_ns;
     int64_t last_heartbeat_ms;
@@ -123,9 +106,10 @@ typedef struct exon_driver_conductor_stct
 }
 exon_driver_conductor_t;
 
-/* Attach to an open, freshly created CnC (counters must have their system counters). */
-int exon_driver_conductor_init(
-    exon_driver_conductor_t *conductor, exon_cnc_t *cnc, const exon_driver_context_t *config);
+/* Attach to an open, freshly created CnC (counters must have their system counters) and to
+ * the driver's sender and receiver (initialised, not yet running). */
+int exon_driver_conductor_init(exon_driver_conductor_t *conductor, exon_cnc_t *cnc,
+    const exon_driver_context_t *config, struct exon_sender_stct *sender, struct exon_receiver_stct *receiver);
 
 /* One duty cycle (the agent's do_work; state is the conductor). Returns the work count. */
 int exon_driver_conductor_do_work(void *state, int64_t now_ns);
@@ -136,9 +120,5 @@ void exon_driver_conductor_close(exon_driver_conductor_t *conductor);
 /* Record an error text in the driver's error log and bump the errors counter. */
 void exon_driver_conductor_error(exon_driver_conductor_t *conductor, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-/* Sender/receiver duty cycles (exon_sender.c / exon_receiver.c): hooks for the UDP agents. */
-int exon_sender_do_work(void *state, int64_t now_ns);
-int exon_receiver_do_work(void *state, int64_t now_ns);
 
 #endif /* EXON_DRIVER_CONDUCTOR_H */

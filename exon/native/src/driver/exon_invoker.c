@@ -11,9 +11,6 @@
 #include "driver/exon_invoker.h"
 #include "link/exon_link_table.h"
 
-int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns);
-int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns);
-
 int exon_driver_invoker_enabled(exon_driver_t *d)
 {
     return NULL != d && d->context.invoker && d->invoker_epoll_fd >= 0 ? 1 : 0;
@@ -27,12 +24,12 @@ int exon_driver_invoke(exon_driver_t *d)
     }
     int64_t now_ns = exon_nano_clock();
     int work = 0;
-    if (pthread_mutex_trylock(&d->sender_lock) == 0) /* else the agent is sending right now */
+    if (pthread_mutex_trylock(&d->sender.lock) == 0) /* else the agent is sending right now */
     {
-        work += exon_sender_duty_cycle(d, now_ns);
-        pthread_mutex_unlock(&d->sender_lock);
+        work += exon_sender_duty_cycle(&d->sender, now_ns);
+        pthread_mutex_unlock(&d->sender.lock);
     }
-    work += exon_receiver_duty_cycle(d, now_ns);
+    work += exon_receiver_duty_cycle(&d->receiver, now_ns);
     return work;
 }
 

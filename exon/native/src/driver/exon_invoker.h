@@ -6,7 +6,7 @@
  * (driver receiver, node, driver sender).
  *
  * - exon_driver_invoke: one sender + receiver duty cycle on the calling thread (under the
- *   driver's sender_lock and receiver_lock: the agent thread may run them too).
+ *   sender's and the receiver's locks: the agent thread may run them too).
  * - exon_invoker_wait: a reader's wait (exon_lt_wait's contract) that invokes the duty
  *   cycles while it spins, then parks in ppoll on the invoker epoll set: the receive
  *   endpoints' sockets and an eventfd. Doorbells bridged to the driver

@@ -1,12 +1,12 @@
 /*
- * exon_receiver.c: the receiver agent's duty cycle. `state` is the exon_driver_t.
+ * exon_receiver.c: the receiver agent's duty cycle, on its own state (exon_receiver.h).
  *
  * Under the receiver lock (it says who runs the duty cycle: the agent, or an INVOKER client
  * thread; the conductor itself in exon_receiver_catch_up):
- *   1. the conductor's commands (c->receiver_commands, EXON_RCV_CMD_*) are applied to what
+ *   1. the conductor's commands (r->commands, EXON_RCV_CMD_*) are applied to what
  *      only this side touches: the receiver's endpoint list, each endpoint's stream list,
  *      image list and queued SETUPs, each image's sub-pos ids. What the conductor waits for
- *      goes back on c->receiver_events (EXON_RCV_EVT_*): an endpoint dropped and its socket
+ *      goes back on r->events (EXON_RCV_EVT_*): an endpoint dropped and its socket
  *      closed, an image dropped, a sub-pos counter dropped; the conductor frees them then,
  *      never before (two-phase removal);
  *   2. for every receive endpoint, recvmmsg a batch (with UDP GRO a read may hold several
@@ -26,51 +26,80 @@
 
 #include "common/exon_common.h"
 #include "concurrent/exon_agent.h"
-#include "driver/exon_driver.h"
+#include "driver/exon_driver_conductor.h"
 #include "driver/exon_publication_image.h"
-#include "driver/exon_conductor_internal.h"
+#include "driver/exon_receiver.h"
 
-static void exon_receiver_report(exon_driver_conductor_t *c, int32_t type, int32_t value, void *target)
+int exon_receiver_init(exon_receiver_t *r, struct exon_driver_conductor_stct *conductor,
+    const int32_t *invokers_in)
 {
-    if (exon_command_queue_offer(&c->receiver_events, type, value, target) < 0)
+    memset(r, 0, sizeof(*r));
+    r->commands.wake_fd = -1;
+    r->events.wake_fd = -1;
+    r->epoll_fd = -1;
+    r->conductor = conductor;
+    r->invokers_in = invokers_in;
+    pthread_mutex_init(&r->lock, NULL);
+    int rc;
+    if ((rc = exon_command_queue_init(&r->commands)) < 0 || (rc = exon_command_queue_init(&r->events)) < 0)
     {
-        exon_driver_conductor_error(c, "receiver: out of memory reporting event %d", type);
+        return rc;
+    }
+    return 0;
+}
+
+void exon_receiver_close(exon_receiver_t *r)
+{
+    exon_command_queue_fini(&r->commands);
+    exon_command_queue_fini(&r->events);
+    free(r->endpoints);
+    r->endpoints = NULL;
+    r->endpoint_count = 0;
+    r->endpoint_capacity = 0;
+    pthread_mutex_destroy(&r->lock);
+}
+
+static void exon_receiver_report(exon_receiver_t *r, int32_t type, int32_t value, void *target)
+{
+    if (exon_command_queue_offer(&r->events, type, value, target) < 0)
+    {
+        exon_driver_conductor_error(r->conductor, "receiver: out of memory reporting event %d", type);
     }
 }
 
-static void exon_receiver_add_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+static void exon_receiver_add_endpoint(exon_receiver_t *r, exon_receive_endpoint_t *ep)
 {
-    if (c->receiver_endpoint_count == c->receiver_endpoint_capacity)
+    if (r->endpoint_count == r->endpoint_capacity)
     {
-        int32_t capacity = c->receiver_endpoint_capacity > 0 ? c->receiver_endpoint_capacity * 2 : 16;
-        exon_receive_endpoint_t **grown = realloc(c->receiver_endpoints, sizeof(ep) * (size_t)capacity);
+        int32_t capacity = r->endpoint_capacity > 0 ? r->endpoint_capacity * 2 : 16;
+        exon_receive_endpoint_t **grown = realloc(r->endpoints, sizeof(ep) * (size_t)capacity);
         if (NULL == grown)
         {
-            exon_driver_conductor_error(c, "receiver: out of memory adding endpoint %s", ep->bound_text);
+            exon_driver_conductor_error(r->conductor, "receiver: out of memory adding endpoint %s", ep->bound_text);
             return;
         }
-        c->receiver_endpoints = grown;
-        c->receiver_endpoint_capacity = capacity;
+        r->endpoints = grown;
+        r->endpoint_capacity = capacity;
     }
-    c->receiver_endpoints[c->receiver_endpoint_count] = ep;
-    EXON_STORE_REL(&c->receiver_endpoint_count, c->receiver_endpoint_count + 1);
+    r->endpoints[r->endpoint_count] = ep;
+    EXON_STORE_REL(&r->endpoint_count, r->endpoint_count + 1);
 }
 
-static void exon_receiver_remove_endpoint(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep)
+static void exon_receiver_remove_endpoint(exon_receiver_t *r, exon_receive_endpoint_t *ep)
 {
-    for (int32_t i = 0; i < c->receiver_endpoint_count; i++)
+    for (int32_t i = 0; i < r->endpoint_count; i++)
     {
-        if (c->receiver_endpoints[i] == ep)
+        if (r->endpoints[i] == ep)
         {
-            c->receiver_endpoints[i] = c->receiver_endpoints[c->receiver_endpoint_count - 1];
-            EXON_STORE_REL(&c->receiver_endpoint_count, c->receiver_endpoint_count - 1);
+            r->endpoints[i] = r->endpoints[r->endpoint_count - 1];
+            EXON_STORE_REL(&r->endpoint_count, r->endpoint_count - 1);
             break;
         }
     }
     /* closed here, before the conductor hears of it: a subscription that reopens the port
      * after the release finds it free (the conductor frees the memory) */
     exon_receive_endpoint_close(ep);
-    exon_receiver_report(c, EXON_RCV_EVT_ENDPOINT_RELEASED, 0, ep);
+    exon_receiver_report(r, EXON_RCV_EVT_ENDPOINT_RELEASED, 0, ep);
 }
 
 static void exon_receiver_stream(exon_receive_endpoint_t *ep, int32_t stream_id, int32_t delta)
@@ -118,7 +147,7 @@ static void exon_receiver_add_image(exon_publication_image_t *img)
     }
 }
 
-static void exon_receiver_remove_image(exon_driver_conductor_t *c, exon_publication_image_t *img)
+static void exon_receiver_remove_image(exon_receiver_t *r, exon_publication_image_t *img)
 {
     exon_receive_endpoint_t *ep = img->endpoint;
     for (int32_t i = 0; i < ep->image_count; i++)
@@ -130,10 +159,10 @@ static void exon_receiver_remove_image(exon_driver_conductor_t *c, exon_publicat
             break;
         }
     }
-    exon_receiver_report(c, EXON_RCV_EVT_IMAGE_RELEASED, 0, img);
+    exon_receiver_report(r, EXON_RCV_EVT_IMAGE_RELEASED, 0, img);
 }
 
-static void exon_receiver_subscriber(exon_driver_conductor_t *c, exon_publication_image_t *img, int32_t counter_id,
+static void exon_receiver_subscriber(exon_receiver_t *r, exon_publication_image_t *img, int32_t counter_id,
     bool add)
 {
     if (add)
@@ -153,19 +182,19 @@ static void exon_receiver_subscriber(exon_driver_conductor_t *c, exon_publicatio
             break;
         }
     }
-    exon_receiver_report(c, EXON_RCV_EVT_COUNTER_RELEASED, counter_id, NULL);
+    exon_receiver_report(r, EXON_RCV_EVT_COUNTER_RELEASED, counter_id, NULL);
 }
 
 static void exon_receiver_on_command(void *state, const exon_agent_command_t *cmd)
 {
-    exon_driver_conductor_t *c = (exon_driver_conductor_t *)state;
+    exon_receiver_t *r = (exon_receiver_t *)state;
     switch (cmd->type)
     {
         case EXON_RCV_CMD_ADD_ENDPOINT:
-            exon_receiver_add_endpoint(c, (exon_receive_endpoint_t *)cmd->target);
+            exon_receiver_add_endpoint(r, (exon_receive_endpoint_t *)cmd->target);
             break;
         case EXON_RCV_CMD_REMOVE_ENDPOINT:
-            exon_receiver_remove_endpoint(c, (exon_receive_endpoint_t *)cmd->target);
+            exon_receiver_remove_endpoint(r, (exon_receive_endpoint_t *)cmd->target);
             break;
         case EXON_RCV_CMD_ADD_STREAM:
             exon_receiver_stream((exon_receive_endpoint_t *)cmd->target, cmd->value, 1);
@@ -177,13 +206,13 @@ static void exon_receiver_on_command(void *state, const exon_agent_command_t *cm
             exon_receiver_add_image((exon_publication_image_t *)cmd->target);
             break;
         case EXON_RCV_CMD_REMOVE_IMAGE:
-            exon_receiver_remove_image(c, (exon_publication_image_t *)cmd->target);
+            exon_receiver_remove_image(r, (exon_publication_image_t *)cmd->target);
             break;
         case EXON_RCV_CMD_ADD_SUBSCRIBER:
-            exon_receiver_subscriber(c, (exon_publication_image_t *)cmd->target, cmd->value, true);
+            exon_receiver_subscriber(r, (exon_publication_image_t *)cmd->target, cmd->value, true);
             break;
         case EXON_RCV_CMD_REMOVE_SUBSCRIBER:
-            exon_receiver_subscriber(c, (exon_publication_image_t *)cmd->target, cmd->value, false);
+            exon_receiver_subscriber(r, (exon_publication_image_t *)cmd->target, cmd->value, false);
             break;
         case EXON_RCV_CMD_SETUP_REFUSED:
         {
@@ -193,13 +222,13 @@ static void exon_receiver_on_command(void *state, const exon_agent_command_t *cm
             break;
         }
         default:
-            exon_driver_conductor_error(c, "receiver: unknown command %d", cmd->type);
+            exon_driver_conductor_error(r->conductor, "receiver: unknown command %d", cmd->type);
             break;
     }
 }
 
 /* Report the SETUPs `ep` queued from index `from` on (a batch only appends to the queue). */
-static void exon_receiver_report_setups(exon_driver_conductor_t *c, exon_receive_endpoint_t *ep, int32_t from)
+static void exon_receiver_report_setups(exon_receiver_t *r, exon_receive_endpoint_t *ep, int32_t from)
 {
     int32_t i = from;
     while (i < ep->pending_count)
@@ -214,57 +243,55 @@ static void exon_receiver_report_setups(exon_driver_conductor_t *c, exon_receive
         }
         s->endpoint = ep;
         s->setup = ep->pending[i];
-        exon_receiver_report(c, EXON_RCV_EVT_SETUP, 0, s);
+        exon_receiver_report(r, EXON_RCV_EVT_SETUP, 0, s);
         i++;
     }
 }
 
-int exon_receiver_apply_commands(exon_driver_conductor_t *c, int limit)
+/* Apply up to `limit` of the conductor's commands; the caller holds r->lock. */
+static int exon_receiver_apply_commands(exon_receiver_t *r, int limit)
 {
-    return exon_command_queue_drain(&c->receiver_commands, exon_receiver_on_command, c, limit);
+    return exon_command_queue_drain(&r->commands, exon_receiver_on_command, r, limit);
 }
 
-void exon_receiver_catch_up(exon_driver_conductor_t *c)
+void exon_receiver_catch_up(exon_receiver_t *r)
 {
-    pthread_mutex_lock(&c->receiver_lock);
+    pthread_mutex_lock(&r->lock);
     do
     {
-        while (exon_receiver_apply_commands(c, EXON_COMMAND_QUEUE_CAPACITY) > 0)
+        while (exon_receiver_apply_commands(r, EXON_COMMAND_QUEUE_CAPACITY) > 0)
         {
         }
     }
-    while (exon_command_queue_flush(&c->receiver_commands) > 0);
-    while (exon_receiver_apply_commands(c, EXON_COMMAND_QUEUE_CAPACITY) > 0)
+    while (exon_command_queue_flush(&r->commands) > 0);
+    while (exon_receiver_apply_commands(r, EXON_COMMAND_QUEUE_CAPACITY) > 0)
     {
     }
-    pthread_mutex_unlock(&c->receiver_lock);
+    pthread_mutex_unlock(&r->lock);
 }
-
-int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns);
 
 int exon_receiver_do_work(void *state, int64_t now_ns)
 {
-    exon_driver_t *d = (exon_driver_t *)state;
-    if (EXON_LOAD_RLX(&d->invokers_in) > 0)
+    exon_receiver_t *r = (exon_receiver_t *)state;
+    if (EXON_LOAD_RLX(r->invokers_in) > 0)
     {
         return 0; /* INVOKER: a client thread waits on the receive sockets; it receives */
     }
-    return exon_receiver_duty_cycle(d, now_ns);
+    return exon_receiver_duty_cycle(r, now_ns);
 }
 
 /* One duty cycle, from the agent or an INVOKER thread (the receiver lock serializes them). */
-int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns)
+int exon_receiver_duty_cycle(exon_receiver_t *r, int64_t now_ns)
 {
-    exon_driver_conductor_t *c = &d->conductor;
-    if (0 == EXON_LOAD_RLX(&c->receiver_endpoint_count) && exon_command_queue_idle(&c->receiver_commands))
+    if (0 == EXON_LOAD_RLX(&r->endpoint_count) && exon_command_queue_idle(&r->commands))
     {
         return 0;
     }
-    pthread_mutex_lock(&c->receiver_lock);
-    int work = exon_receiver_apply_commands(c, 64);
-    for (int32_t i = 0; i < c->receiver_endpoint_count; i++)
+    pthread_mutex_lock(&r->lock);
+    int work = exon_receiver_apply_commands(r, 64);
+    for (int32_t i = 0; i < r->endpoint_count; i++)
     {
-        exon_receive_endpoint_t *ep = c->receiver_endpoints[i];
+        exon_receive_endpoint_t *ep = r->endpoints[i];
         int32_t pending_before = ep->pending_count;
         for (int round = 0; round < 4; round++)
         {
@@ -277,13 +304,13 @@ int exon_receiver_duty_cycle(exon_driver_t *d, int64_t now_ns)
         }
         if (ep->pending_count > pending_before)
         {
-            exon_receiver_report_setups(c, ep, pending_before);
+            exon_receiver_report_setups(r, ep, pending_before);
         }
         for (int32_t j = 0; j < ep->image_count; j++)
         {
             work += exon_publication_image_do_work(ep->images[j], now_ns);
         }
     }
-    pthread_mutex_unlock(&c->receiver_lock);
+    pthread_mutex_unlock(&r->lock);
     return work;
 }

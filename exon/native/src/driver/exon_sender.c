@@ -1,5 +1,5 @@
 /*
- * exon_sender.c: the sender agent's duty cycle. `state` is the exon_driver_t.
+ * exon_sender.c: the sender agent's duty cycle, on its own state (exon_sender.h).
  *
  * First the conductor's commands (exon_command_queue: ADD_PUBLICATION, REMOVE_PUBLICATION)
  * are drained into the sender's own list, then for every network publication it reads the
@@ -12,38 +12,73 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/exon_common.h"
-#include "driver/exon_driver.h"
+#include "driver/exon_driver_conductor.h"
 #include "driver/exon_network_publication.h"
+#include "driver/exon_sender.h"
+
+int exon_sender_init(exon_sender_t *s, struct exon_driver_conductor_stct *conductor,
+    const exon_driver_context_t *config, const int32_t *invokers_in, const int32_t *invokers_parked)
+{
+    memset(s, 0, sizeof(*s));
+    s->commands.wake_fd = -1;
+    s->epoll_fd = -1;
+    s->conductor = conductor;
+    s->invokers_in = invokers_in;
+    s->invokers_parked = invokers_parked;
+    pthread_mutex_init(&s->lock, NULL);
+    int rc = exon_command_queue_init(&s->commands);
+    if (rc < 0)
+    {
+        return rc;
+    }
+    if ((rc = exon_loss_generator_init(&s->send_loss, config->send_loss_rate, config->send_loss_seed, true)) < 0)
+    {
+        return rc;
+    }
+    s->send_loss_enabled = config->send_loss_rate > 0.0;
+    return 0;
+}
+
+void exon_sender_close(exon_sender_t *s)
+{
+    exon_command_queue_fini(&s->commands);
+    free(s->publications);
+    s->publications = NULL;
+    s->publication_count = 0;
+    s->publication_capacity = 0;
+    pthread_mutex_destroy(&s->lock);
+}
 
 static void exon_sender_on_command(void *state, const exon_agent_command_t *cmd)
 {
-    exon_driver_conductor_t *c = (exon_driver_conductor_t *)state;
+    exon_sender_t *s = (exon_sender_t *)state;
     exon_network_publication_t *np = (exon_network_publication_t *)cmd->target;
     if (EXON_AGENT_CMD_ADD_PUBLICATION == cmd->type)
     {
-        if (c->sender_pub_count == c->sender_pub_capacity)
+        if (s->publication_count == s->publication_capacity)
         {
-            int32_t capacity = c->sender_pub_capacity > 0 ? c->sender_pub_capacity * 2 : 16;
-            exon_network_publication_t **grown = realloc(c->sender_pubs, sizeof(np) * (size_t)capacity);
+            int32_t capacity = s->publication_capacity > 0 ? s->publication_capacity * 2 : 16;
+            exon_network_publication_t **grown = realloc(s->publications, sizeof(np) * (size_t)capacity);
             if (NULL == grown)
             {
-                exon_driver_conductor_error(c, "sender: out of memory adding a publication");
+                exon_driver_conductor_error(s->conductor, "sender: out of memory adding a publication");
                 return;
             }
-            c->sender_pubs = grown;
-            c->sender_pub_capacity = capacity;
+            s->publications = grown;
+            s->publication_capacity = capacity;
         }
-        c->sender_pubs[c->sender_pub_count++] = np;
+        s->publications[s->publication_count++] = np;
     }
     else if (EXON_AGENT_CMD_REMOVE_PUBLICATION == cmd->type)
     {
-        for (int32_t i = 0; i < c->sender_pub_count; i++)
+        for (int32_t i = 0; i < s->publication_count; i++)
         {
-            if (c->sender_pubs[i] == np)
+            if (s->publications[i] == np)
             {
-                c->sender_pubs[i] = c->sender_pubs[--c->sender_pub_count];
+                s->publications[i] = s->publications[--s->publication_count];
                 break;
             }
         }
@@ -51,34 +86,30 @@ static void exon_sender_on_command(void *state, const exon_agent_command_t *cmd)
     }
 }
 
-int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns);
-
 /* The agent's duty cycle: under the sender lock, as an INVOKER thread may run it too
  * (uncontended otherwise). */
 int exon_sender_do_work(void *state, int64_t now_ns)
 {
-    exon_driver_t *d = (exon_driver_t *)state;
-    if (EXON_LOAD_RLX(&d->invokers_in) > EXON_LOAD_RLX(&d->invokers_parked))
+    exon_sender_t *s = (exon_sender_t *)state;
+    if (EXON_LOAD_RLX(s->invokers_in) > EXON_LOAD_RLX(s->invokers_parked))
     {
         /* INVOKER: a client thread is spinning in exon_invoker_wait and sends within
          * microseconds; running here too only contends for the lock. (A parked one does
          * not: offers from other threads and SMs wake this agent, which sends.) */
         return 0;
     }
-    pthread_mutex_lock(&d->sender_lock);
-    int work = exon_sender_duty_cycle(d, now_ns);
-    pthread_mutex_unlock(&d->sender_lock);
+    pthread_mutex_lock(&s->lock);
+    int work = exon_sender_duty_cycle(s, now_ns);
+    pthread_mutex_unlock(&s->lock);
     return work;
 }
 
-/* One duty cycle; the caller holds d->sender_lock. */
-int exon_sender_duty_cycle(exon_driver_t *d, int64_t now_ns)
+int exon_sender_duty_cycle(exon_sender_t *s, int64_t now_ns)
 {
-    exon_driver_conductor_t *c = &d->conductor;
-    int work = exon_command_queue_drain(&c->sender_commands, exon_sender_on_command, c, 64);
-    for (int32_t i = 0; i < c->sender_pub_count; i++)
+    int work = exon_command_queue_drain(&s->commands, exon_sender_on_command, s, 64);
+    for (int32_t i = 0; i < s->publication_count; i++)
     {
-        exon_network_publication_t *np = c->sender_pubs[i];
+        exon_network_publication_t *np = s->publications[i];
         work += exon_network_publication_poll_control(np, now_ns);
         work += exon_network_publication_send(np, now_ns);
     }
