@@ -2,7 +2,8 @@
 
 Every ``src/**/*.c`` file is compiled into one extension, ``exon.native._exon``; the
 benchmark loops (``bench/*.c``, declarations in ``bench/cdef/*.h``) into another,
-``exon.native._bench``, that only ``exon bench transport`` loads. ``_bench`` is a
+``exon.native._bench``, that only ``exon bench`` loads and that calls the core through
+pointers into ``_exon`` (it does not compile the core a second time). ``_bench`` is a
 development build: not in ``setup.py`` (an install or a wheel compiles the core once), but
 built in place by ``python exon/native/build.py`` or on first use
 (:func:`build_bench_in_place`, called by ``exon/native/bench_loops.py`` when the module is
@@ -126,15 +127,15 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
 
 def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     """``exon.native._bench``: the C benchmark loops of ``exon bench`` (``bench/*.c``), kept
-    out of the library's module. They call the core's functions (offer, poll), so the
-    module compiles the core's sources too, as a private copy; the handles they take are
-    the library's, cast by ``exon/native/bench_loops.py`` (same sources, same flags: same
-    layouts; ``bench_stamp.py`` tells when the copy is out of date). Only
-    ``exon.bench`` loads it."""
+    out of the library's module. The loops alone are compiled: the core's functions they
+    call (offer, poll, clean, the error text) are the library's, bound by address at import
+    (``exon_bench_core.h``, ``exon/native/bench_loops.py``), and the handles they take are
+    the library's, cast. The core's headers give them its layouts (``bench_stamp.py`` tells
+    when a build is older than those). Only ``exon.bench`` loads it."""
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted((BENCH / "cdef").glob("*.h"))))
     headers = sorted(p.name for p in BENCH.glob("*.h"))
-    sources = core_sources() + sorted(BENCH.glob("*.c"))
+    sources = sorted(BENCH.glob("*.c"))
     cflags, ldflags = _cflags()
     ffi.set_source(
         "exon.native._bench",
@@ -143,7 +144,7 @@ def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
         include_dirs=[str(SRC), str(BENCH)],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        libraries=["pthread", "rt", "m", "dl"],
+        libraries=["pthread"],
         define_macros=[("_GNU_SOURCE", "1")],
     )
     return ffi
