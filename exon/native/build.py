@@ -198,7 +198,7 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
 def archive_extension(*, absolute_paths: bool = False) -> Extension:
     """``exon.native._archive``: the archive's record codec in batches (CPython API; the
     checksum function comes from the crc32c package at call time)."""
-    source = HERE / "fast" / "exon_archive.c"
+    source = HERE / "archive" / "exon_archive.c"
     return Extension(
         "exon.native._archive",
         sources=[str(source) if absolute_paths else _relative(source)],
