@@ -148,6 +148,27 @@ static int exon_driver_add_runner(
     return 0;
 }
 
+/* The agents' states: the sender and the receiver, then the conductor, which holds a
+ * reference to each. 0, or a negative code with nothing left to close. */
+static int exon_driver_init_agents(exon_driver_t *d, const exon_driver_context_t *ctx)
+{
+    /* each init leaves its struct safe to close, even when it fails */
+    int rc = exon_sender_init(&d->sender, &d->conductor, ctx, &d->invokers_in, &d->invokers_parked);
+    if (rc >= 0 && (rc = exon_receiver_init(&d->receiver, &d->conductor, &d->invokers_in)) < 0)
+    {
+        exon_receiver_close(&d->receiver);
+    }
+    if (rc >= 0 && (rc = exon_driver_conductor_init(&d->conductor, &d->cnc, ctx, &d->sender, &d->receiver)) < 0)
+    {
+        exon_receiver_close(&d->receiver);
+    }
+    if (rc < 0)
+    {
+        exon_sender_close(&d->sender);
+    }
+    return rc;
+}
+
 int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *ctx)
 {
     *driver_out = NULL;
@@ -226,19 +247,8 @@ int exon_driver_launch(exon_driver_t **driver_out, const exon_driver_context_t *
         return rc;
     }
 
-    /* each init leaves its struct safe to close, even when it fails */
-    rc = exon_sender_init(&d->sender, &d->conductor, ctx, &d->invokers_in, &d->invokers_parked);
-    if (rc >= 0 && (rc = exon_receiver_init(&d->receiver, &d->conductor, &d->invokers_in)) < 0)
+    if ((rc = exon_driver_init_agents(d, ctx)) < 0)
     {
-        exon_receiver_close(&d->receiver);
-    }
-    if (rc >= 0 && (rc = exon_driver_conductor_init(&d->conductor, &d->cnc, ctx, &d->sender, &d->receiver)) < 0)
-    {
-        exon_receiver_close(&d->receiver);
-    }
-    if (rc < 0)
-    {
-        exon_sender_close(&d->sender);
         exon_cnc_close(&d->cnc);
         free(d);
         return rc;
