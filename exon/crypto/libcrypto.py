@@ -1,12 +1,13 @@
 """The cryptographic primitives of encrypted links, from OpenSSL 3's libcrypto, loaded at
 run time.
 
-exon writes no cryptography of its own: X25519 (RFC 7748), ChaCha20-Poly1305 (RFC 8439)
-and randomness come from ``libcrypto.so.3`` through cffi's ABI mode (``ffi.dlopen`` with
-the few prototypes below), so ``pip install`` needs no OpenSSL headers. The library is
-looked up on first use; where it is missing (or lacks a primitive) asking for encryption
-raises :class:`exon.errors.EncryptionUnavailable` naming what is missing. SHA-256 and HMAC
-come from :mod:`hashlib` / :mod:`hmac` (OpenSSL too).
+exon writes no cryptography of its own: X25519 (RFC 7748), ChaCha20-Poly1305 (RFC 8439),
+AES-256-GCM (NIST SP 800-38D) and randomness come from ``libcrypto.so.3`` through cffi's
+ABI mode (``ffi.dlopen`` with the few prototypes below), so ``pip install`` needs no
+OpenSSL headers. The library is looked up on first use; where it is missing (or lacks a
+primitive) asking for encryption raises :class:`exon.errors.EncryptionUnavailable`
+naming what is missing. SHA-256 and HMAC come from :mod:`hashlib` / :mod:`hmac` (OpenSSL
+too).
 
 Every call runs in C with the GIL released (cffi's ABI calls release it).
 """
@@ -44,6 +45,7 @@ typedef struct evp_pkey_st EVP_PKEY;
 typedef struct evp_pkey_ctx_st EVP_PKEY_CTX;
 typedef struct engine_st ENGINE;
 const EVP_CIPHER *EVP_chacha20_poly1305(void);
+const EVP_CIPHER *EVP_aes_256_gcm(void);
 EVP_CIPHER_CTX *EVP_CIPHER_CTX_new(void);
 void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx);
 int EVP_CipherInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *type, ENGINE *impl,
@@ -176,33 +178,44 @@ def _cipher_ctx(lib: Any) -> Any:
     return ctx
 
 
-def _nonce(counter: int) -> bytes:
-    # Noise's ChaChaPoly nonce: 32 bits of zeros, then the 64-bit counter, little-endian
-    return b"\0\0\0\0" + counter.to_bytes(8, "little")
+def _nonce(counter: int, aes: bool) -> bytes:
+    # Noise's nonces: 32 bits of zeros, then the 64-bit counter, little-endian for
+    # ChaChaPoly, big-endian for AESGCM
+    return b"\0\0\0\0" + counter.to_bytes(8, "big" if aes else "little")
 
 
-def aead_seal(key: bytes, counter: int, ad: bytes, plaintext: bytes) -> bytes:
-    """ChaCha20-Poly1305 (RFC 8439): ciphertext followed by the 16-byte tag."""
+def _evp_cipher(lib: Any, aes: bool) -> Any:
+    cipher = lib.EVP_aes_256_gcm() if aes else lib.EVP_chacha20_poly1305()
+    if cipher == _ffi.NULL:
+        raise EncryptionUnavailable(f"{LIBRARY} lacks {'AES-256-GCM' if aes else 'ChaCha20'}")
+    return cipher
+
+
+def aead_seal(key: bytes, counter: int, ad: bytes, plaintext: bytes, *,
+              aes: bool = False) -> bytes:
+    """ChaCha20-Poly1305 (RFC 8439), or AES-256-GCM with ``aes``: ciphertext followed by
+    the 16-byte tag, with Noise's nonce for ``counter``."""
     lib = library()
     ctx = _cipher_ctx(lib)
     n = len(plaintext)
     out = _ffi.new("unsigned char[]", n + TAG_LENGTH)
     outl = _ffi.new("int *")
-    if lib.EVP_CipherInit_ex(ctx, lib.EVP_chacha20_poly1305(), _ffi.NULL, key,
-                             _nonce(counter), 1) != 1:
-        raise EncryptionUnavailable(f"{LIBRARY}: ChaCha20-Poly1305 init failed")
+    if lib.EVP_CipherInit_ex(ctx, _evp_cipher(lib, aes), _ffi.NULL, key,
+                             _nonce(counter, aes), 1) != 1:
+        raise EncryptionUnavailable(f"{LIBRARY}: AEAD init failed")
     ok = (not ad or lib.EVP_CipherUpdate(ctx, _ffi.NULL, outl, ad, len(ad)) == 1)
     ok = ok and (n == 0 or lib.EVP_CipherUpdate(ctx, out, outl, plaintext, n) == 1)
     ok = ok and lib.EVP_CipherFinal_ex(ctx, out + n, outl) == 1
     ok = ok and lib.EVP_CIPHER_CTX_ctrl(ctx, _CTRL_AEAD_GET_TAG, TAG_LENGTH, out + n) == 1
     if not ok:
-        raise EncryptionUnavailable(f"{LIBRARY}: ChaCha20-Poly1305 sealing failed")
+        raise EncryptionUnavailable(f"{LIBRARY}: AEAD sealing failed")
     return bytes(_ffi.buffer(out, n + TAG_LENGTH))
 
 
-def aead_open(key: bytes, counter: int, ad: bytes, sealed: bytes | memoryview) -> bytes | None:
-    """The plaintext of ``sealed`` (ciphertext + tag), or None when it does not
-    authenticate (altered, another key, counter or associated data)."""
+def aead_open(key: bytes, counter: int, ad: bytes, sealed: bytes | memoryview, *,
+              aes: bool = False) -> bytes | None:
+    """The plaintext of ``sealed`` (ciphertext + tag; AES-256-GCM with ``aes``), or None
+    when it does not authenticate (altered, another key, counter or associated data)."""
     if len(sealed) < TAG_LENGTH:
         return None
     lib = library()
@@ -212,8 +225,8 @@ def aead_open(key: bytes, counter: int, ad: bytes, sealed: bytes | memoryview) -
     out = _ffi.new("unsigned char[]", max(n, 1))
     outl = _ffi.new("int *")
     tag = _ffi.new("unsigned char[16]", bytes(sealed[n:]))
-    if lib.EVP_CipherInit_ex(ctx, lib.EVP_chacha20_poly1305(), _ffi.NULL, key,
-                             _nonce(counter), 0) != 1:
+    if lib.EVP_CipherInit_ex(ctx, _evp_cipher(lib, aes), _ffi.NULL, key,
+                             _nonce(counter, aes), 0) != 1:
         return None
     ok = lib.EVP_CIPHER_CTX_ctrl(ctx, _CTRL_AEAD_SET_TAG, TAG_LENGTH, tag) == 1
     ok = ok and (not ad or lib.EVP_CipherUpdate(ctx, _ffi.NULL, outl, ad, len(ad)) == 1)

@@ -1,4 +1,5 @@
-"""The Noise handshake of encrypted links: ``Noise_IX_25519_ChaChaPoly_SHA256``, sans-IO.
+"""The Noise handshake of encrypted links: ``Noise_IX_25519_{cipher}_SHA256``, sans-IO, with
+``cipher`` ``AESGCM`` or ``ChaChaPoly`` (the policy negotiates it, docs/protocol.md 2.20).
 
 Written from the Noise Protocol Framework, revision 34 (noiseprotocol.org), sections 5
 (processing rules) and 7 (pattern IX)::
@@ -11,7 +12,7 @@ Message 1 travels in the LINK (its sender is the *initiator*), message 2 in the 
 LINKACK; :meth:`HandshakeState.split` then gives one key per direction. The initiator's
 accepting LINKACK is the first frame sealed with its key, which confirms the keys to the
 responder (docs/protocol.md 2.20). Primitives: :mod:`exon.crypto.libcrypto` (X25519,
-ChaCha20-Poly1305) and :mod:`hashlib`/:mod:`hmac` (SHA-256, HMAC); nothing here is a
+AES-256-GCM, ChaCha20-Poly1305) and :mod:`hashlib`/:mod:`hmac` (SHA-256, HMAC); nothing here is a
 primitive, only the framework's composition of them.
 
 Decoding is total: a message of any length or content either reads or raises
@@ -33,9 +34,20 @@ __all__ = [
     "PROTOCOL_NAME",
     "HandshakeError",
     "HandshakeState",
+    "protocol_name",
 ]
 
-PROTOCOL_NAME: Final = b"Noise_IX_25519_ChaChaPoly_SHA256"
+CIPHERS: Final = ("AESGCM", "ChaChaPoly")  #: Noise's names of the ciphers exon uses
+
+
+def protocol_name(cipher: str) -> bytes:
+    """The Noise protocol name of exon's handshake with ``cipher`` (one of :data:`CIPHERS`)."""
+    if cipher not in CIPHERS:
+        raise ValueError(f"unknown cipher {cipher!r}")
+    return b"Noise_IX_25519_" + cipher.encode() + b"_SHA256"
+
+
+PROTOCOL_NAME: Final = protocol_name("ChaChaPoly")  #: the default (and fallback) protocol
 DHLEN: Final = 32
 HASHLEN: Final = 32
 TAGLEN: Final = libcrypto.TAG_LENGTH
@@ -59,13 +71,15 @@ def _hkdf2(chaining_key: bytes, ikm: bytes) -> tuple[bytes, bytes]:
 class _SymmetricState:
     """Noise section 5.2: chaining key, handshake hash and the current key."""
 
-    __slots__ = ("ck", "h", "k", "n")
+    __slots__ = ("aes", "ck", "h", "k", "n")
 
-    def __init__(self, prologue: bytes) -> None:
-        # the name is exactly HASHLEN bytes: h = name, no padding, no hash (section 5.2)
-        assert len(PROTOCOL_NAME) == HASHLEN
-        self.h = PROTOCOL_NAME
-        self.ck = PROTOCOL_NAME
+    def __init__(self, name: bytes, prologue: bytes) -> None:
+        # a name of at most HASHLEN bytes is h, zero-padded, unhashed (section 5.2):
+        # "..._ChaChaPoly_SHA256" is exactly 32 bytes, "..._AESGCM_SHA256" 28
+        assert len(name) <= HASHLEN
+        self.h = name.ljust(HASHLEN, b"\0")
+        self.ck = self.h
+        self.aes = b"_AESGCM_" in name
         self.k: bytes | None = None
         self.n = 0
         self.mix_hash(prologue)
@@ -81,7 +95,7 @@ class _SymmetricState:
         if self.k is None:
             out = plaintext
         else:
-            out = libcrypto.aead_seal(self.k, self.n, self.h, plaintext)
+            out = libcrypto.aead_seal(self.k, self.n, self.h, plaintext, aes=self.aes)
             self.n += 1
         self.mix_hash(out)
         return out
@@ -89,7 +103,7 @@ class _SymmetricState:
     def decrypt_and_hash(self, data: bytes) -> bytes:
         plain = data
         if self.k is not None:
-            opened = libcrypto.aead_open(self.k, self.n, self.h, data)
+            opened = libcrypto.aead_open(self.k, self.n, self.h, data, aes=self.aes)
             if opened is None:
                 raise HandshakeError("handshake message does not authenticate")
             plain = opened
@@ -104,19 +118,22 @@ class _SymmetricState:
 class HandshakeState:
     """One side of one IX handshake. ``initiator`` writes message 1 and reads message 2;
     the responder reads message 1 and writes message 2. ``static_secret`` is our keypair's
-    secret key; ``prologue`` is bound into the handshake hash (both sides must agree)."""
+    secret key; ``prologue`` is bound into the handshake hash (both sides must agree), and so
+    is ``cipher`` (through the protocol name)."""
 
     def __init__(self, *, initiator: bool, static_secret: bytes, prologue: bytes,
-                 ephemeral_secret: bytes | None = None) -> None:
+                 cipher: str = "ChaChaPoly", ephemeral_secret: bytes | None = None) -> None:
         self.initiator = initiator
+        self.cipher = cipher
         self._s = static_secret
         self._s_pub = libcrypto.x25519_public(static_secret)
-        # a given ephemeral is for test vectors and fuzz seeds only: a real one is fresh
+        # a given ephemeral: test vectors, fuzz seeds, and one fresh ephemeral shared by the
+        # initiator's states of the ciphers it offers (policy.py); never reused otherwise
         self._e = ephemeral_secret or libcrypto.random_bytes(DHLEN)
         self._e_pub = libcrypto.x25519_public(self._e)
         self._re: bytes | None = None
         self._rs: bytes | None = None
-        self._sym = _SymmetricState(prologue)
+        self._sym = _SymmetricState(protocol_name(cipher), prologue)
         self._step = 0  # messages processed
         self._failed = False
 

@@ -8,10 +8,14 @@ Given to both sockets of a link, as :class:`~exon.core.policy.SharedSecretPolicy
 The handshake is Noise IX (:mod:`exon.crypto.noise`) in the metadata's
 ``custom["noise"]`` field: message 1 in the LINK, message 2 in the LINKACK that answers
 it, each carrying the SHA-256 of the sender's metadata and the link's tags (so neither can
-be changed on the way). The peer's static key must then pass :meth:`accepts`: equal to
-``peer_key`` when one is pinned, and in ``trusted`` when a list is given (``ANY_KEY``:
-any key, encryption without authenticating the peer, spelled out, never a default). A
-refusal is ``UNAUTHORIZED`` (permanent), as is a peer without encryption.
+be changed on the way). Message 1 offers ciphers (AESGCM where the initiator has hardware
+AES, ChaChaPoly always), message 2 names the responder's choice (AESGCM when both have
+it): the offer is in the prologue and the choice in the protocol name, so an on-path
+change of either makes message 2 fail to authenticate (no downgrade). The peer's static
+key must then pass :meth:`accepts`: equal to ``peer_key`` when one is pinned, and in
+``trusted`` when a list is given (``ANY_KEY``: any key, encryption without authenticating
+the peer, spelled out, never a default). A refusal is ``UNAUTHORIZED`` (permanent), as is
+a peer without encryption.
 
 A LINK whose ephemeral key was seen in the last ``replay_window`` handshakes is refused
 (a replayed LINK); a replay older than that gets an answer but never a link, since only the
@@ -35,14 +39,42 @@ from exon.core.sealing import LinkSeal
 from exon.crypto import libcrypto
 from exon.crypto.keys import Keypair, key_from_text, key_to_text
 from exon.crypto.noise import HandshakeError, HandshakeState
-from exon.crypto.seal import DEFAULT_REKEY_SHIFT, TransportSeal
+from exon.crypto.seal import (
+    AESGCM,
+    CHACHAPOLY,
+    CIPHERS,
+    DEFAULT_REKEY_SHIFT,
+    TransportSeal,
+    aes_available,
+    local_ciphers,
+)
+from exon.errors import EncryptionUnavailable
 
-__all__ = ["ANY_KEY", "PROLOGUE", "AnyKey", "EncryptedPolicy", "metadata_binding"]
+__all__ = [
+    "ANY_KEY",
+    "CIPHER_BITS",
+    "PROLOGUE",
+    "AnyKey",
+    "EncryptedPolicy",
+    "choose_cipher",
+    "metadata_binding",
+]
 
-#: bound into every handshake (Noise prologue): the protocol and its version
-PROLOGUE: Final = b"exon link v1"
+#: bound into every handshake (Noise prologue, followed by the offer byte): the protocol
+#: and its version
+PROLOGUE: Final = b"exon link v2"
 MESSAGE1: Final = 1
 MESSAGE2: Final = 2
+#: a cipher's bit in the offer byte of message 1 (and its choice byte in message 2)
+CIPHER_BITS: Final = {CHACHAPOLY: 0x01, AESGCM: 0x02}
+
+
+def choose_cipher(offer: int, ours: tuple[str, ...]) -> str | None:
+    """The responder's choice: the first of ``ours`` (best first) that ``offer`` has."""
+    for cipher in ours:
+        if offer & CIPHER_BITS[cipher]:
+            return cipher
+    return None
 
 
 class AnyKey:
@@ -76,8 +108,10 @@ def metadata_binding(meta: LinkMetadata, source_tag: int, destination_tag: int) 
 class _Attempt:
     """Our side of one handshake (keyed by our metadata nonce)."""
 
-    state: HandshakeState
+    state: HandshakeState  #: the initiator's: its first offer's, until message 2 chose
     message: bytes = b""  #: what we sent (repeated as is with a repeated LINK/LINKACK)
+    offered: dict[int, HandshakeState] | None = None  #: initiator: a state per offered bit
+    choice: int = 0  #: responder: the chosen cipher's bit
     seal: TransportSeal | None = None
     accepted: bool = False  #: we accepted the peer's message (its key passed)
 
@@ -95,7 +129,12 @@ class EncryptedPolicy(LinkPolicy):
     or :data:`ANY_KEY`. ``peer_key``: the one key the peer must prove. Give one of them
     at least; with both, the peer's key must be ``peer_key`` and in ``trusted``.
 
-    Raises :class:`exon.errors.EncryptionUnavailable` when libcrypto cannot be loaded.
+    ``ciphers``: the AEADs this socket offers or accepts, best first (default: AESGCM where
+    this host has hardware AES, then ChaChaPoly); a link uses the responder's first choice
+    that the initiator offered.
+
+    Raises :class:`exon.errors.EncryptionUnavailable` when libcrypto cannot be loaded, or
+    ``ciphers`` asks for AESGCM on a host without hardware AES.
     """
 
     encrypted = True
@@ -108,8 +147,18 @@ class EncryptedPolicy(LinkPolicy):
         peer_key: bytes | str | Keypair | None = None,
         replay_window: int = 4096,
         rekey_shift: int = DEFAULT_REKEY_SHIFT,
+        ciphers: Iterable[str] | None = None,
     ) -> None:
         libcrypto.library()  # a clear error now, not at the first link
+        self.ciphers = local_ciphers() if ciphers is None else tuple(ciphers)
+        unknown = [c for c in self.ciphers if c not in CIPHERS]
+        if unknown or not self.ciphers or len(set(self.ciphers)) != len(self.ciphers):
+            raise ValueError(f"ciphers must be distinct names among {', '.join(CIPHERS)}, "
+                             f"not {self.ciphers!r}")
+        if AESGCM in self.ciphers and not aes_available():
+            raise EncryptionUnavailable("AESGCM needs hardware AES (AES-NI and CLMUL), which "
+                                        "this host lacks: use ciphers=('ChaChaPoly',)")
+        self._offer = sum(CIPHER_BITS[c] for c in self.ciphers)
         if not isinstance(keys, Keypair):
             raise TypeError("keys must be an exon.Keypair")
         if trusted is None and peer_key is None:
@@ -124,6 +173,7 @@ class EncryptedPolicy(LinkPolicy):
         self._rekey_shift = rekey_shift
         self._attempts: OrderedDict[bytes, _Attempt] = OrderedDict()
         self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._negotiated = dict.fromkeys(CIPHERS, 0)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -131,6 +181,11 @@ class EncryptedPolicy(LinkPolicy):
                    else f"{len(self.trusted)} keys")
         peer = key_to_text(self.peer_key) if self.peer_key is not None else None
         return f"<EncryptedPolicy {self.keys.public_text} trusted={trusted} peer_key={peer}>"
+
+    def negotiated(self) -> dict[str, int]:
+        """Handshakes this policy accepted, by the cipher they chose (a copy)."""
+        with self._lock:
+            return dict(self._negotiated)
 
     def accepts(self, key: bytes) -> tuple[bool, str]:
         """Whether a peer proving ``key`` passes; the reason when not."""
@@ -152,7 +207,21 @@ class EncryptedPolicy(LinkPolicy):
 
     def _new_seal(self, state: HandshakeState) -> TransportSeal:
         send, recv = state.split()
-        return TransportSeal(send, recv, rekey_shift=self._rekey_shift)
+        return TransportSeal(send, recv, cipher=state.cipher, rekey_shift=self._rekey_shift)
+
+    def _message1(self, payload: bytes) -> _Attempt:
+        """Message 1 with our offer: one state per offered cipher, one fresh ephemeral (IX's
+        message 1 encrypts nothing, so its bytes are the same for every cipher; the
+        handshake hashes differ by name and continue with message 2's choice)."""
+        prologue = PROLOGUE + bytes([self._offer])
+        ephemeral = libcrypto.random_bytes(32)
+        offered = {CIPHER_BITS[c]: HandshakeState(
+            initiator=True, static_secret=self.keys.secret, prologue=prologue, cipher=c,
+            ephemeral_secret=ephemeral) for c in self.ciphers}
+        messages = {state.write_message1(payload) for state in offered.values()}
+        assert len(messages) == 1
+        message = bytes([MESSAGE1, self._offer]) + messages.pop()
+        return _Attempt(next(iter(offered.values())), message, offered)
 
     # ---- LinkPolicy -----------------------------------------------------------------------
 
@@ -164,10 +233,7 @@ class EncryptedPolicy(LinkPolicy):
             attempt = self._attempts.get(ctx.nonce)
             if peer is None:  # our LINK: message 1 (the same one when the LINK is repeated)
                 if attempt is None or not attempt.state.initiator:
-                    state = HandshakeState(initiator=True, static_secret=self.keys.secret,
-                                           prologue=PROLOGUE)
-                    payload = metadata_binding(own, ctx.tag, ctx.peer.tag)
-                    attempt = _Attempt(state, bytes([MESSAGE1]) + state.write_message1(payload))
+                    attempt = self._message1(metadata_binding(own, ctx.tag, ctx.peer.tag))
                     self._keep(ctx.nonce, attempt)
                 return {HANDSHAKE_FIELD: attempt.message}
             if attempt is None or attempt.state.initiator or not attempt.accepted:
@@ -175,7 +241,8 @@ class EncryptedPolicy(LinkPolicy):
             if not attempt.message:
                 payload = metadata_binding(own, ctx.tag, ctx.peer.tag)
                 try:
-                    attempt.message = bytes([MESSAGE2]) + attempt.state.write_message2(payload)
+                    attempt.message = bytes([MESSAGE2, attempt.choice]) + (
+                        attempt.state.write_message2(payload))
                 except HandshakeError:
                     return {}
                 attempt.seal = self._new_seal(attempt.state)
@@ -186,7 +253,9 @@ class EncryptedPolicy(LinkPolicy):
         field = peer.custom.get(HANDSHAKE_FIELD)
         if not isinstance(field, bytes) or not field:
             return Decision.UNAUTHORIZED, "the peer socket does not encrypt (no EncryptedPolicy)"
-        kind, message = field[0], field[1:]
+        if len(field) < 2:
+            return Decision.UNAUTHORIZED, "handshake: a message without its cipher byte"
+        kind, ciphers, message = field[0], field[1], field[2:]
         binding = metadata_binding(peer, ctx.peer.tag, ctx.tag)
         with self._lock:
             attempt = self._attempts.get(ctx.nonce)
@@ -194,8 +263,13 @@ class EncryptedPolicy(LinkPolicy):
                 if attempt is not None and attempt.state.initiator:
                     # both sides sent a LINK: no roles; both retry later, one answers
                     return Decision.TEMPORARY, "simultaneous encrypted handshakes"
+                cipher = choose_cipher(ciphers, self.ciphers)
+                if cipher is None:
+                    return Decision.UNAUTHORIZED, (
+                        f"handshake: no cipher in common (offered {ciphers:#04x}, ours "
+                        f"{', '.join(self.ciphers)})")
                 state = HandshakeState(initiator=False, static_secret=self.keys.secret,
-                                       prologue=PROLOGUE)
+                                       prologue=PROLOGUE + bytes([ciphers]), cipher=cipher)
                 try:
                     payload = state.read_message1(message)
                 except HandshakeError as exc:
@@ -207,13 +281,19 @@ class EncryptedPolicy(LinkPolicy):
                 self._seen[ephemeral] = None
                 while len(self._seen) > self._replay_window:
                     self._seen.popitem(last=False)
-                attempt = _Attempt(state)
+                attempt = _Attempt(state, choice=CIPHER_BITS[cipher])
             elif kind == MESSAGE2:
                 if attempt is None or not attempt.state.initiator:
                     return Decision.UNAUTHORIZED, "handshake message 2 without our message 1"
                 if attempt.seal is not None:  # a repeated message 2: decided already
                     return (Decision.ACCEPTED, "") if attempt.accepted else (
                         Decision.UNAUTHORIZED, "handshake refused")
+                chosen = (attempt.offered or {}).get(ciphers)
+                if chosen is None:  # not one bit we offered: refused, never a fallback
+                    return Decision.UNAUTHORIZED, (
+                        f"handshake: the peer chose cipher {ciphers:#04x}, not offered")
+                attempt.state = chosen
+                attempt.offered = None  # the other states (and their ephemeral secret) go
                 try:
                     payload = attempt.state.read_message2(message)
                 except HandshakeError as exc:
@@ -229,6 +309,7 @@ class EncryptedPolicy(LinkPolicy):
             if not ok:
                 return Decision.UNAUTHORIZED, reason
             attempt.accepted = True
+            self._negotiated[attempt.state.cipher] += 1
             self._keep(ctx.nonce, attempt)
             return Decision.ACCEPTED, ""
 

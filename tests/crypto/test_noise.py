@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from exon.crypto import libcrypto
-from exon.crypto.noise import PROTOCOL_NAME, HandshakeError, HandshakeState
+from exon.crypto import libcrypto, seal
+from exon.crypto.noise import HandshakeError, HandshakeState, protocol_name
 from exon.crypto.seal import TransportSeal, rekey
 
 pytestmark = pytest.mark.skipif(not libcrypto.available(), reason="libcrypto.so.3 missing")
@@ -16,20 +16,31 @@ pytestmark = pytest.mark.skipif(not libcrypto.available(), reason="libcrypto.so.
 AD, OTHER = bytes(20), bytes(range(20))  # a frame header's 20 bytes
 
 
-def _ours(initiator: bool, secret: bytes, prologue: bytes = b"p") -> HandshakeState:
-    return HandshakeState(initiator=initiator, static_secret=secret, prologue=prologue)
+def _ours(initiator: bool, secret: bytes, prologue: bytes = b"p",
+          cipher: str = "ChaChaPoly") -> HandshakeState:
+    return HandshakeState(initiator=initiator, static_secret=secret, prologue=prologue,
+                          cipher=cipher)
 
 
+def test_protocol_names_are_noise_names() -> None:
+    assert protocol_name("ChaChaPoly") == b"Noise_IX_25519_ChaChaPoly_SHA256"
+    assert protocol_name("AESGCM") == b"Noise_IX_25519_AESGCM_SHA256"
+    with pytest.raises(ValueError, match="unknown cipher"):
+        protocol_name("AESGCMSIV")
+
+
+@pytest.mark.parametrize("cipher", ["ChaChaPoly", "AESGCM"])
 @pytest.mark.parametrize("we_initiate", [True, False])
-def test_interoperates_with_the_reference_noise_implementation(we_initiate: bool) -> None:
+def test_interoperates_with_the_reference_noise_implementation(we_initiate: bool,
+                                                               cipher: str) -> None:
     connection = pytest.importorskip("noise.connection", reason="noiseprotocol not installed")
     ours_secret, theirs_secret = os.urandom(32), os.urandom(32)
-    theirs = connection.NoiseConnection.from_name(PROTOCOL_NAME)
+    theirs = connection.NoiseConnection.from_name(protocol_name(cipher))
     (theirs.set_as_responder if we_initiate else theirs.set_as_initiator)()
     theirs.set_keypair_from_private_bytes(connection.Keypair.STATIC, theirs_secret)
     theirs.set_prologue(b"p")
     theirs.start_handshake()
-    ours = _ours(we_initiate, ours_secret)
+    ours = _ours(we_initiate, ours_secret, cipher=cipher)
     if we_initiate:
         assert theirs.read_message(ours.write_message1(b"one")) == b"one"
         assert ours.read_message2(theirs.write_message(b"two")) == b"two"
@@ -37,9 +48,20 @@ def test_interoperates_with_the_reference_noise_implementation(we_initiate: bool
         assert ours.read_message1(theirs.write_message(b"one")) == b"one"
         assert theirs.read_message(ours.write_message2(b"two")) == b"two"
     send, recv = ours.split()
-    assert libcrypto.aead_open(recv, 0, b"", theirs.encrypt(b"to us")) == b"to us"
-    assert theirs.decrypt(libcrypto.aead_seal(send, 0, b"", b"to them")) == b"to them"
+    aes = cipher == "AESGCM"
+    assert libcrypto.aead_open(recv, 0, b"", theirs.encrypt(b"to us"), aes=aes) == b"to us"
+    assert theirs.decrypt(libcrypto.aead_seal(send, 0, b"", b"to them", aes=aes)) == b"to them"
     assert ours.remote_static == libcrypto.x25519_public(theirs_secret)
+
+
+def test_a_cipher_changes_the_handshake_hash() -> None:
+    """Both sides must agree on the cipher: the responder's choice is bound into the hash
+    (the protocol name), so a different one never completes."""
+    i = _ours(True, os.urandom(32), cipher="AESGCM")
+    r = _ours(False, os.urandom(32), cipher="ChaChaPoly")
+    r.read_message1(i.write_message1(b""))
+    with pytest.raises(HandshakeError):
+        i.read_message2(r.write_message2(b""))
 
 
 def test_both_sides_agree_and_keys_differ_per_direction_and_per_handshake() -> None:
@@ -113,10 +135,14 @@ def test_seal_accepts_gaps_but_not_a_jump_of_two_keys() -> None:
     assert b.open(AD, sealed[6]) == b"6"
 
 
-def test_rekey_is_nonces_max_encryption() -> None:
+@pytest.mark.parametrize("cipher", [seal.CHACHAPOLY, seal.AESGCM])
+def test_rekey_is_nonces_max_encryption(cipher: str) -> None:
     key = os.urandom(32)
-    assert rekey(key) == libcrypto.aead_seal(key, 2**64 - 1, b"", bytes(32))[:32]
-    assert rekey(key) != key
+    aes = cipher == seal.AESGCM
+    assert rekey(key, cipher) == libcrypto.aead_seal(key, 2**64 - 1, b"", bytes(32),
+                                                     aes=aes)[:32]
+    assert rekey(key, cipher) != key
+    assert rekey(key, seal.AESGCM) != rekey(key, seal.CHACHAPOLY)
 
 
 def test_native_seal_is_chacha20_poly1305_with_noise_nonces() -> None:
