@@ -69,8 +69,10 @@ def run_encrypted_bench(*, sizes: tuple[int, ...] = (64, 1024), messages: int = 
         credits = LinkSettings().initial_credits
     reason = zmq_unavailable_reason() if with_zmq else "disabled"
     curve = _curve_keys() if reason is None else None
+    # both workers run on this host, so they offer the same ciphers: the first is chosen
+    cipher = seal.local_ciphers()[0]
     extra: dict[str, object] = {"exon_transport": "udp", "peer_transport": "tcp",
-                                "cipher": "ChaCha20-Poly1305", "handshake": "Noise_IX_25519",
+                                "cipher": cipher, "handshake": f"Noise_IX_25519_{cipher}_SHA256",
                                 "aead_library": seal.backend()}
     keys = _exon_keys()
     lines = []
