@@ -35,6 +35,7 @@ within ``LinkSettings.memory_budget`` (see ``SocketCore``, "the memory budget").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 _SHARED = ("limit", "sent", "confirmed", "hold_flow", "advertised", "received", "delivered",
@@ -207,3 +208,19 @@ class CreditLedger:
         if limit > self.advertised:
             self.advertised = limit
         return delivered, self.advertised
+
+
+def pick_round_robin(count: int, cursor: int,
+                     has_credit: Callable[[int], bool]) -> tuple[int, int] | None:
+    """The round-robin rule of the sending sockets (PUSH, REQ, DEALER): of ``count`` links
+    in the order they were established, the first for which ``has_credit(index)`` holds at
+    or after ``cursor`` (wrapping round): ``(index, next cursor)``, the cursor moving to the
+    link after it; None when none has credit. ``SocketCore.pick_destination`` applies it;
+    the native link table applies the same rule to the links it holds (``exon_lt_send``
+    over each socket's ring), and tests/middleware/test_rule_parity.py runs both on the
+    same random credit."""
+    for step in range(count):
+        index = (cursor + step) % count
+        if has_credit(index):
+            return index, (index + 1) % count
+    return None

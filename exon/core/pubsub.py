@@ -109,6 +109,12 @@ class PrefixFilter:
         """The prefixes, each once (in no particular order)."""
         return list(self._prefixes)
 
+    def as_tuple(self) -> tuple[bytes, ...] | None:
+        """The prefixes as a tuple, or None when the empty prefix (everything) is one: the
+        form the PUB door matches with, by the same rule as :meth:`matches`
+        (``exon_fast_pubsub.c`` pub_matches; tests/middleware/test_rule_parity.py)."""
+        return None if self.everything else tuple(self._prefixes)
+
     def matches(self, data: bytes) -> bool:
         if self.everything:
             return True

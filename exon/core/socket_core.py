@@ -39,6 +39,7 @@ import struct
 from collections import deque
 from typing import Any
 
+from exon.core.credits import pick_round_robin
 from exon.core.events import (
     CookieReturned,
     ErrorReceived,
@@ -368,15 +369,18 @@ class SocketCore(LinkActions):
     def pick_destination(self, tag: int) -> PeerId | None:
         """Next established link with credit, round-robin; None when none has credit."""
         sock = self._socket(tag)
-        n = len(sock.rr)
-        for i in range(n):
-            index = (sock.rr_next + i) % n
-            peer = sock.rr[index]
-            link = sock.links[peer]
-            if link.state is LinkState.ESTABLISHED and link.ledger and link.ledger.credit > 0:
-                sock.rr_next = (index + 1) % n
-                return peer
-        return None
+        rr, links = sock.rr, sock.links
+
+        def has_credit(index: int) -> bool:
+            link = links[rr[index]]
+            return (link.state is LinkState.ESTABLISHED and link.ledger is not None
+                    and link.ledger.credit > 0)
+
+        picked = pick_round_robin(len(rr), sock.rr_next, has_credit)
+        if picked is None:
+            return None
+        index, sock.rr_next = picked
+        return rr[index]
 
     def send(
         self,

@@ -31,7 +31,9 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
   (those that need no envelope), Peer <-> link index, for its native send and receive
   doors. A link's route goes in ``detach``, with its queue entry.
 * Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
-  table entry take the core's path (same counters, same publication, same order).
+  table entry take the core's path (same counters, same publication, same order). The
+  rule is C's alone (``exon_lt_hold_reason``, exon_link_table.h): a caller passes what
+  holds it (``hold``: ``HOLD_*`` bits) and acts on the :class:`SendReason` it gets back.
 
 Not thread-safe: every call under the Node's lock (``Poller.batch`` under the poll role
 too; it holds the lock and the GIL through one native call per batch).
@@ -39,7 +41,8 @@ too; it holds the lock and the GIL through one native call per batch).
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, Final
 
 from exon import errors
 from exon.core import PeerId
@@ -63,13 +66,46 @@ from exon.native import (
     sub_receive_door,
 )
 
-__all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "FastLink", "FastLinks"]
+__all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "HOLD_BACKLOG", "HOLD_CLOSED",
+           "HOLD_COOKIE", "LINK_NONE", "OFFER_SPINS", "OFFER_YIELD_AFTER", "RETRY",
+           "ROUND_ROBIN", "FastLink", "FastLinks", "SendReason"]
 
 #: exon_lt_desc_t.link of a FLOW applied natively, and of a DATA ``poll_batch`` queued
 FLOW_DONE = int(lib.EXON_LT_FLOW_DONE)
 FLOW_CREDIT = int(lib.EXON_LT_FLOW_CREDIT)
 HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
 _MAX_PAYLOAD = 0x7FFF_FFFF
+
+
+class SendReason(enum.IntEnum):
+    """Why a native send (``FastLinks.send``, a door) did not send: its negative results,
+    declared once in exon_link_table.h (Aeron's offer outcomes keep their values)."""
+
+    NOT_CONNECTED = lib.EXON_LT_NOT_CONNECTED
+    BACK_PRESSURED = lib.EXON_LT_BACK_PRESSURED
+    ADMIN_ACTION = lib.EXON_LT_ADMIN_ACTION
+    PUB_CLOSED = lib.EXON_LT_PUB_CLOSED
+    MAX_POSITION = lib.EXON_LT_MAX_POSITION
+    NO_CREDIT = lib.EXON_LT_NO_CREDIT
+    TOO_LARGE = lib.EXON_LT_TOO_LARGE
+    NO_LINK = lib.EXON_LT_NO_LINK
+    COOKIE = lib.EXON_LT_COOKIE
+    BACKLOG = lib.EXON_LT_BACKLOG
+    CLOSED = lib.EXON_LT_CLOSED
+
+
+#: the reasons to offer again (nothing was spent), at most OFFER_SPINS times, yielding the
+#: CPU after the first OFFER_YIELD_AFTER
+RETRY: Final = frozenset((SendReason.BACK_PRESSURED, SendReason.ADMIN_ACTION))
+OFFER_SPINS: Final = int(lib.EXON_LT_OFFER_SPINS)
+OFFER_YIELD_AFTER: Final = int(lib.EXON_LT_OFFER_YIELD_AFTER)
+#: ``send``'s ``hold`` bits: what holds a message off the fast path
+HOLD_COOKIE: Final = int(lib.EXON_LT_HOLD_COOKIE)
+HOLD_BACKLOG: Final = int(lib.EXON_LT_HOLD_BACKLOG)
+HOLD_CLOSED: Final = int(lib.EXON_LT_HOLD_CLOSED)
+#: ``send``'s ``link``: round-robin over the socket's links with credit, or none
+ROUND_ROBIN: Final = int(lib.EXON_LT_ROUND_ROBIN)
+LINK_NONE: Final = int(lib.EXON_LT_LINK_NONE)
 
 
 class FastLink:
@@ -98,6 +134,7 @@ class FastLinks:
         check(lib.exon_lt_init(self._table, capacity, socket_capacity), "link table")
         self._publication_of = publication_of
         self._socket_capacity = socket_capacity
+        #: ``send(slot, link, payload, hold=0)``: the link used (>= 0) or a SendReason
         self.send, self.deliver = fast_link_calls(self._table)
         #: ``send_many(slot, link, payloads, start)``: the index of the first payload not sent
         self.send_many = fast_link_send_many(self._table)

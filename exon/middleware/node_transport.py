@@ -70,7 +70,8 @@ _HELLO_HEADER = struct.Struct("<HBBI")  # version, protocol, type, remaining len
 _FRAGMENT_HEADER = struct.Struct("<HBBIII")
 FRAGMENT_HEADER_LENGTH = _FRAGMENT_HEADER.size  # 16
 _VERSION = 1
-_OFFER_SPINS = 200
+_OFFER_SPINS = int(lib.EXON_LT_OFFER_SPINS)  # offers again (exon_link_table.h)
+_OFFER_YIELD_AFTER = int(lib.EXON_LT_OFFER_YIELD_AFTER)
 
 
 def encode_hello(reply_address: str) -> bytes:
@@ -119,12 +120,12 @@ def offer_retrying(rc: int, offer: Callable[..., int], args: tuple[Any, ...],
                    spins: int) -> int:
     """After a first ``offer(*args)`` that returned ``rc``: while back pressure or an admin
     action refuses it, try again up to ``spins`` times (yielding the CPU after the first
-    20); the last Aeron outcome. Callers make the first offer themselves, so that one that
-    goes through costs no call here."""
+    ``_OFFER_YIELD_AFTER``); the last Aeron outcome. Callers make the first offer
+    themselves, so that one that goes through costs no call here."""
     tries = 0
     while rc in (BACK_PRESSURED, ADMIN_ACTION) and tries < spins:
         tries += 1
-        if tries > 20:
+        if tries > _OFFER_YIELD_AFTER:
             time.sleep(0)
         rc = offer(*args)
     return rc

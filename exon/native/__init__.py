@@ -45,7 +45,8 @@ _fast.bind_poll(_address(ffi.addressof(lib, "exon_lt_poll")),
                 _address(ffi.addressof(lib, "exon_lt_classify")))
 
 __all__ = ["address_of", "check", "error_for", "fast_link_calls", "fast_link_send_many",
-           "fast_offer", "fast_poll_batch", "fast_recv_queue", "ffi", "last_error", "lib",
+           "fast_offer", "fast_poll_batch", "fast_prefix_matches", "fast_recv_queue", "ffi",
+           "last_error", "lib",
            "node_lock", "peer_receive_door", "peer_routes", "peer_send_door",
            "pub_send_door", "socket_receive_door", "socket_send_door", "sub_receive_door"]
 
@@ -109,15 +110,17 @@ def fast_offer(publication: Any, on_error: Any, keep: Any = None) -> Any:
 
 def fast_link_calls(table: Any) -> tuple[Any, Any]:
     """``(send, deliver)`` GIL-holding callables over an ``exon_link_table_t *``:
-    ``send(slot, link, data)`` -> exon_lt_send's result, ``deliver(link)`` -> exon_lt_deliver's
-    (``deliver(link, count)`` -> exon_lt_deliver_many's)."""
+    ``send(slot, link, data, hold=0)`` -> exon_lt_send_held's result (the link used, or
+    why not: exon_lt_hold_reason(hold), then exon_lt_send's reasons), ``deliver(link)`` ->
+    exon_lt_deliver's (``deliver(link, count)`` -> exon_lt_deliver_many's)."""
     address = _address(table)
     return _fast.LinkSend(address, table), _fast.LinkDeliver(address, table)
 
 
 def fast_link_send_many(table: Any) -> Any:
     """A GIL-holding callable over an ``exon_link_table_t *``: ``send_many(slot, link,
-    payloads, start)`` offers ``payloads[start:]`` (a list or tuple of bytes) as
+    payloads, start, hold=0)`` (none sent while exon_lt_hold_reason(hold) holds them)
+    offers ``payloads[start:]`` (a list or tuple of bytes) as
     exon_lt_send offers one, in one call, and returns the index of the first payload it did
     not send (``len(payloads)``: all); the caller sends that one its own way. Call it with
     the node's lock held, as ``send`` from :func:`fast_link_calls`."""
@@ -217,3 +220,6 @@ def address_of(pointer: Any) -> int:
 #: queues) -> (n, left, touched)``: exon_lt_poll + exon_lt_classify + dispatch in one
 #: GIL-holding call over integer addresses (``exon_fast.c``)
 fast_poll_batch: Any = _fast.poll_batch
+#: the PUB door's prefix rule (``exon_fast_pubsub.c`` pub_matches): ``(prefixes or None,
+#: data) -> bool``; its Python twin is ``exon.core.pubsub.PrefixFilter.matches``
+fast_prefix_matches: Any = _fast.prefix_matches

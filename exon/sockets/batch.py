@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from exon import errors
 from exon.core import PeerId
+from exon.middleware.fastpath import HOLD_BACKLOG, ROUND_ROBIN
 from exon.sockets.batch_cookie import BatchCookie
 from exon.sockets.socket import _payload
 from exon.sockets.timeouts import deadline as _deadline
@@ -64,16 +65,16 @@ def send_many(sock: Socket, payloads: Iterable[Any], cookie: Any,
         host.activity += 1
         try:
             while i < total:
-                slot = sock._fast_slot
-                if slot >= 0 and not host.backlog:
-                    before = None if batch is None else core.sent_counts(tag)
-                    j = fast_many(slot, -1, items, i)
-                    if before is not None and j > i:
-                        touched.update(p for p, n in core.sent_counts(tag).items()
-                                       if n != before.get(p))
-                    i = j
-                    if i == total:
-                        break
+                # the table's rule judges whether the run may go natively (none: j == i)
+                before = None if batch is None else core.sent_counts(tag)
+                j = fast_many(sock._fast_slot, ROUND_ROBIN, items, i,
+                              HOLD_BACKLOG if host.backlog else 0)
+                if before is not None and j > i:
+                    touched.update(p for p, n in core.sent_counts(tag).items()
+                                   if n != before.get(p))
+                i = j
+                if i == total:
+                    break
                 # the single-message path may wait, releasing the lock: parts first
                 _attach(sock, batch, touched)
                 dest = sock._send_locked(_payload(items[i]), None, None,  # type: ignore[index]

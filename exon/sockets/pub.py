@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from exon import errors
 from exon.core import LinkClosed, LinkEstablished, LinkState, MessageReceived, PeerId
 from exon.core.pubsub import MESSAGE, PrefixFilter, SubKind, decode_subscription, encode_dropped
+from exon.middleware.fastpath import HOLD_BACKLOG
 from exon.sockets.messages import Peer
 from exon.sockets.socket import Socket, _monotonic, _payload
 from exon.sockets.timeouts import deadline as _deadline
@@ -127,7 +128,7 @@ class PubSocket(Socket):
                 continue  # unlinking (no target) or not established yet (no credit)
             if not len(sub.filter):
                 continue
-            prefixes = None if sub.filter.everything else tuple(sub.filter.prefixes())
+            prefixes = sub.filter.as_tuple()
             targets.append((peer, sub))
             described.append((*fast.target(token), prefixes))
         self._targets = targets
@@ -203,9 +204,10 @@ class PubSocket(Socket):
     def _emit(self, peer: PeerId, sub: _Subscriber, payload: bytes) -> None:
         """Send one payload to ``peer`` (credit checked by the caller). Lock held."""
         token = sub.token
-        if (token is not None and token.attached and not self._host.backlog
-                and self._fast_send(self._fast_slot, token.index, payload) >= 0):
-            return
+        if token is not None and token.attached:
+            hold = HOLD_BACKLOG if self._host.backlog else 0
+            if self._fast_send(self._fast_slot, token.index, payload, hold) >= 0:
+                return
         self._send_locked(payload, None, peer, None, True)
 
     def _count_drop(self, peer: PeerId, sub: _Subscriber) -> None:

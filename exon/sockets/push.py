@@ -42,14 +42,7 @@ class PushSocket(Socket):
         """Send ``data`` to the next linked PULL with credit; blocks up to ``timeout``."""
         payload = _payload(data)
         deadline = _deadline(timeout)
-        with self._lock:
-            host = self._host
-            # short path (without the native door): one native call picks a link with
-            # credit and offers
-            if (cookie is None and self._fast_slot >= 0 and not host.backlog
-                    and self._fast_send(self._fast_slot, -1, payload) >= 0):
-                host.activity += 1
-                return
+        with self._lock:  # the door missed: the link table's rule says why, once more
             self._send_locked(payload, cookie, None, deadline, False)
 
     def send_many(self, payloads: Iterable[Any], *, timeout: float | None = None,

@@ -40,7 +40,17 @@ from exon.core import (
 )
 from exon.core.events import ErrorReceived
 from exon.core.frames import ErrorCode
+from exon.middleware.fastpath import (
+    HOLD_BACKLOG,
+    HOLD_CLOSED,
+    HOLD_COOKIE,
+    LINK_NONE,
+    OFFER_SPINS,
+    RETRY,
+    ROUND_ROBIN,
+)
 from exon.middleware.hosted import register_socket_factory
+from exon.middleware.node_transport import offer_retrying
 from exon.middleware.spin_policy import new_spin_policy
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.inbox import InboxMixin
@@ -55,8 +65,6 @@ if TYPE_CHECKING:
 __all__ = ["Socket"]
 
 _monotonic = time.monotonic
-_RETRY = (-2, -3)  # Aeron's BACK_PRESSURED, ADMIN_ACTION: nothing spent, offer again
-_OFFER_SPINS = 200
 
 
 def _payload(data: Any) -> bytes:
@@ -450,27 +458,21 @@ class Socket(InboxMixin, LinkingMixin, AsyncSocketMixin):
 
     def _send_native_locked(self, payload: bytes, cookie: Any,
                             destination: PeerId | None) -> PeerId | None:
-        """Send through the link table when the native path can (no cookie, nothing in the
-        node's backlog, an attached link with credit): the peer it went to, else None."""
+        """Send through the link table if its rule lets this message (exon_lt_hold_reason,
+        then exon_lt_send): the peer it went to, else None (the core's path decides)."""
         host = self._host
-        slot = self._fast_slot
-        if cookie is not None or slot < 0 or host.backlog or self._closed:
-            return None
         fast = host.fast
+        hold = ((HOLD_COOKIE if cookie is not None else 0) | (HOLD_BACKLOG if host.backlog else 0)
+                | (HOLD_CLOSED if self._closed else 0))
         if destination is None:
-            link = -1
+            link = ROUND_ROBIN
         else:
             token = fast.by_link.get((self.tag, destination))
-            if token is None:
-                return None
-            link = token.index
-        rc = fast.send(slot, link, payload)
-        spins = 0
-        while rc in _RETRY and spins < _OFFER_SPINS:
-            spins += 1
-            if spins > 20:
-                time.sleep(0)
-            rc = fast.send(slot, link, payload)
+            link = LINK_NONE if token is None else token.index
+        rc = fast.send(self._fast_slot, link, payload, hold)
+        if rc in RETRY:
+            rc = offer_retrying(rc, fast.send, (self._fast_slot, link, payload, hold),
+                                OFFER_SPINS)
         return fast.tokens[rc].peer if rc >= 0 else None
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:

@@ -24,7 +24,7 @@ import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import msgpack
@@ -348,38 +348,46 @@ _STATIC = bytes(range(32))
 _RESPONDER = bytes(range(32, 64))
 
 
-_PROLOGUE = b"exon link v1"
+def _prologue(cipher: str) -> bytes:
+    """The prologue a link's handshake binds: exon's, then the offer byte (the one cipher)."""
+    from exon.crypto.policy import CIPHER_BITS, PROLOGUE
+
+    return PROLOGUE + bytes([CIPHER_BITS[cipher]])
 
 
-def _handshake(initiator: bool, secret: bytes) -> Any:
+def _handshake(initiator: bool, secret: bytes, cipher: str) -> Any:
     from exon.crypto.noise import HandshakeState
 
-    return HandshakeState(initiator=initiator, static_secret=secret, prologue=_PROLOGUE,
-                          ephemeral_secret=bytes(range(64, 96)) if initiator else None)
+    return HandshakeState(initiator=initiator, static_secret=secret, prologue=_prologue(cipher),
+                          cipher=cipher,
+                          # fixed ephemerals: the same seeds, so the same mutations, each run
+                          ephemeral_secret=bytes(range(64 if initiator else 96, 96 if initiator
+                                                       else 128)))
 
 
 def _noise1_seeds() -> list[bytes]:
-    return [_handshake(True, _STATIC).write_message1(p) for p in (b"", b"x" * 32, b"y" * 200)]
+    return [_handshake(True, _STATIC, "ChaChaPoly").write_message1(p)
+            for p in (b"", b"x" * 32, b"y" * 200)]
 
 
 def _run_noise1(data: bytes) -> None:
     """Message 1 as a responder reads it (from a LINK)."""
-    _handshake(False, _RESPONDER).read_message1(data)
+    _handshake(False, _RESPONDER, "ChaChaPoly").read_message1(data)
 
 
-def _noise2_seeds() -> list[bytes]:
+def _noise2_seeds(cipher: str) -> list[bytes]:
     out = []
     for payload in (b"", b"x" * 32, b"y" * 200):
-        responder = _handshake(False, _RESPONDER)
-        responder.read_message1(_handshake(True, _STATIC).write_message1(b""))
+        responder = _handshake(False, _RESPONDER, cipher)
+        responder.read_message1(_handshake(True, _STATIC, cipher).write_message1(b""))
         out.append(responder.write_message2(payload))
     return out
 
 
-def _run_noise2(data: bytes) -> None:
+def _run_noise2(cipher: str, data: bytes) -> None:
     """Message 2 as the initiator (its message 1 sent, same ephemeral) reads it (from a
-    LINKACK)."""
-    initiator = _handshake(True, _STATIC)
+    LINKACK), under the cipher the responder chose."""
+    initiator = _handshake(True, _STATIC, cipher)
     initiator.write_message1(b"")
     initiator.read_message2(data)
 
@@ -414,7 +422,12 @@ def _run_sealed(data: bytes) -> None:
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("noise_message1", _noise1_seeds, _run_noise1, (ProtocolError,)),
-    Target("noise_message2", _noise2_seeds, _run_noise2, (ProtocolError,)),
+    # every byte of message 2 is bound (the ephemeral through the DH, the rest by the AEAD):
+    # a mutation of it never reads
+    Target("noise_message2", partial(_noise2_seeds, "ChaChaPoly"),
+           partial(_run_noise2, "ChaChaPoly"), (ProtocolError,), authenticated=True),
+    Target("noise_message2_aesgcm", partial(_noise2_seeds, "AESGCM"),
+           partial(_run_noise2, "AESGCM"), (ProtocolError,), authenticated=True),
     Target("sealed_frames", _sealed_seeds, _run_sealed, (FrameDecodeError,),
            authenticated=True),
     Target("aeron_frames", _aeron_seeds, _run_aeron_py, (FrameDecodeError,)),

@@ -10,6 +10,8 @@
  * of its C functions (exon.native.fast binds them once), and an Offer object calls
  * exon_publication_offer through that pointer with the publication's address, via
  * vectorcall. Anything slow or blocking stays on the cffi side, where the GIL is released.
+ * The one rule it takes from a header is the fast-path guard, exon_lt_hold_reason
+ * (exon_link_table.h, static inline): every send door asks it, with the state it holds.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,7 +22,7 @@
 
 #include "exon_fast_mutex.h"
 
-#include "link/exon_link_table.h" /* layouts and constants only: no exon code is linked */
+#include "link/exon_link_table.h" /* layouts, constants, exon_lt_hold_reason: nothing linked */
 
 typedef int64_t (*exon_offer_fn)(void *pub, const char *buf, int32_t length, int64_t reserved);
 
@@ -215,20 +217,29 @@ static int table_int_arg(PyObject *arg, int32_t *out)
     return 0;
 }
 
-/* LinkSend(table, owner)(slot, link, data) -> link index used, or a negative code */
+/* LinkSend(table, owner)(slot, link, data, hold=0) -> link index used, or the reason it
+ * was not sent (exon_link_table.h: exon_lt_hold_reason(hold), then exon_lt_send's) */
 static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     TableCallObject *self = (TableCallObject *)self_obj;
-    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL)
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 3 || nargs > 4 || kwnames != NULL)
     {
-        PyErr_SetString(PyExc_TypeError, "send(slot, link, data)");
+        PyErr_SetString(PyExc_TypeError, "send(slot, link, data, hold=0)");
         return NULL;
     }
     int32_t slot;
     int32_t link;
-    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0)
+    int32_t hold = 0;
+    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0 ||
+        (nargs == 4 && table_int_arg(args[3], &hold) < 0))
     {
         return NULL;
+    }
+    int64_t reason = exon_lt_hold_reason((uint32_t)hold);
+    if (reason != 0)
+    {
+        return PyLong_FromLongLong(reason);
     }
     Py_buffer view;
     const char *buf;
@@ -246,8 +257,8 @@ static PyObject *lt_send_vectorcall(PyObject *self_obj, PyObject *const *args, s
     return PyLong_FromLongLong(rc);
 }
 
-/* LinkSendMany(table, owner)(slot, link, payloads, start) -> the index of the first payload
- * not sent: payloads[start:] (a list or tuple) offered one after another as exon_lt_send
+/* LinkSendMany(table, owner)(slot, link, payloads, start, hold=0) -> the index of the first
+ * payload not sent (start when exon_lt_hold_reason(hold) holds them): payloads[start:] (a list or tuple) offered one after another as exon_lt_send
  * offers one, in one call. The walk stops at the first payload it cannot send at once (not
  * exact bytes, too long for an int32, or any code from exon_lt_send: no credit, too large,
  * back-pressured, no link); the caller sends that one its own way (it waits, retries or
@@ -258,14 +269,17 @@ static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *ar
                                          PyObject *kwnames)
 {
     TableCallObject *self = (TableCallObject *)self_obj;
-    if (PyVectorcall_NARGS(nargsf) != 4 || kwnames != NULL)
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 4 || nargs > 5 || kwnames != NULL)
     {
-        PyErr_SetString(PyExc_TypeError, "send_many(slot, link, payloads, start)");
+        PyErr_SetString(PyExc_TypeError, "send_many(slot, link, payloads, start, hold=0)");
         return NULL;
     }
     int32_t slot;
     int32_t link;
-    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0)
+    int32_t hold = 0;
+    if (table_int_arg(args[0], &slot) < 0 || table_int_arg(args[1], &link) < 0 ||
+        (nargs == 5 && table_int_arg(args[4], &hold) < 0))
     {
         return NULL;
     }
@@ -286,6 +300,11 @@ static PyObject *lt_send_many_vectorcall(PyObject *self_obj, PyObject *const *ar
         return NULL;
     }
     Py_ssize_t i = start;
+    if (exon_lt_hold_reason((uint32_t)hold) != 0)
+    {
+        i = PySequence_Fast_GET_SIZE(payloads); /* held: none sent (returns start) */
+        return PyLong_FromSsize_t(start < i ? start : i);
+    }
     for (; i < PySequence_Fast_GET_SIZE(payloads); i++)
     {
         PyObject *data = PySequence_Fast_GET_ITEM(payloads, i);
@@ -889,15 +908,21 @@ static int door_init_head(DoorHead *d, PyObject *lock, PyObject *fallback, PyObj
     return 0;
 }
 
-/* The keyword arguments of a call the door can finish: `cookie` None (if `allow_cookie`),
- * `timeout` None or a number >= 0, and `peer` if `peer` is not NULL (stored there: NULL if
- * absent or None). 0: anything else, the fallback's to judge (and to raise about). */
-static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int allow_cookie,
+/* The keyword arguments of a call the door can take: `cookie` if `cookie` is not NULL
+ * (set there: 1 when one is given, not None; the guard then sends the call on to the
+ * fallback), `timeout` None or a number >= 0, and `peer` if `peer` is not NULL (stored
+ * there: NULL if absent or None). 0: anything else, the fallback's to judge (and to raise
+ * about). */
+static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int *cookie,
                          PyObject **peer)
 {
     if (peer != NULL)
     {
         *peer = NULL;
+    }
+    if (cookie != NULL)
+    {
+        *cookie = 0;
     }
     if (kwnames == NULL)
     {
@@ -912,12 +937,9 @@ static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         {
             *peer = value == Py_None ? NULL : value;
         }
-        else if (allow_cookie && PyUnicode_CompareWithASCIIString(name, "cookie") == 0)
+        else if (cookie != NULL && PyUnicode_CompareWithASCIIString(name, "cookie") == 0)
         {
-            if (value != Py_None)
-            {
-                return 0;
-            }
+            *cookie = value != Py_None;
         }
         else if (PyUnicode_CompareWithASCIIString(name, "timeout") == 0)
         {
@@ -935,6 +957,15 @@ static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return 1;
 }
 
+/* What holds a send door's call off the fast path (exon_lt_hold_reason judges): a
+ * cookie, frames in the Node's backlog, the door or every door closed. Lock held. */
+static inline uint32_t door_hold(DoorHead *d, int cookie)
+{
+    return (cookie ? EXON_LT_HOLD_COOKIE : 0u) |
+           (PyDict_GET_SIZE(d->backlog) != 0 ? EXON_LT_HOLD_BACKLOG : 0u) |
+           (!d->lock->doors_open || d->disabled ? EXON_LT_HOLD_CLOSED : 0u);
+}
+
 typedef struct
 {
     DoorHead head;
@@ -948,8 +979,9 @@ static PyObject *socket_send_vectorcall(PyObject *self_obj, PyObject *const *arg
 {
     SocketSendObject *s = (SocketSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || s->head.disabled ||
-        !door_keywords(args, nargs, kwnames, 1, NULL))
+    int cookie;
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) > INT32_MAX - 64 ||
+        !door_keywords(args, nargs, kwnames, &cookie, NULL))
     {
         return door_fallback(&s->head, args, nargsf, kwnames);
     }
@@ -958,14 +990,11 @@ static PyObject *socket_send_vectorcall(PyObject *self_obj, PyObject *const *arg
     {
         return NULL;
     }
-    int64_t rc = -1;
-    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->head.backlog) == 0)
+    int64_t rc = exon_lt_hold_reason(door_hold(&s->head, cookie));
+    if (rc == 0)
     {
-        Py_ssize_t len = PyBytes_GET_SIZE(args[0]);
-        if (len <= INT32_MAX - 64)
-        {
-            rc = door_send(s->table, s->slot, -1, PyBytes_AS_STRING(args[0]), (int32_t)len);
-        }
+        rc = door_send(s->table, s->slot, EXON_LT_ROUND_ROBIN, PyBytes_AS_STRING(args[0]),
+                       (int32_t)PyBytes_GET_SIZE(args[0]));
     }
     if (rc >= 0)
     {
@@ -1034,7 +1063,7 @@ static PyObject *socket_receive_vectorcall(PyObject *self_obj, PyObject *const *
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->keep;
     if (nargs > 1 || d->disabled || !q->direct || q->ready_count == 0 || q->raw_count > 0 ||
-        !door_keywords(args, nargs, kwnames, 0, NULL))
+        !door_keywords(args, nargs, kwnames, NULL, NULL))
     {
         return door_fallback(d, args, nargsf, kwnames);
     }
@@ -1139,6 +1168,8 @@ static PyMethodDef fast_methods[] = {
     {"bind_links", fast_bind_links, METH_VARARGS,
      "bind_links(exon_lt_send, exon_lt_deliver, exon_lt_deliver_many addresses)"},
     {"bind_poll", fast_bind_poll, METH_VARARGS, "bind_poll(exon_lt_poll, exon_lt_classify addresses)"},
+    {"prefix_matches", fast_prefix_matches, METH_VARARGS,
+     "prefix_matches(prefixes or None, data): the PUB door's prefix rule"},
     {"poll_batch", fast_poll_batch, METH_VARARGS,
      "poll_batch(table, images, count, limit, copy, copy_cap, used, descs, scratch, keys, queues) -> (n, left, touched)"},
     {NULL, NULL, 0, NULL},

@@ -307,8 +307,9 @@ static PyObject *peer_send_vectorcall(PyObject *self_obj, PyObject *const *args,
     PeerSendObject *s = (PeerSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *peer = NULL;
-    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || s->head.disabled ||
-        !door_keywords(args, nargs, kwnames, 1, s->takes_peer ? &peer : NULL))
+    int cookie;
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) > INT32_MAX - 64 ||
+        !door_keywords(args, nargs, kwnames, &cookie, s->takes_peer ? &peer : NULL))
     {
         return door_fallback(&s->head, args, nargsf, kwnames);
     }
@@ -317,25 +318,22 @@ static PyObject *peer_send_vectorcall(PyObject *self_obj, PyObject *const *args,
     {
         return NULL;
     }
-    int64_t rc = -1;
-    if (lock->doors_open && !s->head.disabled && PyDict_GET_SIZE(s->head.backlog) == 0)
+    int64_t rc = exon_lt_hold_reason(door_hold(&s->head, cookie));
+    if (rc == 0)
     {
-        /* a routed peer's link; -1: round-robin (no peer given and allowed); else none */
-        int32_t link = -2;
+        /* a routed peer's link, round-robin (no peer given and allowed), else none */
+        int32_t link = EXON_LT_LINK_NONE;
         if (peer != NULL)
         {
             link = pr_find((PeerRoutesObject *)s->head.routes, peer);
-            link = link >= 0 ? link : -2;
+            link = link >= 0 ? link : EXON_LT_LINK_NONE;
         }
         else if (((PeerRoutesObject *)s->head.routes)->round_robin)
         {
-            link = -1;
+            link = EXON_LT_ROUND_ROBIN;
         }
-        Py_ssize_t len = PyBytes_GET_SIZE(args[0]);
-        if (link >= -1 && len <= INT32_MAX - 64)
-        {
-            rc = door_send(s->table, s->slot, link, PyBytes_AS_STRING(args[0]), (int32_t)len);
-        }
+        rc = door_send(s->table, s->slot, link, PyBytes_AS_STRING(args[0]),
+                       (int32_t)PyBytes_GET_SIZE(args[0]));
     }
     if (rc >= 0)
     {
@@ -447,7 +445,7 @@ static PyObject *peer_receive_vectorcall(PyObject *self_obj, PyObject *const *ar
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->head.keep;
     if (nargs > 1 || d->head.disabled || !q->direct || q->ready_count == 0 ||
-        !door_keywords(args, nargs, kwnames, 0, NULL))
+        !door_keywords(args, nargs, kwnames, NULL, NULL))
     {
         return door_fallback(&d->head, args, nargsf, kwnames);
     }

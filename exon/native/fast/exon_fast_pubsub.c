@@ -51,7 +51,7 @@ static PyObject *sub_receive_vectorcall(PyObject *self_obj, PyObject *const *arg
     DoorHead *d = &s->head;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     RecvQueueObject *q = (RecvQueueObject *)d->keep;
-    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_keywords(args, nargs, kwnames, 0, NULL))
+    if (nargs > 1 || d->disabled || sub_peek(q) == NULL || !door_keywords(args, nargs, kwnames, NULL, NULL))
     {
         return door_fallback(d, args, nargsf, kwnames);
     }
@@ -194,6 +194,31 @@ static int pub_matches(PyObject *prefixes, const char *data, Py_ssize_t length)
     return 0;
 }
 
+/* prefix_matches(prefixes, data) -> bool: pub_matches as the PUB door applies it (prefixes:
+ * a tuple of bytes, or None for everything), for the parity test with the core's
+ * PrefixFilter.matches (tests/middleware/test_rule_parity.py). */
+static PyObject *fast_prefix_matches(PyObject *module, PyObject *args)
+{
+    PyObject *prefixes;
+    const char *data;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "Oy#:prefix_matches", &prefixes, &data, &length))
+    {
+        return NULL;
+    }
+    int ok = prefixes == Py_None || PyTuple_CheckExact(prefixes);
+    for (Py_ssize_t k = 0; ok && prefixes != Py_None && k < PyTuple_GET_SIZE(prefixes); k++)
+    {
+        ok = PyBytes_CheckExact(PyTuple_GET_ITEM(prefixes, k));
+    }
+    if (!ok)
+    {
+        PyErr_SetString(PyExc_TypeError, "prefix_matches: a tuple of bytes prefixes or None");
+        return NULL;
+    }
+    return PyBool_FromLong(pub_matches(prefixes == Py_None ? NULL : prefixes, data, length));
+}
+
 /* Every target the message is for still is the link described, with credit and room for
  * the payload: 1 (hits marked); 0 when the Python side must decide. */
 static int pub_ready(PubSendObject *p, const char *data, Py_ssize_t length)
@@ -227,8 +252,9 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
 {
     PubSendObject *p = (PubSendObject *)self_obj;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || p->head.disabled || !p->valid ||
-        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_keywords(args, nargs, kwnames, 1, NULL))
+    int cookie;
+    if (nargs != 1 || !PyBytes_CheckExact(args[0]) || !p->valid ||
+        PyBytes_GET_SIZE(args[0]) > PUB_DOOR_MAX_LENGTH || !door_keywords(args, nargs, kwnames, &cookie, NULL))
     {
         return door_fallback(&p->head, args, nargsf, kwnames);
     }
@@ -239,8 +265,7 @@ static PyObject *pub_send_vectorcall(PyObject *self_obj, PyObject *const *args, 
     }
     const char *data = PyBytes_AS_STRING(args[0]);
     Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
-    if (!lock->doors_open || p->head.disabled || !p->valid || PyDict_GET_SIZE(p->head.backlog) != 0 ||
-        !pub_ready(p, data, length))
+    if (exon_lt_hold_reason(door_hold(&p->head, cookie)) != 0 || !p->valid || !pub_ready(p, data, length))
     {
         node_lock_give(lock);
         return door_fallback(&p->head, args, nargsf, kwnames);

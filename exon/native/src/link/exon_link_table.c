@@ -129,6 +129,7 @@ void exon_lt_close(exon_link_table_t *t)
     t->index = NULL;
     t->capacity = 0;
     t->high = 0;
+    t->socket_capacity = 0; /* a send after the close finds no socket (EXON_LT_NO_LINK) */
 }
 
 int32_t exon_lt_reserve(exon_link_table_t *t)
@@ -409,6 +410,10 @@ static int64_t lt_offer(exon_link_table_t *t, exon_lt_link_t *l, const char *pay
 int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
                      const char *payload, int32_t length)
 {
+    if (link < EXON_LT_ROUND_ROBIN)
+    {
+        return EXON_LT_NO_LINK;
+    }
     if (link >= 0)
     {
         if (link >= t->high)
@@ -466,6 +471,13 @@ int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
     }
     while (i != start);
     return EXON_LT_NO_CREDIT;
+}
+
+int64_t exon_lt_send_held(exon_link_table_t *t, int32_t socket_slot, int32_t link,
+                          uint32_t hold, const char *payload, int32_t length)
+{
+    int64_t reason = exon_lt_hold_reason(hold);
+    return reason != 0 ? reason : exon_lt_send(t, socket_slot, link, payload, length);
 }
 
 

@@ -40,9 +40,56 @@
 #include "link/exon_seal.h"
 
 #define EXON_LT_HEADER_LENGTH EXON_SOCKET_HEADER_LENGTH
+
+/* ---- why a message did not take the fast path: the one rule ---------------------------
+ * Every native send (exon_lt_send, the doors of exon/native/fast, the sockets' Python
+ * send through exon.middleware.fastpath) decides here, and the Python side acts only on
+ * the code it gets back: >= 0 sent (the link used); EXON_LT_BACK_PRESSURED or
+ * EXON_LT_ADMIN_ACTION: offer again (up to EXON_LT_OFFER_SPINS times, yielding the CPU
+ * after EXON_LT_OFFER_YIELD_AFTER); anything else: the core's path, which then waits,
+ * records the cookie or raises, by the same counters. Aeron's offer outcomes keep their
+ * values (-1..-5; nothing was spent); exon's own reasons are -100 and below. */
+#define EXON_LT_NOT_CONNECTED EXON_PUBLICATION_NOT_CONNECTED /* no subscriber yet */
+#define EXON_LT_BACK_PRESSURED EXON_PUBLICATION_BACK_PRESSURED /* offer again */
+#define EXON_LT_ADMIN_ACTION EXON_PUBLICATION_ADMIN_ACTION /* offer again */
+#define EXON_LT_PUB_CLOSED EXON_PUBLICATION_CLOSED
+#define EXON_LT_MAX_POSITION EXON_PUBLICATION_MAX_POSITION_EXCEEDED
 #define EXON_LT_NO_CREDIT (-100)   /* no attached link of the socket has credit */
 #define EXON_LT_TOO_LARGE (-101)   /* payload above the peer's max message size */
 #define EXON_LT_NO_LINK (-102)     /* the given link is not attached to the socket */
+#define EXON_LT_COOKIE (-103)      /* the send carries a cookie: the core records it */
+#define EXON_LT_BACKLOG (-104)     /* frames wait in the Node's backlog: they go first */
+#define EXON_LT_CLOSED (-105)      /* the socket or its doors closed */
+
+/* The caller's state that holds a message off the fast path, as bits (`hold`). */
+#define EXON_LT_HOLD_COOKIE 1u
+#define EXON_LT_HOLD_BACKLOG 2u
+#define EXON_LT_HOLD_CLOSED 4u
+
+/* exon_lt_send's `link`: round-robin over the socket's links with credit, or no link
+ * (the caller found none: EXON_LT_NO_LINK, as a link of another socket would get). */
+#define EXON_LT_ROUND_ROBIN (-1)
+#define EXON_LT_LINK_NONE (-2)
+
+/* Offers refused by back pressure or an admin action are made again, at most this many
+ * times, yielding the CPU after the first EXON_LT_OFFER_YIELD_AFTER (exon.middleware). */
+#define EXON_LT_OFFER_SPINS 200
+#define EXON_LT_OFFER_YIELD_AFTER 20
+
+/* The fast-path guard: 0 when `hold` lets the message try the link table, else the reason
+ * (closed before backlog before cookie). Used by exon_lt_send_held and every door. */
+static inline int64_t exon_lt_hold_reason(uint32_t hold)
+{
+    if (hold == 0)
+    {
+        return 0;
+    }
+    if (hold & EXON_LT_HOLD_CLOSED)
+    {
+        return EXON_LT_CLOSED;
+    }
+    return (hold & EXON_LT_HOLD_BACKLOG) ? EXON_LT_BACKLOG : EXON_LT_COOKIE;
+}
 
 /* exon_lt_desc_t.link of a FLOW applied natively: EXON_LT_FLOW_DONE, or
  * EXON_LT_FLOW_CREDIT - index when it gave credit to a link that had none (wake senders). */
@@ -137,11 +184,15 @@ int32_t exon_lt_reserve(exon_link_table_t *t);
 int exon_lt_activate(exon_link_table_t *t, int32_t link, exon_publication_t *pub);
 void exon_lt_detach(exon_link_table_t *t, int32_t link);
 
-/* link >= 0: that link; link < 0: round-robin over the socket's attached links with
- * credit. Returns the link index used (>= 0) or EXON_LT_NO_CREDIT / EXON_LT_TOO_LARGE /
- * EXON_LT_NO_LINK / an Aeron outcome (-1..-5, nothing spent) / an error. */
+/* link >= 0: that link; EXON_LT_ROUND_ROBIN: round-robin over the socket's attached
+ * links with credit; EXON_LT_LINK_NONE (or below): none. Returns the link index used
+ * (>= 0) or a reason above (EXON_LT_NO_CREDIT / EXON_LT_TOO_LARGE / EXON_LT_NO_LINK / an
+ * Aeron outcome, nothing spent) or an error. */
 int64_t exon_lt_send(exon_link_table_t *t, int32_t socket_slot, int32_t link,
                      const char *payload, int32_t length);
+/* exon_lt_send unless exon_lt_hold_reason(hold) says why the message may not try. */
+int64_t exon_lt_send_held(exon_link_table_t *t, int32_t socket_slot, int32_t link,
+                          uint32_t hold, const char *payload, int32_t length);
 
 /* 1 when the message can be no frame of the exon layer (2.1, 2.14): shorter than 8 bytes,
  * another version, a remaining_length that disagrees, an unknown protocol, a sockets
