@@ -51,6 +51,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
 CDEF = HERE / "cdef"
 BENCH = HERE / "bench"  #: the benchmark loops: their own module, exon.native._bench
+FASTPATH = HERE / "fastpath"  #: the GIL-holding door, exon.native._fast (CPython API)
 
 
 def _relative(path: pathlib.Path) -> str:
@@ -173,24 +174,25 @@ def build_bench_in_place(*, verbose: bool = False) -> pathlib.Path:
 
 
 def fast_extension(*, absolute_paths: bool = False) -> Extension:
-    """``exon.native._fast``: the GIL-holding door for non-blocking hot calls (offer).
+    """``exon.native._fast``: the GIL-holding door for non-blocking hot calls (offer, the
+    sockets' send and receive).
 
-    It calls C functions of the cffi module through pointers it is handed at import, so it
-    compiles no exon logic of its own (see fast/exon_fast.c)."""
-    source = HERE / "fast" / "exon_fast.c"
-    included = [HERE / "fast" / "exon_fast_inbox.c",  # #included by exon_fast.c
-                HERE / "fast" / "exon_fast_pubsub.c",
-                HERE / "fast" / "exon_fast_peers.c",
-                HERE / "fast" / "exon_fast_mutex.h",
-                SRC / "link" / "exon_link_table.h"]
+    Four sources (``fastpath/exon_fast*.c``, each its own translation unit, sharing the
+    private ``exon_fast_internal.h``). It calls the cffi module's C functions through
+    pointers it is handed at import, so the core is compiled once, in ``_exon``; its own C
+    is the CPython side of the sockets' hot calls (see ``fastpath/exon_fast.c``). Built
+    with ``-fvisibility=hidden``: the functions its files share stay inside the module,
+    called directly, and only ``PyInit__fast`` is exported."""
+    sources = sorted(FASTPATH.glob("exon_fast*.c"))
+    headers = [*sorted(FASTPATH.glob("*.h")), SRC / "link" / "exon_link_table.h"]
     return Extension(
         "exon.native._fast",
-        sources=[str(source) if absolute_paths else _relative(source)],
+        sources=[str(p) if absolute_paths else _relative(p) for p in sources],
+        depends=[str(p) if absolute_paths else _relative(p) for p in headers],
         include_dirs=[str(SRC) if absolute_paths else _relative(SRC)],
-        depends=[str(f) if absolute_paths else _relative(f) for f in included],
         extra_link_args=SANITIZE_FLAGS if sanitize() else [],
         extra_compile_args=[*_opt_flags(), "-std=gnu11", "-Wall", "-Wextra",
-                            "-Wno-unused-parameter",
+                            "-Wno-unused-parameter", "-fvisibility=hidden",
                             "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
     )
 

@@ -6,23 +6,22 @@
  * of the offer itself (~30 ns for a 64 B message). A publication offer never blocks, so
  * holding the GIL through it is cheaper for everyone than handing it off.
  *
- * This module compiles no exon logic of its own: the cffi module hands it the addresses
- * of its C functions (exon.native.fast binds them once), and an Offer object calls
- * exon_publication_offer through that pointer with the publication's address, via
- * vectorcall. Anything slow or blocking stays on the cffi side, where the GIL is released.
+ * It calls the cffi module's C functions through pointers it is handed at import
+ * (exon/native/__init__.py binds them once: exon_publication_offer, and the link table's
+ * send, deliver, poll and classify), so the core is compiled once, in _exon; an Offer
+ * object calls exon_publication_offer through that pointer with the publication's address,
+ * via vectorcall. Its own C is the CPython side of the sockets' hot calls, in four
+ * translation units sharing exon_fast_internal.h: this file (Offer, the link table's calls,
+ * poll_batch, the Node's lock, the doors' common parts, SocketSend, SocketReceive),
+ * exon_fast_inbox.c (RecvQueue, a socket's receive queue and its round-robin over peers),
+ * exon_fast_pubsub.c (PUB and SUB, with the PUB's prefix matching) and exon_fast_peers.c
+ * (ROUTER and DEALER). Anything slow or blocking stays on the cffi side, where the GIL is
+ * released.
+ *
  * The one rule it takes from a header is the fast-path guard, exon_lt_hold_reason
  * (exon_link_table.h, static inline): every send door asks it, with the state it holds.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#include <time.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include "exon_fast_mutex.h"
-
-#include "link/exon_link_table.h" /* layouts, constants, exon_lt_hold_reason: nothing linked */
+#include "exon_fast_internal.h"
 
 typedef int64_t (*exon_offer_fn)(void *pub, const char *buf, int32_t length, int64_t reserved);
 
@@ -165,32 +164,9 @@ static PyTypeObject OfferType = {
 
 /* ---- the sockets' link table (exon_link_table.h): send and deliver ------------------- */
 
-typedef int64_t (*exon_lt_send_fn)(void *table, int32_t slot, int32_t link, const char *buf, int32_t length);
-typedef int64_t (*exon_lt_deliver_fn)(void *table, int32_t link);
-typedef int64_t (*exon_lt_deliver_many_fn)(void *table, int32_t link, int64_t count);
-
-static exon_lt_send_fn lt_send_fn = NULL;
-static exon_lt_deliver_fn lt_deliver_fn = NULL;
-static exon_lt_deliver_many_fn lt_deliver_many_fn = NULL;
-
-/* A door's send of at least SEND_WITHOUT_GIL bytes runs without the GIL: its copy into the
- * log and, on an encrypted link, its seal (about a microsecond per KiB) let the process's
- * other threads run meanwhile. A smaller one keeps the GIL: giving it up and taking it back
- * costs more than such a send. The door holds the Node's lock, which guards the table. */
-#define SEND_WITHOUT_GIL 4096
-
-static int64_t door_send(void *table, int32_t slot, int32_t link, const char *buf, int32_t length)
-{
-    if (length < SEND_WITHOUT_GIL)
-    {
-        return lt_send_fn(table, slot, link, buf, length);
-    }
-    int64_t rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = lt_send_fn(table, slot, link, buf, length);
-    Py_END_ALLOW_THREADS
-    return rc;
-}
+exon_lt_send_fn lt_send_fn = NULL;
+exon_lt_deliver_fn lt_deliver_fn = NULL;
+exon_lt_deliver_many_fn lt_deliver_many_fn = NULL;
 
 typedef struct
 {
@@ -446,8 +422,6 @@ static PyTypeObject LinkDeliverType = {
     .tp_vectorcall_offset = offsetof(TableCallObject, vectorcall),
 };
 
-#include "exon_fast_inbox.c" /* RecvQueue: a socket's one receive queue */
-
 #define LT_HANDLED EXON_LT_FLOW_DONE /* a descriptor dispatch queued: nothing left to do */
 
 /* Queue the fast DATA of descs[0, count) into the RecvQueues of `queues` (a list indexed
@@ -639,17 +613,6 @@ static PyObject *fast_bind_poll(PyObject *module, PyObject *args)
  * own. Doors stop touching the table once the Node closed them (close_doors), and a
  * socket's doors once the socket disabled them (both under the lock). */
 
-typedef struct
-{
-    PyObject_HEAD
-    int state;  /* exon_fast_mutex.h */
-    int locked; /* for locked(): set by the holder */
-    int doors_open;
-    unsigned long long activity; /* calls the doors completed (the dispatcher watches it) */
-}
-NodeLockObject;
-
-static PyTypeObject NodeLockType;
 
 static int64_t monotonic_us(void)
 {
@@ -660,7 +623,7 @@ static int64_t monotonic_us(void)
 
 /* Take the lock: 1 taken, 0 not within timeout_us (-1: no limit), -1 with an exception (a
  * signal handler raised while waiting). The GIL is released only while blocked. */
-static int node_lock_take(NodeLockObject *l, int64_t timeout_us)
+int node_lock_take(NodeLockObject *l, int64_t timeout_us)
 {
     if (exon_mutex_try(&l->state))
     {
@@ -698,12 +661,6 @@ static int node_lock_take(NodeLockObject *l, int64_t timeout_us)
         }
         /* timed out, woken or the value moved: look at the clock and the lock again */
     }
-}
-
-static inline void node_lock_give(NodeLockObject *l)
-{
-    l->locked = 0;
-    exon_mutex_give(&l->state);
 }
 
 static PyObject *node_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -814,7 +771,7 @@ static PyMemberDef node_lock_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject NodeLockType = {
+PyTypeObject NodeLockType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "exon.native._fast.NodeLock",
     .tp_doc = "NodeLock(): a Node's lock (threading.Lock's interface) shared with its sockets' doors",
@@ -826,31 +783,12 @@ static PyTypeObject NodeLockType = {
     .tp_members = node_lock_members,
 };
 
-/* The parts every door has. */
-typedef struct
-{
-    PyObject_HEAD
-    NodeLockObject *lock;
-    PyObject *fallback;  /* the socket's Python method: called with the caller's arguments */
-    PyObject *keep;      /* keeps the table's memory alive (send) / the queue (receive) */
-    /* what a door type holds besides (NULL where unused): visited and cleared here, so
-     * every door shares door_traverse, door_clear and door_dealloc */
-    PyObject *backlog;      /* send doors: the Node's backlog dict (frames waiting for a
-                             * publication go first) */
-    PyObject *rest;         /* PubSend: callable(payload, k) after an offer failed midway */
-    PyObject *routes;       /* ROUTER/DEALER doors: their PeerRoutes */
-    PyObject *message_type; /* receive doors that build Messages of their own */
-    int disabled;
-    vectorcallfunc vectorcall;
-}
-DoorHead;
-
-static PyObject *door_fallback(DoorHead *d, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+PyObject *door_fallback(DoorHead *d, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     return PyObject_Vectorcall(d->fallback, args, nargsf, kwnames);
 }
 
-static int door_traverse(DoorHead *d, visitproc visit, void *arg)
+int door_traverse(DoorHead *d, visitproc visit, void *arg)
 {
     Py_VISIT(d->fallback);
     Py_VISIT(d->keep);
@@ -862,7 +800,7 @@ static int door_traverse(DoorHead *d, visitproc visit, void *arg)
     return 0;
 }
 
-static int door_clear(DoorHead *d)
+int door_clear(DoorHead *d)
 {
     Py_CLEAR(d->fallback);
     Py_CLEAR(d->keep);
@@ -874,7 +812,7 @@ static int door_clear(DoorHead *d)
     return 0;
 }
 
-static void door_dealloc(DoorHead *d)
+void door_dealloc(DoorHead *d)
 {
     PyObject_GC_UnTrack(d);
     door_clear(d);
@@ -887,12 +825,12 @@ static PyObject *door_disable(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyMethodDef door_methods[] = {
+PyMethodDef door_methods[] = {
     {"disable", door_disable, METH_NOARGS, "disable(): every later call goes to the fallback"},
     {NULL, NULL, 0, NULL},
 };
 
-static int door_init_head(DoorHead *d, PyObject *lock, PyObject *fallback, PyObject *keep)
+int door_init_head(DoorHead *d, PyObject *lock, PyObject *fallback, PyObject *keep)
 {
     if (Py_TYPE(lock) != &NodeLockType || !PyCallable_Check(fallback))
     {
@@ -913,7 +851,7 @@ static int door_init_head(DoorHead *d, PyObject *lock, PyObject *fallback, PyObj
  * fallback), `timeout` None or a number >= 0, and `peer` if `peer` is not NULL (stored
  * there: NULL if absent or None). 0: anything else, the fallback's to judge (and to raise
  * about). */
-static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int *cookie,
+int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int *cookie,
                          PyObject **peer)
 {
     if (peer != NULL)
@@ -955,15 +893,6 @@ static int door_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         }
     }
     return 1;
-}
-
-/* What holds a send door's call off the fast path (exon_lt_hold_reason judges): a
- * cookie, frames in the Node's backlog, the door or every door closed. Lock held. */
-static inline uint32_t door_hold(DoorHead *d, int cookie)
-{
-    return (cookie ? EXON_LT_HOLD_COOKIE : 0u) |
-           (PyDict_GET_SIZE(d->backlog) != 0 ? EXON_LT_HOLD_BACKLOG : 0u) |
-           (!d->lock->doors_open || d->disabled ? EXON_LT_HOLD_CLOSED : 0u);
 }
 
 typedef struct
@@ -1124,9 +1053,6 @@ static PyTypeObject SocketReceiveType = {
     .tp_methods = door_methods,
 };
 
-#include "exon_fast_pubsub.c" /* PubSend, SubReceive */
-#include "exon_fast_peers.c"  /* PeerRoutes, PeerSend, PeerReceive */
-
 static PyObject *fast_bind_links(PyObject *module, PyObject *args)
 {
     unsigned long long send_address;
@@ -1178,7 +1104,7 @@ static PyMethodDef fast_methods[] = {
 static struct PyModuleDef fast_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "exon.native._fast",
-    .m_doc = "GIL-holding door for exon's non-blocking hot calls; see exon/native/fast.py.",
+    .m_doc = "GIL-holding door for exon's non-blocking hot calls; see exon/native/fastpath/exon_fast.c.",
     .m_size = -1,
     .m_methods = fast_methods,
 };

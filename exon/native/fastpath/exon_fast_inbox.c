@@ -1,6 +1,7 @@
 /*
- * exon_fast_inbox.c: a socket's inbox, its one receive queue (included by exon_fast.c,
- * whose bound link-table calls it uses; no exon logic is linked here either).
+ * exon_fast_inbox.c: a socket's inbox, its one receive queue (a translation unit of
+ * exon.native._fast, sharing exon_fast_internal.h; it calls the link table through the
+ * pointers exon_fast.c binds).
  *
  * Every message a socket received and has not handed out waits here, whichever way it
  * came: the DATA of an attached link, queued by poll_batch (the fast path), and the
@@ -22,38 +23,9 @@
  * under the Node's lock (the Python side serialises them).
  */
 
-#define RQ_FAST (-1) /* an item counted on its lane's link */
+#include "exon_fast_internal.h"
+
 #define RQ_FIRST_LANES 16
-
-typedef struct
-{
-    PyObject *payload; /* NULL: a raw payload, the next in its lane's raw storage */
-    int64_t account;   /* RQ_FAST, or the core's link incarnation */
-}
-rq_item_t;
-
-typedef struct
-{
-    int open;
-    PyObject *peer;        /* handed out with the items (an exon.Peer, or the core's PeerId) */
-    PyObject *public_peer; /* the exon.Peer when `peer` is the core's PeerId (the SUB door's
-                            * Messages carry it); else NULL */
-    PyObject *key;         /* the core's PeerId: on_core's first argument, hold_buffer's counts */
-    rq_item_t *items;
-    uint32_t head;
-    uint32_t count;
-    uint32_t cap;
-    int32_t link;          /* the attached link whose DATA lands here, or -1 */
-    int32_t entry;         /* batch scratch: 1 + index of the lane's last count entry, or 0 */
-    /* raw payloads (the queue's `raw` mode, see rq_push_raw): [u32 length][bytes] records in
-     * arrival order in raw[raw_head, raw_tail); an item whose payload is NULL stands for the
-     * next */
-    uint8_t *raw;
-    size_t raw_head;
-    size_t raw_tail;
-    size_t raw_cap;
-}
-rq_lane_t;
 
 /* one line of a batch's bookkeeping: `count` items of `lane` with one account */
 typedef struct
@@ -67,40 +39,6 @@ typedef struct
 }
 rq_count_t;
 
-typedef struct
-{
-    PyObject_HEAD
-    void *table;
-    PyObject *owner;      /* keeps the table's memory alive */
-    PyObject *on_due;     /* callable(link) */
-    PyObject *on_core;    /* callable(key, incarnation, count) */
-    PyTypeObject *message_type;
-    rq_lane_t *lanes;
-    int32_t lane_cap;     /* lanes allocated */
-    int32_t lane_top;     /* lanes [0, lane_top) have been handed out once */
-    int32_t *free_lanes;  /* closed lanes below lane_top, a stack */
-    int32_t free_count;
-    int open_lanes;       /* lanes open (handed out by open_lane, not closed since) */
-    int32_t *link_lane;   /* per link index: the lane its DATA lands in, or -1 */
-    int32_t link_cap;
-    int32_t *ready;       /* ring of lane indexes (lane_cap slots), each at most once */
-    int32_t ready_head;
-    int32_t ready_count;
-    Py_ssize_t total;
-    int marked;           /* touched by the current dispatch */
-    int direct;           /* set by the socket: no cookie waits, so a receive door may pop
-                           * Messages from here (see SocketReceive) */
-    int pass_all;         /* set by a SUB while it takes every published message: its door
-                           * may hand them out without its filter (exon_fast_pubsub.c) */
-    int raw;              /* set by a PULL that takes held batches as one buffer: the fast
-                           * path's payloads are copied into the lanes' raw storage, no
-                           * bytes object each */
-    Py_ssize_t raw_count; /* items queued raw */
-    vectorcallfunc vectorcall;
-}
-RecvQueueObject;
-
-static PyTypeObject RecvQueueType;
 
 /* Room for one more lane: the lane, free-stack and ready arrays doubled (the ready ring
  * laid out again from its head). 0, or -1 with an exception. */
@@ -137,7 +75,7 @@ static int rq_grow_lanes(RecvQueueObject *q)
 
 /* Append an item to `lane` (its payload reference taken on success). 0, or -1 with an
  * exception (nothing changed). */
-static int rq_push(RecvQueueObject *q, int32_t lane, PyObject *payload, int64_t account)
+int rq_push(RecvQueueObject *q, int32_t lane, PyObject *payload, int64_t account)
 {
     rq_lane_t *l = &q->lanes[lane];
     if (l->count == l->cap)
@@ -168,53 +106,6 @@ static int rq_push(RecvQueueObject *q, int32_t lane, PyObject *payload, int64_t 
     }
     q->total++;
     return 0;
-}
-
-/* A lane's ring above this many slots (the default credits) is freed when it empties: a
- * burst beyond them gives its storage back after the drain (the next one grows it again
- * from 64); up to them the ring stays, so a stream does not regrow it on every burst. */
-#define RQ_KEEP_CAP 1024
-
-/* Pop the next item of `l` (count > 0); the caller owns the payload reference. */
-static rq_item_t rq_pop_lane(RecvQueueObject *q, rq_lane_t *l)
-{
-    rq_item_t item = l->items[l->head];
-    l->head = (l->head + 1) % l->cap;
-    l->count--;
-    q->total--;
-    if (l->count == 0 && l->cap > RQ_KEEP_CAP)
-    {
-        PyMem_Free(l->items);
-        l->items = NULL;
-        l->cap = 0;
-        l->head = 0;
-    }
-    return item;
-}
-
-/* The lane at the head of the ready ring (ready_count > 0): the next to pop. */
-static inline rq_lane_t *rq_next_lane(RecvQueueObject *q)
-{
-    return &q->lanes[q->ready[q->ready_head]];
-}
-
-/* Pop the next item in round-robin order (ready_count > 0): the lane at the head of the
- * ready ring, which goes back to the tail if it has more queued. The caller owns the
- * payload reference. */
-static inline rq_item_t rq_pop_next(RecvQueueObject *q, int32_t *lane_out)
-{
-    int32_t lane = q->ready[q->ready_head];
-    q->ready_head = (q->ready_head + 1) % q->lane_cap;
-    q->ready_count--;
-    rq_lane_t *l = &q->lanes[lane];
-    rq_item_t item = rq_pop_lane(q, l);
-    if (l->count > 0)
-    {
-        q->ready[(q->ready_head + q->ready_count) % q->lane_cap] = lane;
-        q->ready_count++;
-    }
-    *lane_out = lane;
-    return item;
 }
 
 /* ---- raw payloads: a PULL whose held batches go out as one buffer (hold_buffer) ---------
@@ -253,7 +144,7 @@ static void rq_raw_settle(rq_lane_t *l)
 
 /* Queue `length` bytes at `data` raw in `lane`, counted on its link (RQ_FAST): 0, or -1
  * with an exception (nothing queued). */
-static int rq_push_raw(RecvQueueObject *q, int32_t lane, const char *data, int32_t length)
+int rq_push_raw(RecvQueueObject *q, int32_t lane, const char *data, int32_t length)
 {
     rq_lane_t *l = &q->lanes[lane];
     size_t need = 4 + (size_t)length;
@@ -379,7 +270,7 @@ static int rq_count_one(RecvQueueObject *q, int32_t lane, int32_t link, int64_t 
  * every receive door hands a Message out through here. The Message is not tracked by the
  * cycle collector: (bytes, peer) is in no cycle (see rq_pop_many). Returns msg; NULL with
  * an exception (msg released). */
-static PyObject *rq_deliver_message(RecvQueueObject *q, PyObject *msg, PyObject *payload, PyObject *peer,
+PyObject *rq_deliver_message(RecvQueueObject *q, PyObject *msg, PyObject *payload, PyObject *peer,
                                     int32_t lane, int32_t link, int64_t account)
 {
     PyTuple_SET_ITEM(msg, 0, payload);
@@ -399,7 +290,7 @@ static PyObject *rq_deliver_message(RecvQueueObject *q, PyObject *msg, PyObject 
 
 /* The next Message of a non-empty queue (ready_count > 0), its delivery counted; NULL with
  * an exception. */
-static PyObject *rq_take(RecvQueueObject *q)
+PyObject *rq_take(RecvQueueObject *q)
 {
     PyObject *msg = q->message_type->tp_alloc(q->message_type, 2);
     if (msg == NULL)
@@ -918,7 +809,7 @@ static PyObject *rq_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 /* A link index argument in [0, capacity): 0, or -1 with an exception. */
-static int link_index_arg(PyObject *arg, int32_t capacity, int32_t *link)
+int link_index_arg(PyObject *arg, int32_t capacity, int32_t *link)
 {
     long v = PyLong_AsLong(arg);
     if (v == -1 && PyErr_Occurred())
@@ -1222,7 +1113,7 @@ static PySequenceMethods rq_as_sequence = {
     .sq_length = rq_length,
 };
 
-static PyTypeObject RecvQueueType = {
+PyTypeObject RecvQueueType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "exon.native._fast.RecvQueue",
     .tp_doc = "RecvQueue(table_address, owner, on_due, on_core, message_type, link_capacity)()"

@@ -1,7 +1,9 @@
 /*
- * exon_fast_peers.c: the native doors of ROUTER and DEALER (included by exon_fast.c, whose
- * NodeLock, DoorHead and RecvQueue they use; no exon logic is linked here either).
+ * exon_fast_peers.c: the native doors of ROUTER and DEALER (a translation unit of
+ * exon.native._fast: NodeLock, DoorHead and RecvQueue come from exon_fast_internal.h).
  */
+
+#include "exon_fast_internal.h"
 
 /* ---- the doors of the sockets that name their peers (ROUTER, DEALER) -------------------
  *
@@ -521,7 +523,7 @@ static PyTypeObject PeerReceiveType = {
 };
 
 /* Register the peer doors' types in `module` (0, or -1 with an exception). */
-static int peer_doors_add_types(PyObject *module)
+int peer_doors_add_types(PyObject *module)
 {
     if (PyType_Ready(&PeerRoutesType) < 0 || PyType_Ready(&PeerSendType) < 0 ||
         PyType_Ready(&PeerReceiveType) < 0)

@@ -1,6 +1,6 @@
 /*
- * exon_fast_pubsub.c: the native doors of PUB and SUB (included by exon_fast.c, whose
- * NodeLock, DoorHead and RecvQueue they use; no exon logic is linked here either).
+ * exon_fast_pubsub.c: the native doors of PUB and SUB (a translation unit of
+ * exon.native._fast: NodeLock, DoorHead and RecvQueue come from exon_fast_internal.h).
  *
  * PubSend stands in for PubSocket.send: one call checks every subscriber the message is
  * for (a prefix of its filter matches) and, when each of them has credit, offers the
@@ -14,6 +14,8 @@
  * as a Message(message, Peer); anything else (a DROPPED notice, a filtered SUB) goes to
  * the socket's Python receive, which pops and judges it.
  */
+
+#include "exon_fast_internal.h"
 
 #define PUB_KIND_MESSAGE 0x00
 #define PUB_DOOR_MAX_LENGTH 8192 /* larger messages go through Python (their copy dominates) */
@@ -119,7 +121,7 @@ static PyObject *sub_receive_new(PyTypeObject *type, PyObject *args, PyObject *k
     return (PyObject *)s;
 }
 
-static PyTypeObject SubReceiveType = {
+PyTypeObject SubReceiveType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "exon.native._fast.SubReceive",
     .tp_doc = "SubReceive(lock, queue, message_type, fallback)(timeout=None) -> Message",
@@ -197,7 +199,7 @@ static int pub_matches(PyObject *prefixes, const char *data, Py_ssize_t length)
 /* prefix_matches(prefixes, data) -> bool: pub_matches as the PUB door applies it (prefixes:
  * a tuple of bytes, or None for everything), for the parity test with the core's
  * PrefixFilter.matches (tests/middleware/test_rule_parity.py). */
-static PyObject *fast_prefix_matches(PyObject *module, PyObject *args)
+PyObject *fast_prefix_matches(PyObject *module, PyObject *args)
 {
     PyObject *prefixes;
     const char *data;
@@ -438,7 +440,7 @@ static PyMemberDef pub_send_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject PubSendType = {
+PyTypeObject PubSendType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "exon.native._fast.PubSend",
     .tp_doc = "PubSend(lock, table_address, owner, slot, backlog, fallback, rest)(data, *, cookie=None, timeout=None)",

@@ -42,7 +42,7 @@
 #define EXON_LT_HEADER_LENGTH EXON_SOCKET_HEADER_LENGTH
 
 /* ---- why a message did not take the fast path: the one rule ---------------------------
- * Every native send (exon_lt_send, the doors of exon/native/fast, the sockets' Python
+ * Every native send (exon_lt_send, the doors of exon/native/fastpath, the sockets' Python
  * send through exon.middleware.fastpath) decides here, and the Python side acts only on
  * the code it gets back: >= 0 sent (the link used); EXON_LT_BACK_PRESSURED or
  * EXON_LT_ADMIN_ACTION: offer again (up to EXON_LT_OFFER_SPINS times, yielding the CPU
