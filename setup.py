@@ -1,5 +1,5 @@
 # The C core in exon/native/ is compiled by cffi (API mode, out of line) at install time,
-# beside a small GIL-holding door for the non-blocking hot calls (exon/native/fast/). The
+# beside a small GIL-holding door for the non-blocking hot calls (exon/native/fastpath/). The
 # benchmark loops (exon.native._bench) are a development build, not part of an install or a
 # wheel: exon/native/build.py builds them in place (exon/native/bench_loops.py on first use).
 import os

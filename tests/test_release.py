@@ -94,9 +94,11 @@ def test_a_wheel_with_the_c_core_builds_from_the_sdist_alone(tmp_path) -> None:
         tar.extractall(tmp_path / "unpacked", filter="data")
     top = f"exon-{_project_version()}"
     # Everything the C build reads is in the sdist: sources, headers, cffi declarations.
-    for folder, suffix in (("src", ".c"), ("src", ".h"), ("cdef", ".h"), ("fast", ".c")):
-        tree = sorted(p.name for p in (ROOT / "exon" / "native" / folder).glob(f"*{suffix}"))
-        shipped = sorted(pathlib.PurePosixPath(n).name for n in names
+    for folder, suffix in (("src", ".c"), ("src", ".h"), ("cdef", ".h"), ("fastpath", ".c"),
+                           ("fastpath", ".h"), ("archive", ".c")):
+        base = ROOT / "exon" / "native" / folder  # src/ has folders (common/, driver/, ...)
+        tree = sorted(p.relative_to(base).as_posix() for p in base.rglob(f"*{suffix}"))
+        shipped = sorted(n.removeprefix(f"{top}/exon/native/{folder}/") for n in names
                          if n.startswith(f"{top}/exon/native/{folder}/") and n.endswith(suffix))
         assert tree, f"no {suffix} files in exon/native/{folder}"
         assert shipped == tree, f"exon/native/{folder}/*{suffix} differs in the sdist"

@@ -10,7 +10,7 @@ from its arrival to ``pull.receive()`` returning, with the receiving thread wait
 ``receive()`` first: the files of each thread meanwhile (the receiving thread takes the
 node's poll role while it waits; a node's own thread also does its housekeeping).
 Profiling hooks (``sys.setprofile``, ``threading.setprofile``) see Python frames only; the
-C files a path crosses are counted by reading (the doors of ``exon/native/fast`` and
+C files a path crosses are counted by reading (the doors of ``exon/native/fastpath`` and
 ``exon_link_table.c``). Issue #26 reports these before and after.
 """
 

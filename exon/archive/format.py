@@ -24,7 +24,7 @@ The next record starts at ``align(frame_length, 32)``. The checksum covers the l
 position and everything after it, so a torn or misplaced record fails it.
 
 ``decode_records`` turns a span of a segment into :class:`Record` tuples in one pass (the
-native twin in ``exon/native/fast/exon_archive.c`` does the same, checked by a parity
+native twin in ``exon/native/archive/exon_archive.c`` does the same, checked by a parity
 test); ``scan_records`` finds where the valid records of a span end (recovery);
 ``find_record`` whether a valid record follows where they end (damage, not a torn tail).
 """

@@ -20,7 +20,7 @@ seals at most :data:`AESGCM_DATA_LIMIT` bytes (2^36, and 2^32 frames), after whi
 sender moves its counter on to the next epoch's first frame (receivers allow gaps), so
 the next frame goes under the next key (``exon_seal.h`` has the bound).
 
-The state lives in C (``exon_seal_t``, ``exon/native/src/exon_seal.c``): the link table
+The state lives in C (``exon_seal_t``, ``exon/native/src/link/exon_seal.c``): the link table
 seals and opens DATA and FLOW of an attached link with the same struct, without Python
 and with the GIL released, so there is one counter per direction whoever seals.
 

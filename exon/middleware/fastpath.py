@@ -1,5 +1,5 @@
 """The Node's native DATA fast path: a :class:`~exon.core.LinkAccelerator` over the C link
-table (``exon/native/src/exon_link_table.h``).
+table (``exon/native/src/link/exon_link_table.h``).
 
 Mirroring rules (the core stays authoritative; there is ONE copy of every count):
 

@@ -1,5 +1,5 @@
 """How long an asyncio receive spins before it parks: the native spin policy
-(``exon/native/src/exon_spin_policy.h``), for the sockets, which reach C only through the
+(``exon/native/src/concurrent/exon_spin_policy.h``), for the sockets, which reach C only through the
 middleware.
 
 A policy is one small C struct per socket; :func:`spin_budget` and :func:`spin_outcome`

@@ -1,16 +1,16 @@
 """The C benchmark loops (``exon.native._bench``): ``exon bench``'s, not the library's.
 
 They live in a module of their own so that the library's ``_exon`` carries no benchmark
-code (see ``exon/native/build.py``). That module holds a private copy of the core's C
-functions the loops call, compiled from the same sources with the same flags, so it
-works on the library's objects: :func:`handle` casts a publication or image pointer of
-``exon.native`` into this module's type. :func:`check` raises as :func:`exon.native.check`
-does, with this module's error text.
+code (see ``exon/native/build.py``). That module compiles the loops alone: the core's
+functions they call (offer, poll, clean, the error text) are the library's own, bound here
+by address (``ffi.addressof`` on ``exon.native``'s lib, as the fast door is bound), so
+they work on the library's objects: :func:`handle` casts a publication or image pointer of
+``exon.native`` into this module's type. Errors land in the library's error text, so
+:func:`check` is :func:`exon.native.check`.
 
 The module is a development build, in no install or wheel: importing this file builds it
 in place first when it is missing or was built from other sources than those beside it
-(a stale copy would hold other layouts than the library's), about as long as the core's
-own build, once.
+(a stale copy could read other layouts than the library's), once, in a few seconds.
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ def _load_bench() -> tuple[Any, Any]:
 
 
 ffi, lib = _load_bench()
+lib.exon_bench_bind(*(int(native.ffi.cast("uintptr_t", native.ffi.addressof(native.lib, name)))
+                      for name in ("exon_publication_offer", "exon_image_poll",
+                                   "exon_image_poll_count", "exon_log_clean_to",
+                                   "exon_set_error")))
+check = native.check
 
 __all__ = ["check", "ffi", "handle", "lib"]
 
@@ -51,13 +56,3 @@ def handle(pointer: Any, ctype: str) -> Any:
     """``pointer`` (a cdata of ``exon.native``, e.g. ``exon_publication_t *``) as this
     module's ``ctype``."""
     return ffi.cast(ctype, int(native.ffi.cast("uintptr_t", pointer)))
-
-
-def check(rc: int, what: str = "") -> int:
-    """Return ``rc`` if it is ``>= 0``; otherwise raise the matching exon error."""
-    if rc >= 0:
-        return rc
-    detail = ""
-    if lib.exon_last_error_code() == rc:
-        detail = ffi.string(lib.exon_last_error()).decode("utf-8", "replace")
-    raise native.error_for(rc, what, detail)

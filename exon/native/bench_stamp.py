@@ -1,11 +1,12 @@
 """Whether the in-place ``exon.native._bench`` was built from the sources beside it.
 
-``_bench`` holds a private copy of the core's C functions, compiled from ``src/``: built
-from other sources, it would hold other layouts than the library's ``_exon`` whose
-pointers it takes. Its build (``exon/native/build.py``) writes the digest of what it
-compiled into ``_bench.sources``; ``exon/native/bench_loops.py`` rebuilds when the digest of
-the sources now differs. Standard library only: the check runs at every import of the
-loops, without the build machinery (cffi's parser, setuptools).
+``_bench`` compiles the benchmark loops against the core's headers in ``src/`` (it calls
+the library's ``_exon`` through pointers): built from other headers, it would read other
+layouts than those of the ``_exon`` whose objects it takes. Its build
+(``exon/native/build.py``) writes the digest of what it compiled into ``_bench.sources``;
+``exon/native/bench_loops.py`` rebuilds when the digest of the sources now differs.
+Standard library only: the check runs at every import of the loops, without the build
+machinery (cffi's parser, setuptools).
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ _SWITCHES = ("EXON_NATIVE_DEBUG", "EXON_NATIVE_SANITIZE")
 
 def sources_digest(root: pathlib.Path) -> str:
     """The digest of everything ``_bench`` is compiled from under ``root`` (exon/native):
-    the core's sources and headers, the loops and their declarations, the build script
-    (its flags) and the switches of its environment."""
+    the core's headers, the loops and their declarations, the build script (its flags)
+    and the switches of its environment."""
     digest = hashlib.sha256(repr([os.environ.get(name) for name in _SWITCHES]).encode())
     bench = root / "bench"
-    paths = [root / "build.py", *(root / "src").glob("*.[ch]"), *bench.glob("*.[ch]"),
+    paths = [root / "build.py", *(root / "src").rglob("*.h"), *bench.glob("*.[ch]"),
              *(bench / "cdef").glob("*.h")]
     for path in sorted(paths):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")

@@ -1,15 +1,20 @@
 """cffi build script for exon's C core (API mode, out of line).
 
-Every ``src/*.c`` file is compiled into one extension, ``exon.native._exon``; the
+Every ``src/**/*.c`` file is compiled into one extension, ``exon.native._exon``; the
 benchmark loops (``bench/*.c``, declarations in ``bench/cdef/*.h``) into another,
-``exon.native._bench``, that only ``exon bench transport`` loads. ``_bench`` is a
+``exon.native._bench``, that only ``exon bench`` loads and that calls the core through
+pointers into ``_exon`` (it does not compile the core a second time). ``_bench`` is a
 development build: not in ``setup.py`` (an install or a wheel compiles the core once), but
 built in place by ``python exon/native/build.py`` or on first use
 (:func:`build_bench_in_place`, called by ``exon/native/bench_loops.py`` when the module is
 missing or was built from other sources: ``bench_stamp.py``). The cffi
 declarations are the concatenation of ``cdef/*.h`` (declarations only, one file per
-concern, read in name order). Every ``src/*.h`` is included into the generated module, so
-each header must be self-contained. Nothing but ``exon/native/__init__.py`` imports the
+concern, read in name order). ``src/`` is laid out as Aeron's C driver is (common/,
+concurrent/, uri/, media/, driver/, client/, link/: see docs/internals.md); a source
+includes another's header by its path under ``src/`` (``#include "concurrent/exon_ring.h"``),
+the one include directory. Every public header (``src/**/*.h`` but the ``*_internal.h``
+ones, private to their folder) is included into the generated module, so each must be
+self-contained. Nothing but ``exon/native/__init__.py`` imports the
 compiled module.
 
 Run ``python exon/native/build.py`` to rebuild in place during development; ``pip install``
@@ -46,6 +51,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
 CDEF = HERE / "cdef"
 BENCH = HERE / "bench"  #: the benchmark loops: their own module, exon.native._bench
+FASTPATH = HERE / "fastpath"  #: the GIL-holding door, exon.native._fast (CPython API)
 
 
 def _relative(path: pathlib.Path) -> str:
@@ -89,11 +95,23 @@ def _cflags() -> tuple[list[str], list[str]]:
     return cflags, ldflags
 
 
+def core_sources() -> list[pathlib.Path]:
+    """The C core's sources, every ``.c`` under ``src/`` (in path order)."""
+    return sorted(SRC.rglob("*.c"))
+
+
+def core_headers() -> list[str]:
+    """The core's public headers, as ``#include`` names (paths under ``src/``): every
+    ``.h`` under ``src/`` but the private ``*_internal.h`` ones."""
+    return sorted(p.relative_to(SRC).as_posix() for p in SRC.rglob("*.h")
+                  if not p.name.endswith("_internal.h"))
+
+
 def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted(CDEF.glob("*.h"))))
-    headers = sorted(p.name for p in SRC.glob("*.h"))
-    sources = sorted(SRC.glob("*.c"))
+    headers = core_headers()
+    sources = core_sources()
     cflags, ldflags = _cflags()
     ffi.set_source(
         "exon.native._exon",
@@ -110,24 +128,24 @@ def make_ffibuilder(*, absolute_paths: bool = False) -> FFI:
 
 def make_bench_ffibuilder(*, absolute_paths: bool = False) -> FFI:
     """``exon.native._bench``: the C benchmark loops of ``exon bench`` (``bench/*.c``), kept
-    out of the library's module. They call the core's functions (offer, poll), so the
-    module compiles the core's sources too, as a private copy; the handles they take are
-    the library's, cast by ``exon/native/bench_loops.py`` (same sources, same flags: same
-    layouts; ``bench_stamp.py`` tells when the copy is out of date). Only
-    ``exon.bench`` loads it."""
+    out of the library's module. The loops alone are compiled: the core's functions they
+    call (offer, poll, clean, the error text) are the library's, bound by address at import
+    (``exon_bench_core.h``, ``exon/native/bench_loops.py``), and the handles they take are
+    the library's, cast. The core's headers give them its layouts (``bench_stamp.py`` tells
+    when a build is older than those). Only ``exon.bench`` loads it."""
     ffi = FFI()
     ffi.cdef("\n".join(p.read_text() for p in sorted((BENCH / "cdef").glob("*.h"))))
     headers = sorted(p.name for p in BENCH.glob("*.h"))
-    sources = sorted(SRC.glob("*.c")) + sorted(BENCH.glob("*.c"))
+    sources = sorted(BENCH.glob("*.c"))
     cflags, ldflags = _cflags()
     ffi.set_source(
         "exon.native._bench",
-        "\n".join(f'#include "{name}"' for name in ["exon_common.h", *headers]),
+        "\n".join(f'#include "{name}"' for name in ["common/exon_common.h", *headers]),
         sources=[str(p) if absolute_paths else _relative(p) for p in sources],
         include_dirs=[str(SRC), str(BENCH)],
         extra_compile_args=cflags,
         extra_link_args=ldflags,
-        libraries=["pthread", "rt", "m", "dl"],
+        libraries=["pthread"],
         define_macros=[("_GNU_SOURCE", "1")],
     )
     return ffi
@@ -156,22 +174,25 @@ def build_bench_in_place(*, verbose: bool = False) -> pathlib.Path:
 
 
 def fast_extension(*, absolute_paths: bool = False) -> Extension:
-    """``exon.native._fast``: the GIL-holding door for non-blocking hot calls (offer).
+    """``exon.native._fast``: the GIL-holding door for non-blocking hot calls (offer, the
+    sockets' send and receive).
 
-    It calls C functions of the cffi module through pointers it is handed at import, so it
-    compiles no exon logic of its own (see fast/exon_fast.c)."""
-    source = HERE / "fast" / "exon_fast.c"
-    included = [HERE / "fast" / "exon_fast_inbox.c",  # #included by exon_fast.c
-                HERE / "fast" / "exon_fast_pubsub.c",
-                HERE / "fast" / "exon_fast_peers.c",
-                HERE / "fast" / "exon_fast_mutex.h"]
+    Four sources (``fastpath/exon_fast*.c``, each its own translation unit, sharing the
+    private ``exon_fast_internal.h``). It calls the cffi module's C functions through
+    pointers it is handed at import, so the core is compiled once, in ``_exon``; its own C
+    is the CPython side of the sockets' hot calls (see ``fastpath/exon_fast.c``). Built
+    with ``-fvisibility=hidden``: the functions its files share stay inside the module,
+    called directly, and only ``PyInit__fast`` is exported."""
+    sources = sorted(FASTPATH.glob("exon_fast*.c"))
+    headers = [*sorted(FASTPATH.glob("*.h")), SRC / "link" / "exon_link_table.h"]
     return Extension(
         "exon.native._fast",
-        sources=[str(source) if absolute_paths else _relative(source)],
-        depends=[str(f) if absolute_paths else _relative(f) for f in included],
+        sources=[str(p) if absolute_paths else _relative(p) for p in sources],
+        depends=[str(p) if absolute_paths else _relative(p) for p in headers],
+        include_dirs=[str(SRC) if absolute_paths else _relative(SRC)],
         extra_link_args=SANITIZE_FLAGS if sanitize() else [],
         extra_compile_args=[*_opt_flags(), "-std=gnu11", "-Wall", "-Wextra",
-                            "-Wno-unused-parameter",
+                            "-Wno-unused-parameter", "-fvisibility=hidden",
                             "-Wno-missing-field-initializers", "-Wno-cast-function-type"],
     )
 
@@ -179,7 +200,7 @@ def fast_extension(*, absolute_paths: bool = False) -> Extension:
 def archive_extension(*, absolute_paths: bool = False) -> Extension:
     """``exon.native._archive``: the archive's record codec in batches (CPython API; the
     checksum function comes from the crc32c package at call time)."""
-    source = HERE / "fast" / "exon_archive.c"
+    source = HERE / "archive" / "exon_archive.c"
     return Extension(
         "exon.native._archive",
         sources=[str(source) if absolute_paths else _relative(source)],

@@ -42,8 +42,21 @@ def test_a_library_handle_casts_into_the_bench_module() -> None:
     assert int(bench.ffi.cast("uintptr_t", cast)) == 0x1000
 
 
-def test_bench_errors_are_typed_with_the_bench_modules_text() -> None:
+def test_the_bench_module_compiles_no_core_function() -> None:
+    # the loops call the library's own functions through pointers (exon_bench_core.h)
+    import ctypes
+
+    import exon.native._bench as loops
+
+    image = ctypes.CDLL(loops.__file__)
+    assert hasattr(image, "exon_bench_udp_floor")
+    for name in ("exon_publication_offer", "exon_image_poll_count", "exon_set_error",
+                 "exon_log_clean_to"):
+        assert not hasattr(image, name), name
+
+
+def test_bench_errors_are_typed_with_the_library_error_text() -> None:
     rtt = bench.ffi.new("int64_t[]", 1)
-    with pytest.raises(errors.ExonError):
+    with pytest.raises(errors.ExonError, match="udp floor: bad msg_len 0"):
         bench.check(bench.lib.exon_bench_udp_floor(0, 1, 10**9, rtt))  # 0 bytes: invalid
     assert bench.check(5) == 5

@@ -4,7 +4,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exon_bench_core.h"
 #include "exon_bench_ipc.h"
+
+exon_bench_core_t exon_bench_core;
+
+void exon_bench_bind(uintptr_t publication_offer, uintptr_t image_poll, uintptr_t image_poll_count,
+    uintptr_t log_clean_to, uintptr_t set_error)
+{
+    exon_bench_core.publication_offer = (int64_t (*)(exon_publication_t *, const char *, int32_t, int64_t))
+        publication_offer;
+    exon_bench_core.image_poll = (int (*)(exon_image_t *, exon_fragment_t *, int32_t, int32_t, uint8_t *, int32_t,
+        int32_t *))image_poll;
+    exon_bench_core.image_poll_count = (int (*)(exon_image_t *, int32_t, int64_t *))image_poll_count;
+    exon_bench_core.log_clean_to = (int64_t (*)(exon_log_t *, int64_t *, int64_t))log_clean_to;
+    exon_bench_core.set_error = (int (*)(int, const char *, ...))set_error;
+}
 
 typedef struct bench_state_stct
 {
@@ -35,7 +50,7 @@ static void *publisher_main(void *arg)
     {
         for (int i = 0; i < 64; i++)
         {
-            int64_t rc = exon_publication_offer(st->pub, msg, st->msg_len, 0);
+            int64_t rc = exon_bench_core.publication_offer(st->pub, msg, st->msg_len, 0);
             if (EXON_UNLIKELY(rc < 0))
             {
                 if (rc != EXON_PUBLICATION_BACK_PRESSURED && rc != EXON_PUBLICATION_ADMIN_ACTION &&
@@ -66,7 +81,7 @@ static void *subscriber_main(void *arg)
     while (EXON_LOAD_RLX(&st->running))
     {
         int64_t polled_bytes = 0;
-        int n = exon_image_poll_count(st->img, 4096, &polled_bytes);
+        int n = exon_bench_core.image_poll_count(st->img, 4096, &polled_bytes);
         int64_t position = EXON_LOAD_RLX(st->img->subscriber_position);
         if (n > 0 || polled_bytes > 0)
         {
@@ -74,7 +89,7 @@ static void *subscriber_main(void *arg)
             bytes += polled_bytes;
             if (st->window > 0)
             {
-                exon_log_clean_to(log, &st->clean_position, position - log->term_length);
+                exon_bench_core.log_clean_to(log, &st->clean_position, position - log->term_length);
                 EXON_STORE_REL(st->pub->position_limit, position + st->window);
             }
             idle = 0;
@@ -104,7 +119,7 @@ int exon_bench_ipc_throughput(
 {
     if (msg_len < 0 || msg_len > pub->max_message_length || duration_ns <= 0)
     {
-        return exon_set_error(EXON_E_ARGUMENT, "bench: msg_len %d or duration %lld out of range",
+        return exon_bench_core.set_error(EXON_E_ARGUMENT, "bench: msg_len %d or duration %lld out of range",
             msg_len, (long long)duration_ns);
     }
     bench_state_t st;
@@ -140,13 +155,13 @@ int64_t exon_bench_run_threads(
     int64_t t0 = exon_nano_clock();
     if (pthread_create(&sub_thread, NULL, sub_main, state) != 0)
     {
-        return exon_set_error(-EAGAIN, "bench: cannot start the subscriber thread");
+        return exon_bench_core.set_error(-EAGAIN, "bench: cannot start the subscriber thread");
     }
     if (pthread_create(&pub_thread, NULL, pub_main, state) != 0)
     {
         EXON_STORE_RLX(running, 0);
         pthread_join(sub_thread, NULL);
-        return exon_set_error(-EAGAIN, "bench: cannot start the publisher thread");
+        return exon_bench_core.set_error(-EAGAIN, "bench: cannot start the publisher thread");
     }
     struct timespec ts = { .tv_sec = duration_ns / 1000000000LL, .tv_nsec = duration_ns % 1000000000LL };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -167,5 +182,5 @@ int exon_bench_fill_result(
     result->elapsed_ns = elapsed_ns;
     result->back_pressured = back_pressured;
     result->messages_per_second = elapsed_ns > 0 ? (double)messages * 1e9 / (double)elapsed_ns : 0.0;
-    return rc < 0 ? exon_set_error(rc, "bench: offer failed with %d", rc) : 0;
+    return rc < 0 ? exon_bench_core.set_error(rc, "bench: offer failed with %d", rc) : 0;
 }

@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "exon_publication.h"
-#include "exon_image.h"
+#include "client/exon_publication.h"
+#include "client/exon_image.h"
 
 typedef struct exon_bench_result_stct
 {

@@ -9,7 +9,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "exon_common.h"
+#include "common/exon_common.h"
+#include "exon_bench_core.h"
 #include "exon_bench_net.h"
 
 typedef struct bench_net_state_stct
@@ -32,7 +33,7 @@ static void *bench_net_publisher(void *arg)
     memset(buf, 0x5a, sizeof(buf));
     while (EXON_LOAD_RLX(&st->running))
     {
-        int64_t rc = exon_publication_offer(st->pub, buf, st->msg_len, 0);
+        int64_t rc = exon_bench_core.publication_offer(st->pub, buf, st->msg_len, 0);
         if (rc < 0)
         {
             if (rc == EXON_PUBLICATION_CLOSED || rc == EXON_E_MESSAGE_TOO_LARGE || rc == EXON_E_ARGUMENT)
@@ -53,7 +54,7 @@ static void *bench_net_subscriber(void *arg)
     while (EXON_LOAD_RLX(&st->running))
     {
         int64_t bytes = 0;
-        int n = exon_image_poll_count(st->img, 4096, &bytes);
+        int n = exon_bench_core.image_poll_count(st->img, 4096, &bytes);
         if (n > 0)
         {
             st->messages += n;
@@ -72,7 +73,7 @@ int exon_bench_net_throughput(
 {
     if (msg_len < 0 || msg_len > pub->max_message_length || msg_len > 65536 || duration_ns <= 0)
     {
-        return exon_set_error(EXON_E_ARGUMENT, "bench: msg_len %d or duration out of range", msg_len);
+        return exon_bench_core.set_error(EXON_E_ARGUMENT, "bench: msg_len %d or duration out of range", msg_len);
     }
     bench_net_state_t st;
     memset(&st, 0, sizeof(st));
@@ -105,11 +106,11 @@ static void *bench_net_ponger(void *arg)
     while (EXON_LOAD_RLX(&st->running))
     {
         int32_t used = 0;
-        int n = exon_image_poll(st->img, frags, 16, 16, copy, (int32_t)sizeof(copy), &used);
+        int n = exon_bench_core.image_poll(st->img, frags, 16, 16, copy, (int32_t)sizeof(copy), &used);
         for (int i = 0; i < n; i++)
         {
             while (EXON_LOAD_RLX(&st->running) &&
-                exon_publication_offer(st->pub, (const char *)copy + frags[i].offset, frags[i].length, 0) < 0)
+                exon_bench_core.publication_offer(st->pub, (const char *)copy + frags[i].offset, frags[i].length, 0) < 0)
             {
                 sched_yield();
             }
@@ -134,13 +135,13 @@ int64_t exon_bench_net_pingpong(
 {
     if (msg_len < 8 || msg_len > 4096 || count <= 0)
     {
-        return exon_set_error(EXON_E_ARGUMENT, "pingpong: msg_len %d must be in [8, 4096]", msg_len);
+        return exon_bench_core.set_error(EXON_E_ARGUMENT, "pingpong: msg_len %d must be in [8, 4096]", msg_len);
     }
     bench_pong_state_t st = { .img = ping_img, .pub = pong_pub, .running = 1 };
     pthread_t pong_thread;
     if (pthread_create(&pong_thread, NULL, bench_net_ponger, &st) != 0)
     {
-        return exon_set_error(-EAGAIN, "pingpong: cannot start the pong thread");
+        return exon_bench_core.set_error(-EAGAIN, "pingpong: cannot start the pong thread");
     }
     char buf[4096];
     memset(buf, 0x33, sizeof(buf));
@@ -150,7 +151,7 @@ int64_t exon_bench_net_pingpong(
     {
         int64_t t0 = exon_nano_clock();
         memcpy(buf, &t0, sizeof(t0));
-        while (exon_publication_offer(ping_pub, buf, msg_len, 0) < 0)
+        while (exon_bench_core.publication_offer(ping_pub, buf, msg_len, 0) < 0)
         {
             if (exon_nano_clock() >= deadline)
             {
@@ -158,7 +159,7 @@ int64_t exon_bench_net_pingpong(
             }
             sched_yield();
         }
-        while (exon_image_poll_count(pong_img, 1, NULL) <= 0)
+        while (exon_bench_core.image_poll_count(pong_img, 1, NULL) <= 0)
         {
             if (exon_nano_clock() >= deadline)
             {
@@ -190,7 +191,7 @@ static int bench_udp_socket(int64_t timeout_ns, struct sockaddr_in *bound)
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     if (fd < 0)
     {
-        return exon_set_error(-errno, "udp floor: socket: %s", strerror(errno));
+        return exon_bench_core.set_error(-errno, "udp floor: socket: %s", strerror(errno));
     }
     struct timeval tv = { .tv_sec = (time_t)(timeout_ns / 1000000000LL),
                           .tv_usec = (suseconds_t)((timeout_ns % 1000000000LL) / 1000) };
@@ -204,7 +205,7 @@ static int bench_udp_socket(int64_t timeout_ns, struct sockaddr_in *bound)
     {
         int err = errno;
         close(fd);
-        return exon_set_error(-err, "udp floor: bind: %s", strerror(err));
+        return exon_bench_core.set_error(-err, "udp floor: bind: %s", strerror(err));
     }
     return fd;
 }
@@ -229,7 +230,7 @@ int64_t exon_bench_udp_floor(int32_t msg_len, int64_t count, int64_t timeout_ns,
 {
     if (msg_len <= 0 || msg_len > 65000 || count <= 0)
     {
-        return exon_set_error(EXON_E_ARGUMENT, "udp floor: bad msg_len %d or count %lld", msg_len, (long long)count);
+        return exon_bench_core.set_error(EXON_E_ARGUMENT, "udp floor: bad msg_len %d or count %lld", msg_len, (long long)count);
     }
     struct sockaddr_in a, b;
     int fa = bench_udp_socket(timeout_ns, &a);
@@ -248,7 +249,7 @@ int64_t exon_bench_udp_floor(int32_t msg_len, int64_t count, int64_t timeout_ns,
         int err = errno;
         close(fa);
         close(fb);
-        return exon_set_error(-err, "udp floor: connect: %s", strerror(err));
+        return exon_bench_core.set_error(-err, "udp floor: connect: %s", strerror(err));
     }
     int64_t warmup = count / 10;
     bench_udp_floor_t echo = { .fd = fb, .msg_len = msg_len, .count = warmup + count, .rc = 0 };
@@ -257,7 +258,7 @@ int64_t exon_bench_udp_floor(int32_t msg_len, int64_t count, int64_t timeout_ns,
     {
         close(fa);
         close(fb);
-        return exon_set_error(EXON_E_STATE, "udp floor: cannot start the echo thread");
+        return exon_bench_core.set_error(EXON_E_STATE, "udp floor: cannot start the echo thread");
     }
     char buf[65536];
     memset(buf, 0x5a, (size_t)msg_len);
@@ -268,7 +269,7 @@ int64_t exon_bench_udp_floor(int32_t msg_len, int64_t count, int64_t timeout_ns,
         int64_t t0 = exon_nano_clock();
         if (send(fa, buf, (size_t)msg_len, 0) != msg_len || recv(fa, buf, sizeof(buf), 0) < 0)
         {
-            rc = exon_set_error(-errno, "udp floor: round trip %lld: %s", (long long)i, strerror(errno));
+            rc = exon_bench_core.set_error(-errno, "udp floor: round trip %lld: %s", (long long)i, strerror(errno));
             break;
         }
         if (i >= warmup)

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "exon_publication.h"
-#include "exon_image.h"
+#include "client/exon_publication.h"
+#include "client/exon_image.h"
 #include "exon_bench_ipc.h"
 
 /* Offer msg_len-byte messages for duration_ns on one thread, poll them on another. */

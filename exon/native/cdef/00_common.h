@@ -18,6 +18,7 @@
 
 const char *exon_last_error(void);
 int exon_last_error_code(void);
+int exon_set_error(int code, const char *fmt, ...); /* the bench loops' errors (bench_loops.py) */
 int64_t exon_nano_clock_ns(void);
 
 typedef struct exon_frame_header_stct { int32_t frame_length; int8_t version; uint8_t flags; int16_t type; ...; } exon_frame_header_t;

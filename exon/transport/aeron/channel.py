@@ -5,7 +5,7 @@
 part: ``"uri"`` (empty, too long, a character outside printable ASCII), ``"scheme"``,
 ``"media"``, a parameter key, or the raw text of a parameter without ``=``.
 
-The C driver parses the same grammar (``exon/native/src/exon_uri.c``); a parity test runs
+The C driver parses the same grammar (``exon/native/src/uri/exon_uri.c``); a parity test runs
 both on the same inputs, so any rule changed here must change there too.
 
 Grammar (Aeron's, with exon's checks):

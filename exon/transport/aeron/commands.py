@@ -1,5 +1,5 @@
 """Client -> driver commands of the CnC's to-driver ring, in Python; twin of
-``exon/native/src/exon_cnc.h`` and ``exon_counter_command.h`` (docs/protocol.md 4).
+``exon/native/src/common/exon_cnc.h`` and ``exon_counter_command.h`` (docs/protocol.md 4).
 
 Only the commands a Python caller needs to see as bytes live here: ADD_COUNTER (wire-exact
 with Aeron's ``CounterMessageFlyweight``), REMOVE_COUNTER and the ON_COUNTER_READY /

@@ -1,4 +1,6 @@
-"""Counters in the CnC file, read from Python; twin of ``exon/native/src/exon_counters.h``.
+"""Counters in the CnC file, read from Python.
+
+The twin of ``exon/native/src/concurrent/exon_counters.h``.
 
 A counter is a 512-byte metadata record (state, type id, free-for-reuse deadline, 112-byte
 key, label) and a 128-byte value record (int64 value, registration id, owner id) in

@@ -1,4 +1,4 @@
-"""Aeron byte layouts for Python, declared once; twin of ``exon/native/src/exon_layout.h``.
+"""Aeron byte layouts for Python, declared once; twin of ``exon/native/src/common/exon_layout.h``.
 
 ``tests/native/test_layout.py`` checks every size and offset here against the C
 compiler's view of the packed structs, so the two declarations cannot drift.

@@ -1,6 +1,6 @@
 """Pure-Python reference twins of the C transport policies (sans-IO, integer clock).
 
-These mirror ``exon/native/src/exon_term_rebuilder.c`` and ``exon_loss_detector.c`` line for
+These mirror ``exon/native/src/driver/exon_term_rebuilder.c`` and ``exon_loss_detector.c`` line for
 line in behaviour; parity tests run both on the same random inputs. They are slow and
 meant for tests, docs and tools, not for the data path.
 """
