@@ -164,13 +164,6 @@ class AsyncSocketMixin:
     _aio_waiters: dict[Hashable, deque[_Waiter]]  # the lines, by what they wait for
     _aio_spin: Any  # exon_spin_policy_t *: when areceive spins (exon_spin_policy.h)
 
-    # ---- called by the node (its lock held) ---------------------------------------------
-
-    def _wake_async(self: Socket) -> None:  # type: ignore[misc]
-        """Something changed for this socket: have the loops retry its async waiters."""
-        for waker in self._aio_wakers:
-            waker.wake(self)
-
     # ---- on the loop ----------------------------------------------------------------------
 
     def _retry_async_waiters(self: Socket) -> None:  # type: ignore[misc]
@@ -212,13 +205,7 @@ class AsyncSocketMixin:
         """Count a waiter in or out: the node's dispatcher polls while any waits, and the
         node wakes each loop with waiters on this socket."""
         with self._lock:
-            wakers = self._aio_wakers
-            n = wakers.get(waker, 0) + delta
-            if n > 0:
-                wakers[waker] = n
-            else:
-                wakers.pop(waker, None)
-            self._host.async_waiting(self, delta, bool(wakers))
+            self._host.async_waiting(self, delta, self.wakeup.count_loop(waker, delta))
 
     async def _spin(self: Socket, loop: asyncio.AbstractEventLoop,  # type: ignore[misc]
                     attempt: Callable[[], Any], budget: float) -> Any:

@@ -8,7 +8,6 @@ until the link is established, permanently refused, or the deadline passes.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, ClassVar
 
@@ -16,6 +15,7 @@ from exon import errors
 from exon.core import Decision, LinkEstablished, LinkRefused, LinkState, PeerId, SocketCore
 from exon.core.events import ErrorReceived
 from exon.middleware.socket_host import SocketHost
+from exon.middleware.wakeup import Wakeup
 from exon.sockets.messages import Peer
 from exon.sockets.timeouts import deadline as _deadline
 
@@ -32,7 +32,7 @@ class LinkingMixin:
     _lock: Any
     _core: SocketCore
     _host: SocketHost
-    _cond: threading.Condition
+    wakeup: Wakeup
     _closed: bool
     _refusals: dict[PeerId, LinkRefused | ErrorReceived]
 
@@ -57,7 +57,7 @@ class LinkingMixin:
         if self._link_begin(pid):
             return
         with self._lock:
-            ok = self._host.wait_until(self._cond, lambda: self._link_settled(pid), deadline)
+            ok = self._host.wait_until(self.wakeup, lambda: self._link_settled(pid), deadline)
             self._link_conclude(pid, ok, timeout)
 
     def _link_begin(self, pid: PeerId) -> bool:
@@ -143,7 +143,7 @@ class LinkingMixin:
             core.unlink(self.tag, pid, now=_monotonic())
             self._host.pump()
             if not self._host.wait_until(
-                    self._cond, lambda: core.link_state(self.tag, pid) is LinkState.IDLE,
+                    self.wakeup, lambda: core.link_state(self.tag, pid) is LinkState.IDLE,
                     deadline):
                 raise errors.Timeout(f"unlinking from {pid} did not complete in {timeout}s")
 
@@ -171,7 +171,7 @@ class LinkingMixin:
         deadline = _deadline(timeout)
         with self._lock:
             self._check_open()
-            if not self._host.wait_until(self._cond,
+            if not self._host.wait_until(self.wakeup,
                                     lambda: len(self._core.established(self.tag)) >= count,
                                     deadline):
                 raise errors.Timeout(f"{count} link(s) not established in {timeout}s")

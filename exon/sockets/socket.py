@@ -23,7 +23,6 @@ messages not yet confirmed on that link come back as ``CookieLost``.
 from __future__ import annotations
 
 import builtins
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,6 +52,7 @@ from exon.middleware.fastpath import (
 from exon.middleware.hosted import register_socket_factory
 from exon.middleware.node_transport import offer_retrying
 from exon.middleware.spin_policy import new_spin_policy
+from exon.middleware.wakeup import Wakeup
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.inbox import Inbox
 from exon.sockets.linking import LinkingMixin
@@ -153,7 +153,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         host = self._host = node.socket_host
         self._lock = host.lock
         self._core = host.core
-        self._cond = threading.Condition(host.lock)
+        #: who waits on it (blocking calls, asyncio tasks): the node wakes them
+        self.wakeup = Wakeup(host.lock, self)
         self._fast_slot = -1  # the node's link-table slot (host.open_socket gives it)
         self.cookie_ratio = cookie_ratio
         self._cookie_run = 0
@@ -163,7 +164,6 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         self._closes = 0  # LinkClosed events seen (blocked waits re-check their errors)
         self._closed = False
         self._aio_waiters: dict[Any, deque[Any]] = {}  # lines of asyncio tasks (sockets.aio)
-        self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
         self._aio_spin: Any = new_spin_policy()  # when areceive spins
         # a "plain" socket takes every message as it comes (no gate, no envelope): its
         # inbox holds Messages, and its receive() pops them in one call (the door)
@@ -379,7 +379,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             return False
 
         while True:
-            if not self._host.wait_until(self._cond, ready, deadline, spin, self._has_links):
+            if not self._host.wait_until(self.wakeup, ready, deadline, spin, self._has_links):
                 self._on_receive_timeout()
                 raise errors.Timeout(f"nothing received in {timeout}s")
             check()
@@ -468,7 +468,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
                     return True
                 return any(core.credits(tag, p) > 0 for p in core.established(tag))
 
-            if not host.wait_until(self._cond, ready, deadline):
+            if not host.wait_until(self.wakeup, ready, deadline):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
@@ -545,7 +545,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             if unlinking:
                 host.pump()
                 try:
-                    host.wait_until(self._cond, lambda: not core.has_socket(self.tag), deadline)
+                    host.wait_until(self.wakeup, lambda: not core.has_socket(self.tag), deadline)
                 except errors.ClosedError:
                     pass
             if core.has_socket(self.tag):
@@ -556,8 +556,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             host.close_socket(self.tag)
             self._inbox.close()  # the queue holds the inbox's callbacks: a cycle, cut
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
-            self._cond.notify_all()
-            self._wake_async()  # async waiters see the close (ClosedError)
+            self.wakeup.notify_all()
+            self.wakeup.wake_loops()  # async waiters see the close (ClosedError)
 
     def _on_closing_locked(self) -> None:
         """Hook (lock held): close() began; every link is unlinking (its UNLINK queued for
