@@ -356,13 +356,14 @@ class AsyncSocketMixin:
         loop = _running_loop("alink")
         timeout = _check_timeout(timeout)
         pid = self._peer_id(peer)
-        established = self._link_begin(pid)
+        linking = self._linking
+        established = linking.begin(pid)
 
         def attempt() -> None:
             with self._lock:
-                if not self._link_settled(pid):
+                if not linking.settled(pid):
                     raise WOULD_BLOCK
-                self._link_conclude(pid, True, timeout)  # established, or raises
+                linking.conclude(pid, True, timeout)  # established, or raises
 
         def applied() -> None:
             with self._lock:
@@ -377,7 +378,7 @@ class AsyncSocketMixin:
                     await self._park("alink", attempt, timeout, line=("link", pid))
                 except errors.Timeout:
                     with self._lock:
-                        self._link_conclude(pid, False, timeout)  # raises the precise error
+                        linking.conclude(pid, False, timeout)  # raises the precise error
                     raise
             # what the socket type still needs once linked (a SUB: the PUB has its prefixes)
             left = None if timeout is None else max(0.0, timeout - (loop.time() - started))
