@@ -12,7 +12,6 @@ exon`` does), and ``Node.socket(type)`` calls it.
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
@@ -25,6 +24,7 @@ from exon.core import (
     MessageReceived,
     PeerId,
 )
+from exon.middleware.wakeup import Wakeup
 
 __all__ = ["HostedSocket", "InboxOwner", "make_socket", "register_socket_factory"]
 
@@ -45,8 +45,8 @@ class HostedSocket(Protocol):
 
     tag: int
     type: ClassVar[str]  # "push", "pull", ...
-    _cond: threading.Condition  # waiters of blocking calls: notified when touched
-    _aio_wakers: dict[Any, int]  # event loops with tasks waiting on it (exon.sockets.aio)
+    #: who waits on it (threads in blocking calls, event loops' tasks): woken when touched
+    wakeup: Wakeup
 
     def _on_message(self, ev: MessageReceived) -> None: ...
     def _on_fast(self, token: Any, payload: bytes) -> None: ...
@@ -55,7 +55,6 @@ class HostedSocket(Protocol):
     def _on_refused(self, ev: LinkRefused) -> None: ...
     def _on_closed(self, ev: LinkClosed) -> None: ...
     def _on_error(self, ev: ErrorReceived) -> None: ...
-    def _wake_async(self) -> None: ...
     def _queued_bytes(self) -> int: ...  # payload bytes received, not yet taken
     def _queued(self) -> int: ...  # messages received, not yet taken
     def _drop_counts(self) -> dict[str, int]: ...  # messages it dropped, by reason

@@ -366,8 +366,8 @@ class Node:
             self._close_doors()
             self._poll.close()
             for sock in list(self._sockets.values()):
-                sock._cond.notify_all()
-                sock._wake_async()
+                sock.wakeup.notify_all()
+                sock.wakeup.wake_loops()
         if self._transport is not None:
             self._transport.wake()
         if self._dispatcher is not threading.current_thread():
@@ -525,11 +525,9 @@ class Node:
             woken = list(touched)
             touched.clear()  # in place: the poll loop and the dispatch below hold the set
             for sock in woken:
-                cond = sock._cond
-                if cond._waiters:  # type: ignore[attr-defined]
-                    cond.notify_all()
-                if sock._aio_wakers:  # asyncio tasks wait on it (exon.sockets.aio)
-                    sock._wake_async()
+                wakeup = sock.wakeup
+                if wakeup.threads or wakeup.loops:  # somebody waits on it
+                    wakeup.wake()
 
     def _flush_fast(self) -> None:
         """After a send or a delivery: send the core's frames; pump fully only when the

@@ -6,7 +6,7 @@
   into the sockets' native queues), runs the core on the rest and checks its own
   condition. While it holds the role and there is nothing to read it sleeps in the
   transport's futex wait (lock and GIL released). Threads that find the role taken wait
-  on their socket's condition; the leader notifies them.
+  in their socket's :class:`~exon.middleware.wakeup.Wakeup`; the leader notifies them.
 * The dispatcher thread takes the poll role only when no client thread has polled for
   :data:`DISPATCH_GRACE` seconds (so FLOW, LINK and timers are served when nobody
   receives) and hands it back at once when a client wants it (the client rings the
@@ -45,6 +45,7 @@ from exon.middleware.hosted import HostedSocket
 from exon.middleware.node_connections import Connections
 from exon.middleware.node_counters import PUBLISH_INTERVAL
 from exon.middleware.node_transport import NodeTransport, is_fragment
+from exon.middleware.wakeup import Wakeup
 from exon.transport.aeron import Aeron
 
 __all__ = ["CLIENT_SPIN", "DISPATCH_GRACE", "PollLoop"]
@@ -123,8 +124,8 @@ class PollLoop:
         self.closed = False  #: set by the node's close: waits raise ClosedError
         self.dispatch_cond = threading.Condition(lock)  #: the dispatcher sleeps on it
         self.role: int | None = None  #: thread ident holding the poll role
-        #: conditions of the threads waiting for the poll role (followers)
-        self.role_waiters: list[threading.Condition] = []
+        #: where the threads waiting for the poll role sleep (followers; a loop's hand-over)
+        self.role_waiters: list[threading.Condition | Wakeup] = []
         self._last_client_poll = 0.0
         #: asyncio tasks waiting on this node's sockets: the dispatcher polls for them
         self.async_waiters = 0
@@ -413,7 +414,7 @@ class PollLoop:
         finally:
             self.lock.acquire()
 
-    def wait_until(self, cond: threading.Condition, ready: Callable[[], bool],
+    def wait_until(self, wakeup: Wakeup, ready: Callable[[], bool],
                deadline: float | None, spin: float = 0.0,
                lead: Callable[[], bool] | None = None) -> bool:
         """Wait (lock held) until ``ready()``; True, or False at ``deadline``. Polls the
@@ -422,7 +423,7 @@ class PollLoop:
 
         While ``lead()`` is false (a socket without links: nothing can arrive for it but
         the handshake, which the core handles for whoever polls) the thread never takes
-        the role and does not queue for it: it sleeps on ``cond`` until the poller wakes
+        the role and does not queue for it: it sleeps in ``wakeup`` until the poller wakes
         it, and neither the dispatcher nor a leading thread stands aside for it. Else an
         idle socket's thread (an archive's control REP, say) would lead the polling for a
         busy one, and hand every batch over through a wake-up."""
@@ -440,7 +441,7 @@ class PollLoop:
                 return False
             if lead is not None and not lead():
                 left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
-                cond.wait(max(0.0, left))  # served by the leader or the dispatcher
+                wakeup.wait(max(0.0, left))  # served by the leader or the dispatcher
                 continue
             if self.role is None:
                 self.role = me
@@ -472,17 +473,17 @@ class PollLoop:
                     return True
                 if self.role_waiters and not ready():
                     # give the follower a turn before polling again
-                    cond.wait(0.0005)
+                    wakeup.wait(0.0005)
                 continue
             # follower
             if self.role == _DISPATCHER and self.transport is not None:
                 self.transport.wake()
-            self.role_waiters.append(cond)
+            self.role_waiters.append(wakeup)
             try:
                 left = _WAIT_SLICE if deadline is None else min(_WAIT_SLICE, deadline - now)
-                cond.wait(max(0.0, left))
+                wakeup.wait(max(0.0, left))
             finally:
-                self.role_waiters.remove(cond)
+                self.role_waiters.remove(wakeup)
 
     # ==== the dispatcher thread ==============================================================
 

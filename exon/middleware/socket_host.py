@@ -19,7 +19,6 @@ host costs what a direct call costs.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,12 +28,13 @@ if TYPE_CHECKING:
     from exon.middleware.fastpath import FastLinks
     from exon.middleware.hosted import HostedSocket
     from exon.middleware.node_transport import PendingFragments
+    from exon.middleware.wakeup import Wakeup
 
 __all__ = ["SocketHost"]
 
 
 class _WaitUntil(Protocol):
-    def __call__(self, cond: threading.Condition, ready: Callable[[], bool],
+    def __call__(self, wakeup: Wakeup, ready: Callable[[], bool],
                  deadline: float | None, spin: float = ...,
                  lead: Callable[[], bool] | None = ...) -> bool: ...
 
@@ -56,14 +56,14 @@ class SocketHost:
 
     Calls (the node's bound methods):
 
-    * ``wait_until(cond, ready, deadline, spin=0.0) -> bool``: wait until ``ready()`` (True),
+    * ``wait_until(wakeup, ready, deadline, spin=0.0) -> bool``: wait until ``ready()`` (True),
       or until the monotonic ``deadline`` (False; None: no limit). The waiting thread polls
-      the transport itself when nobody else does (leader/follower), else sleeps on ``cond``
-      (a condition of :attr:`lock`) until the poller notifies it; as the leader it spins
-      ``spin`` seconds before each sleep. ``lead()`` (None: always) says whether the thread
-      may take the poll role now; while it says no the thread only sleeps on ``cond``, served
-      by whoever polls (another thread or the dispatcher). Raises
-      :class:`~exon.errors.ClosedError` when the node closes and
+      the transport itself when nobody else does (leader/follower), else sleeps in
+      ``wakeup`` (the socket's :class:`~exon.middleware.wakeup.Wakeup`) until the poller
+      notifies it; as the leader it spins ``spin`` seconds before each sleep. ``lead()``
+      (None: always) says whether the thread may take the poll role now; while it says no
+      the thread only sleeps in ``wakeup``, served by whoever polls (another thread or
+      the dispatcher). Raises :class:`~exon.errors.ClosedError` when the node closes and
       :class:`~exon.errors.BrokenLink` when its media driver died.
     * ``pump()``: hand the core's events to the sockets and its frames to the transport,
       until both are empty, then wake the sockets that got something. After any core call

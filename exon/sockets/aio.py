@@ -164,13 +164,6 @@ class AsyncSocketMixin:
     _aio_waiters: dict[Hashable, deque[_Waiter]]  # the lines, by what they wait for
     _aio_spin: Any  # exon_spin_policy_t *: when areceive spins (exon_spin_policy.h)
 
-    # ---- called by the node (its lock held) ---------------------------------------------
-
-    def _wake_async(self: Socket) -> None:  # type: ignore[misc]
-        """Something changed for this socket: have the loops retry its async waiters."""
-        for waker in self._aio_wakers:
-            waker.wake(self)
-
     # ---- on the loop ----------------------------------------------------------------------
 
     def _retry_async_waiters(self: Socket) -> None:  # type: ignore[misc]
@@ -212,13 +205,7 @@ class AsyncSocketMixin:
         """Count a waiter in or out: the node's dispatcher polls while any waits, and the
         node wakes each loop with waiters on this socket."""
         with self._lock:
-            wakers = self._aio_wakers
-            n = wakers.get(waker, 0) + delta
-            if n > 0:
-                wakers[waker] = n
-            else:
-                wakers.pop(waker, None)
-            self._host.async_waiting(self, delta, bool(wakers))
+            self._host.async_waiting(self, delta, self.wakeup.count_loop(waker, delta))
 
     async def _spin(self: Socket, loop: asyncio.AbstractEventLoop,  # type: ignore[misc]
                     attempt: Callable[[], Any], budget: float) -> Any:
@@ -369,13 +356,14 @@ class AsyncSocketMixin:
         loop = _running_loop("alink")
         timeout = _check_timeout(timeout)
         pid = self._peer_id(peer)
-        established = self._link_begin(pid)
+        linking = self._linking
+        established = linking.begin(pid)
 
         def attempt() -> None:
             with self._lock:
-                if not self._link_settled(pid):
+                if not linking.settled(pid):
                     raise WOULD_BLOCK
-                self._link_conclude(pid, True, timeout)  # established, or raises
+                linking.conclude(pid, True, timeout)  # established, or raises
 
         def applied() -> None:
             with self._lock:
@@ -390,7 +378,7 @@ class AsyncSocketMixin:
                     await self._park("alink", attempt, timeout, line=("link", pid))
                 except errors.Timeout:
                     with self._lock:
-                        self._link_conclude(pid, False, timeout)  # raises the precise error
+                        linking.conclude(pid, False, timeout)  # raises the precise error
                     raise
             # what the socket type still needs once linked (a SUB: the PUB has its prefixes)
             left = None if timeout is None else max(0.0, timeout - (loop.time() - started))

@@ -90,7 +90,7 @@ def send_many(sock: Socket, payloads: Iterable[Any], cookie: Any,
                 outcome = batch.seal()
                 if outcome is not None:
                     sock._on_cookie(cookie, lost=outcome)
-                    sock._cond.notify_all()
+                    sock.wakeup.notify_all()
             host.flush()
     return total
 

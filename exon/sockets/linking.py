@@ -1,48 +1,58 @@
-"""Linking a socket with its peers: ``link``, ``unlink``, ``peers``, ``wait_for_links``.
+"""Linking a socket with its peers: the handshakes behind ``link``, ``unlink``, ``peers``,
+``windows`` and ``wait_for_links``.
 
-:class:`LinkingMixin` is a base of :class:`~exon.sockets.socket.Socket`; its methods use
-the socket's state (declared below) and run the handshake through the node's core: the
-core sends LINK and retries temporary refusals; the socket waits, under the node's lock,
-until the link is established, permanently refused, or the deadline passes.
+:class:`Linking` is owned by a :class:`~exon.sockets.socket.Socket` (``sock._linking``),
+whose public methods call it in one line each (``alink`` uses its ``begin`` / ``settled``
+/ ``conclude``). It gets, in its constructor, what it uses: the node's socket host, the
+socket's tag and :class:`~exon.middleware.wakeup.Wakeup`, and two of the socket's
+callables (is it closed; raise if it is). It runs the handshake through the node's core:
+the core sends LINK and retries temporary refusals; the socket waits, under the node's
+lock, until the link is established, permanently refused, or the deadline passes. It
+keeps the refusals the node reported (:attr:`Linking.refusals`, filled by the socket's
+event handlers).
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any, ClassVar
+from collections.abc import Callable
 
 from exon import errors
-from exon.core import Decision, LinkEstablished, LinkRefused, LinkState, PeerId, SocketCore
+from exon.core import Decision, LinkRefused, LinkState, PeerId
 from exon.core.events import ErrorReceived
 from exon.middleware.socket_host import SocketHost
+from exon.middleware.wakeup import Wakeup
 from exon.sockets.messages import Peer
 from exon.sockets.timeouts import deadline as _deadline
 
-__all__ = ["LinkingMixin"]
+__all__ = ["Linking", "peer_id"]
 
 _monotonic = time.monotonic
 
 
-class LinkingMixin:
-    """Linking and unlinking (a base of :class:`~exon.sockets.socket.Socket`)."""
+def peer_id(peer: str | Peer) -> PeerId:
+    """The core's id of ``peer`` ("HOST:PORT/TAG" or a :class:`Peer`)."""
+    p = Peer.parse(peer)
+    return PeerId(p.address, p.tag)
 
-    # the socket's state (exon.sockets.socket.Socket.__init__)
-    tag: int
-    _lock: Any
-    _core: SocketCore
-    _host: SocketHost
-    _cond: threading.Condition
-    _closed: bool
-    _refusals: dict[PeerId, LinkRefused | ErrorReceived]
 
-    def _check_open(self) -> None:
-        raise NotImplementedError  # Socket's
+class Linking:
+    """The links of one socket: starting, awaiting and ending them."""
 
-    @staticmethod
-    def _peer_id(peer: str | Peer) -> PeerId:
-        p = Peer.parse(peer)
-        return PeerId(p.address, p.tag)
+    __slots__ = ("_check_open", "_core", "_host", "_is_closed", "_lock", "_tag", "_wakeup",
+                 "refusals")
+
+    def __init__(self, *, host: SocketHost, tag: int, wakeup: Wakeup,
+                 is_closed: Callable[[], bool], check_open: Callable[[], None]) -> None:
+        self._host = host
+        self._lock = host.lock
+        self._core = host.core
+        self._tag = tag
+        self._wakeup = wakeup
+        self._is_closed = is_closed
+        self._check_open = check_open  # raises ClosedError
+        #: the last refusal (or SOCKET_NOT_FOUND error) of each peer being linked (lock held)
+        self.refusals: dict[PeerId, LinkRefused | ErrorReceived] = {}
 
     def link(self, peer: str | Peer, timeout: float | None = 5.0) -> None:
         """Link with ``peer`` ("HOST:PORT/TAG"); returns once established.
@@ -52,75 +62,54 @@ class LinkingMixin:
         :class:`exon.Timeout` otherwise. Temporary refusals are retried by the core with a
         randomised, growing delay until the deadline.
         """
-        pid = self._peer_id(peer)
+        pid = peer_id(peer)
         deadline = _deadline(timeout)
-        if self._link_begin(pid):
+        if self.begin(pid):
             return
         with self._lock:
-            ok = self._host.wait_until(self._cond, lambda: self._link_settled(pid), deadline)
-            self._link_conclude(pid, ok, timeout)
+            ok = self._host.wait_until(self._wakeup, lambda: self.settled(pid), deadline)
+            self.conclude(pid, ok, timeout)
 
-    def _link_begin(self, pid: PeerId) -> bool:
+    def begin(self, pid: PeerId) -> bool:
         """Start linking with ``pid`` (the core retries temporary refusals); True when the
         link is established already."""
         with self._lock:
             self._check_open()
             core = self._core
-            state = core.link_state(self.tag, pid)
+            state = core.link_state(self._tag, pid)
             if state is LinkState.ESTABLISHED:
                 return True
-            self._refusals.pop(pid, None)
+            self.refusals.pop(pid, None)
             if state in (LinkState.IDLE, LinkState.RETRY_WAIT):
-                core.link(self.tag, pid, now=_monotonic())
+                core.link(self._tag, pid, now=_monotonic())
                 self._host.pump()
             return False
 
-    def _link_settled(self, pid: PeerId) -> bool:
+    def settled(self, pid: PeerId) -> bool:
         """Lock held: the link with ``pid`` is established, or permanently refused, or the
         socket closed."""
-        if self._closed:
+        if self._is_closed():
             return True
-        if self._core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
+        if self._core.link_state(self._tag, pid) is LinkState.ESTABLISHED:
             return True
-        refusal = self._refusals.get(pid)
+        refusal = self.refusals.get(pid)
         return isinstance(refusal, LinkRefused) and refusal.retry_at is None
 
-    #: how many peers' socket types _learn_peer_type remembers before it forgets closed links
-    _PEER_TYPES_MAX: ClassVar[int] = 4096
-
-    def _learn_peer_type(self, types: dict[PeerId, str], ev: LinkEstablished) -> list[PeerId]:
-        """Lock held: note ``ev.peer``'s socket type in ``types`` (kept after its link
-        closes: its messages may still be queued); past ``_PEER_TYPES_MAX`` entries the
-        peers whose links are gone are forgotten first. Returns the forgotten peers."""
-        forgotten: list[PeerId] = []
-        if len(types) >= self._PEER_TYPES_MAX:
-            live = self._core.links(self.tag)
-            forgotten = [p for p in types if p not in live]
-            for peer in forgotten:
-                del types[peer]
-        types[ev.peer] = ev.peer_metadata.socket_type
-        return forgotten
-
-    def _link_applied_locked(self, pid: PeerId) -> bool:
-        """Lock held: whatever this socket type needs once a link is established is done
-        (a SUB: the PUB applied its prefixes). True for most types."""
-        return True
-
-    def _link_conclude(self, pid: PeerId, settled: bool, timeout: float | None) -> None:
+    def conclude(self, pid: PeerId, settled: bool, timeout: float | None) -> None:
         """Lock held: return when the link is established, else raise why not (``settled``
         False: the wait timed out, and linking stops)."""
         core = self._core
         self._check_open()
-        if core.link_state(self.tag, pid) is LinkState.ESTABLISHED:
+        if core.link_state(self._tag, pid) is LinkState.ESTABLISHED:
             return
-        refusal = self._refusals.pop(pid, None)
+        refusal = self.refusals.pop(pid, None)
         if settled and isinstance(refusal, LinkRefused):
             raise errors.LinkRefused(
                 f"{pid} refused the link: {refusal.decision.name} ({refusal.reason})",
                 reason=refusal.decision.name, permanent=refusal.permanent)
         # timed out: stop retrying
-        if core.link_state(self.tag, pid) is not LinkState.IDLE:
-            core.unlink(self.tag, pid, now=_monotonic())
+        if core.link_state(self._tag, pid) is not LinkState.IDLE:
+            core.unlink(self._tag, pid, now=_monotonic())
             self._host.pump()
         if isinstance(refusal, LinkRefused) and refusal.decision is Decision.SOCKET_NOT_FOUND:
             raise errors.SocketNotFound(f"no socket {pid.tag} on node {pid.address} "
@@ -133,27 +122,26 @@ class LinkingMixin:
         """Unlink from ``peer``; returns once the link closed. Nothing sent before is lost:
         the link closes when both directions were delivered (or the core's unlink timeout
         expired, in which case unconfirmed cookies come back as CookieLost)."""
-        pid = self._peer_id(peer)
+        pid = peer_id(peer)
         deadline = _deadline(timeout)
         with self._lock:
             self._check_open()
             core = self._core
-            if core.link_state(self.tag, pid) is LinkState.IDLE:
+            if core.link_state(self._tag, pid) is LinkState.IDLE:
                 return
-            core.unlink(self.tag, pid, now=_monotonic())
+            core.unlink(self._tag, pid, now=_monotonic())
             self._host.pump()
             if not self._host.wait_until(
-                    self._cond, lambda: core.link_state(self.tag, pid) is LinkState.IDLE,
+                    self._wakeup, lambda: core.link_state(self._tag, pid) is LinkState.IDLE,
                     deadline):
                 raise errors.Timeout(f"unlinking from {pid} did not complete in {timeout}s")
 
-    @property
     def peers(self) -> list[Peer]:
         """Peers with an established link."""
         with self._lock:
-            if self._closed:
+            if self._is_closed():
                 return []
-            return [self._host.peer(p) for p in self._core.established(self.tag)]
+            return [self._host.peer(p) for p in self._core.established(self._tag)]
 
     def windows(self) -> dict[Peer, int]:
         """The receive window (credits) each established link has now: the socket's
@@ -161,9 +149,9 @@ class LinkingMixin:
         window is budget / (links x max_message_size), docs/guide/tuning.md). A receiver
         that holds what it takes (``receive_held``) sizes its batches below these."""
         with self._lock:
-            if self._closed:
+            if self._is_closed():
                 return {}
-            return {self._host.peer(p): w for p, w in self._core.windows(self.tag).items()}
+            return {self._host.peer(p): w for p, w in self._core.windows(self._tag).items()}
 
     def wait_for_links(self, count: int = 1, timeout: float | None = 5.0) -> None:
         """Block until at least ``count`` links are established (e.g. a REP or PULL waiting
@@ -171,7 +159,7 @@ class LinkingMixin:
         deadline = _deadline(timeout)
         with self._lock:
             self._check_open()
-            if not self._host.wait_until(self._cond,
-                                    lambda: len(self._core.established(self.tag)) >= count,
+            if not self._host.wait_until(self._wakeup,
+                                    lambda: len(self._core.established(self._tag)) >= count,
                                     deadline):
                 raise errors.Timeout(f"{count} link(s) not established in {timeout}s")

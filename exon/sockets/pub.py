@@ -262,7 +262,7 @@ class PubSocket(Socket):
                 return self._closed or all(
                     self._credit(p, s) != 0 for p, s in subs.items() if s.filter.matches(data))
 
-            if not self._host.wait_until(self._cond, ready, deadline):
+            if not self._host.wait_until(self.wakeup, ready, deadline):
                 raise errors.Timeout("a subscriber had no credit before the timeout "
                                      "(the message was sent to none)")
             self._check_open()
@@ -318,7 +318,7 @@ class PubSocket(Socket):
                 return self._closed or not any(
                     s.pending and self._credit(p, s) >= 0 for p, s in subs.items())
 
-            if not self._host.wait_until(self._cond, told, deadline):
+            if not self._host.wait_until(self.wakeup, told, deadline):
                 waiting = sum(1 for s in subs.values() if s.pending)
                 raise errors.Timeout(f"drop notices for {waiting} subscriber(s) still wait for "
                                      f"credit after {timeout}s")

@@ -290,4 +290,4 @@ class PullSocket(Socket):
         self._closing = True
         held, self._held = self._held, deque()
         self._drop_links_locked(held)
-        self._cond.notify_all()  # a receive_held() waiting raises ClosedError
+        self.wakeup.notify_all()  # a receive_held() waiting raises ClosedError

@@ -23,7 +23,6 @@ messages not yet confirmed on that link come back as ``CookieLost``.
 from __future__ import annotations
 
 import builtins
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,10 +52,11 @@ from exon.middleware.fastpath import (
 from exon.middleware.hosted import register_socket_factory
 from exon.middleware.node_transport import offer_retrying
 from exon.middleware.spin_policy import new_spin_policy
+from exon.middleware.wakeup import Wakeup
 from exon.sockets.aio import AsyncSocketMixin
 from exon.sockets.inbox import Inbox
-from exon.sockets.linking import LinkingMixin
-from exon.sockets.messages import Cookie, CookieLost, Message
+from exon.sockets.linking import Linking, peer_id
+from exon.sockets.messages import Cookie, CookieLost, Message, Peer
 from exon.sockets.timeouts import check_timeout as _check_timeout
 from exon.sockets.timeouts import deadline as _deadline
 
@@ -88,7 +88,7 @@ def _payload(data: Any) -> bytes:
     return view.tobytes()
 
 
-class Socket(LinkingMixin, AsyncSocketMixin):
+class Socket(AsyncSocketMixin):
     """Base of every socket type. Construct through ``exon.Socket(type=...)`` or
     ``node.socket(type)``."""
 
@@ -153,17 +153,16 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         host = self._host = node.socket_host
         self._lock = host.lock
         self._core = host.core
-        self._cond = threading.Condition(host.lock)
+        #: who waits on it (blocking calls, asyncio tasks): the node wakes them
+        self.wakeup = Wakeup(host.lock, self)
         self._fast_slot = -1  # the node's link-table slot (host.open_socket gives it)
         self.cookie_ratio = cookie_ratio
         self._cookie_run = 0
-        self._refusals: dict[PeerId, LinkRefused | ErrorReceived] = {}
         self._broken_epoch = 0
         self._broken: dict[PeerId, str] = {}
         self._closes = 0  # LinkClosed events seen (blocked waits re-check their errors)
         self._closed = False
         self._aio_waiters: dict[Any, deque[Any]] = {}  # lines of asyncio tasks (sockets.aio)
-        self._aio_wakers: dict[Any, int] = {}  # their loops' wakers -> waiters
         self._aio_spin: Any = new_spin_policy()  # when areceive spins
         # a "plain" socket takes every message as it comes (no gate, no envelope): its
         # inbox holds Messages, and its receive() pops them in one call (the door)
@@ -187,6 +186,11 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         self.tag: int
         self.tag, self._fast_slot = host.open_socket(self, self.type, tag, options)
         self._inbox.tag = self.tag
+        #: the handshakes with its peers (exon.sockets.linking): link(), unlink(), ...
+        self._linking = Linking(host=host, tag=self.tag, wakeup=self.wakeup,
+                                is_closed=lambda: self._closed, check_open=self._check_open)
+        #: the refusals the node reported, by peer (the linking's, never rebound)
+        self._refusals = self._linking.refusals
         fast = host.fast
         self._deliver = fast.deliver
         self._fast_send = fast.send
@@ -379,7 +383,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             return False
 
         while True:
-            if not self._host.wait_until(self._cond, ready, deadline, spin, self._has_links):
+            if not self._host.wait_until(self.wakeup, ready, deadline, spin, self._has_links):
                 self._on_receive_timeout()
                 raise errors.Timeout(f"nothing received in {timeout}s")
             check()
@@ -468,7 +472,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
                     return True
                 return any(core.credits(tag, p) > 0 for p in core.established(tag))
 
-            if not host.wait_until(self._cond, ready, deadline):
+            if not host.wait_until(self.wakeup, ready, deadline):
                 raise errors.Timeout("no linked peer had credit before the timeout")
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
@@ -515,6 +519,65 @@ class Socket(LinkingMixin, AsyncSocketMixin):
         :class:`exon.StateError`."""
         raise errors.StateError(f"a {self.type} socket cannot send")
 
+    # ==== linking (exon.sockets.linking) ======================================================
+
+    _peer_id = staticmethod(peer_id)
+
+    def link(self, peer: str | Peer, timeout: float | None = 5.0) -> None:
+        """Link with ``peer`` ("HOST:PORT/TAG"); returns once established.
+
+        Raises :class:`exon.LinkRefused` on a permanent refusal (``.reason`` names it),
+        :class:`exon.SocketNotFound` when the peer node has no such socket by the deadline,
+        :class:`exon.Timeout` otherwise. Temporary refusals are retried by the core with a
+        randomised, growing delay until the deadline.
+        """
+        self._linking.link(peer, timeout)
+
+    def unlink(self, peer: str | Peer, timeout: float | None = 5.0) -> None:
+        """Unlink from ``peer``; returns once the link closed. Nothing sent before is lost:
+        the link closes when both directions were delivered (or the core's unlink timeout
+        expired, in which case unconfirmed cookies come back as CookieLost)."""
+        self._linking.unlink(peer, timeout)
+
+    @property
+    def peers(self) -> list[Peer]:
+        """Peers with an established link."""
+        return self._linking.peers()
+
+    def windows(self) -> dict[Peer, int]:
+        """The receive window (credits) each established link has now: the socket's
+        ``credits``, or less while the node's memory budget is shared among more links (a
+        window is budget / (links x max_message_size), docs/guide/tuning.md). A receiver
+        that holds what it takes (``receive_held``) sizes its batches below these."""
+        return self._linking.windows()
+
+    def wait_for_links(self, count: int = 1, timeout: float | None = 5.0) -> None:
+        """Block until at least ``count`` links are established (e.g. a REP or PULL waiting
+        for its peers)."""
+        self._linking.wait_for_links(count, timeout)
+
+    #: how many peers' socket types _learn_peer_type remembers before it forgets closed links
+    _PEER_TYPES_MAX: ClassVar[int] = 4096
+
+    def _learn_peer_type(self, types: dict[PeerId, str], ev: LinkEstablished) -> list[PeerId]:
+        """Lock held: note ``ev.peer``'s socket type in ``types`` (kept after its link
+        closes: its messages may still be queued); past ``_PEER_TYPES_MAX`` entries the
+        peers whose links are gone are forgotten first. Returns the forgotten peers."""
+        forgotten: list[PeerId] = []
+        if len(types) >= self._PEER_TYPES_MAX:
+            live = self._core.links(self.tag)
+            forgotten = [p for p in types if p not in live]
+            for peer in forgotten:
+                del types[peer]
+        types[ev.peer] = ev.peer_metadata.socket_type
+        return forgotten
+
+    def _link_applied_locked(self, pid: PeerId) -> bool:
+        """Lock held: whatever this socket type needs once a link is established is done
+        (a SUB: the PUB applied its prefixes; ``alink`` waits for it). True for most types."""
+        return True
+
+
     # ==== closing ============================================================================
 
     def _check_open(self) -> None:
@@ -545,7 +608,7 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             if unlinking:
                 host.pump()
                 try:
-                    host.wait_until(self._cond, lambda: not core.has_socket(self.tag), deadline)
+                    host.wait_until(self.wakeup, lambda: not core.has_socket(self.tag), deadline)
                 except errors.ClosedError:
                     pass
             if core.has_socket(self.tag):
@@ -556,8 +619,8 @@ class Socket(LinkingMixin, AsyncSocketMixin):
             host.close_socket(self.tag)
             self._inbox.close()  # the queue holds the inbox's callbacks: a cycle, cut
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
-            self._cond.notify_all()
-            self._wake_async()  # async waiters see the close (ClosedError)
+            self.wakeup.notify_all()
+            self.wakeup.wake_loops()  # async waiters see the close (ClosedError)
 
     def _on_closing_locked(self) -> None:
         """Hook (lock held): close() began; every link is unlinking (its UNLINK queued for

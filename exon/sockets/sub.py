@@ -184,7 +184,7 @@ class SubSocket(Socket):
                 return not self._unconfirmed.get(peer) and peer not in self._untold
             return not any(self._unconfirmed.values()) and not self._untold
 
-        if not self._host.wait_until(self._cond, applied, deadline):
+        if not self._host.wait_until(self.wakeup, applied, deadline):
             raise errors.Timeout(f"the pub socket(s) did not apply the subscription in "
                                  f"{timeout}s")
         self._check_open()
