@@ -41,13 +41,12 @@ from collections.abc import Callable
 from typing import Any
 
 from exon import errors
+from exon.middleware.fastpath import OFFER_SPINS, RETRY
 from exon.middleware.node_transport import (
-    _OFFER_SPINS,
     ConnectBackoff,
     NodeTransport,
     PendingFragments,
 )
-from exon.transport.aeron import ADMIN_ACTION, BACK_PRESSURED
 from exon.transport.aeron.layout import (
     DATA_HEADER_LENGTH,
     SETUP_LENGTH,
@@ -195,11 +194,11 @@ class Connections:
                 # FRAGMENTs, each a header and a view of data (no chunk is built); when back
                 # pressure refuses one, the rest wait in the backlog as one entry
                 item = PendingFragments(data)
-                rc = item.offer(pub, pub.max_message_length, _OFFER_SPINS)
+                rc = item.offer(pub, pub.max_message_length, OFFER_SPINS)
             else:
                 rc = offer(pub, data)
             if rc < 0:
-                if rc in (BACK_PRESSURED, ADMIN_ACTION):
+                if rc in RETRY:
                     backlog.setdefault(address, deque()).append(item)
                 else:  # NOT_CONNECTED, CLOSED, MAX_POSITION_EXCEEDED: the peer is gone
                     self.frames_dropped += 1
@@ -225,7 +224,7 @@ class Connections:
                 else:
                     rc = pub.offer(head)
                 if rc < 0:
-                    if rc not in (BACK_PRESSURED, ADMIN_ACTION):
+                    if rc not in RETRY:
                         self.lost.add(address)
                     break
                 queue.popleft()

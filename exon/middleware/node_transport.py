@@ -43,10 +43,9 @@ from exon import errors
 from exon.core.address import join_address
 from exon.core.frames import HEADER_LENGTH, PROTOCOL_SOCKETS, FrameType
 from exon.core.sealing import PROTOCOL_SEALED, SEAL_OVERHEAD
+from exon.middleware.fastpath import OFFER_SPINS, OFFER_YIELD_AFTER, RETRY
 from exon.native import ffi, lib
 from exon.transport.aeron import (
-    ADMIN_ACTION,
-    BACK_PRESSURED,
     Aeron,
     ExclusivePublication,
     Image,
@@ -70,8 +69,6 @@ _HELLO_HEADER = struct.Struct("<HBBI")  # version, protocol, type, remaining len
 _FRAGMENT_HEADER = struct.Struct("<HBBIII")
 FRAGMENT_HEADER_LENGTH = _FRAGMENT_HEADER.size  # 16
 _VERSION = 1
-_OFFER_SPINS = int(lib.EXON_LT_OFFER_SPINS)  # offers again (exon_link_table.h)
-_OFFER_YIELD_AFTER = int(lib.EXON_LT_OFFER_YIELD_AFTER)
 
 
 def encode_hello(reply_address: str) -> bytes:
@@ -120,12 +117,13 @@ def offer_retrying(rc: int, offer: Callable[..., int], args: tuple[Any, ...],
                    spins: int) -> int:
     """After a first ``offer(*args)`` that returned ``rc``: while back pressure or an admin
     action refuses it, try again up to ``spins`` times (yielding the CPU after the first
-    ``_OFFER_YIELD_AFTER``); the last Aeron outcome. Callers make the first offer
+    ``OFFER_YIELD_AFTER``: exon_link_table.h's rule, mirrored in exon.middleware.fastpath);
+    the last Aeron outcome. Callers make the first offer
     themselves, so that one that goes through costs no call here."""
     tries = 0
-    while rc in (BACK_PRESSURED, ADMIN_ACTION) and tries < spins:
+    while rc in RETRY and tries < spins:
         tries += 1
-        if tries > _OFFER_YIELD_AFTER:
+        if tries > OFFER_YIELD_AFTER:
             time.sleep(0)
         rc = offer(*args)
     return rc
@@ -494,7 +492,7 @@ class NodeTransport:
         """Offer with a short bounded retry on back pressure; the final Aeron outcome."""
         rc = pub.offer(data)
         if rc < 0:
-            rc = offer_retrying(rc, pub.offer, (data,), _OFFER_SPINS)
+            rc = offer_retrying(rc, pub.offer, (data,), OFFER_SPINS)
         return rc
 
     def drop_publication(self, address: str) -> None:

@@ -577,7 +577,6 @@ class Socket(AsyncSocketMixin):
         (a SUB: the PUB applied its prefixes; ``alink`` waits for it). True for most types."""
         return True
 
-
     # ==== closing ============================================================================
 
     def _check_open(self) -> None:
