@@ -149,9 +149,13 @@ class LoopWaker:
         with contextlib.suppress(BlockingIOError, OSError):
             os.read(self._rfd, 8 if self._rfd == self._wfd else 4096)
         self._armed = False  # before draining: a wake from now on writes again
+        # Retry what was woken before this drain, each socket once. A wake that comes
+        # during the drain (a retry polled the transport; the node's thread handed over
+        # more) may concern a socket already retried here: it stays queued, and its write
+        # (the first wake after the flag fell) brings the loop back for a later drain.
         seen: set[int] = set()
         woken = self._woken
-        while woken:
+        for _ in range(len(woken)):
             sock = woken.popleft()
             if id(sock) not in seen:
                 seen.add(id(sock))
