@@ -133,7 +133,7 @@ class DealerSocket(RoutedDoorsMixin):
                 return any(core.credits(tag, p) > 0 for p in core.established(tag))
 
             if not self._host.wait_until(self.wakeup, ready, deadline):
-                raise errors.Timeout("no linked peer had credit before the timeout")
+                raise self._credit_timeout_locked()
             self._check_open()
             if (broke := self._every_link_broke(epoch)) is not None:
                 raise broke

@@ -473,9 +473,17 @@ class Socket(AsyncSocketMixin):
                 return any(core.credits(tag, p) > 0 for p in core.established(tag))
 
             if not host.wait_until(self.wakeup, ready, deadline):
-                raise errors.Timeout("no linked peer had credit before the timeout")
+                raise self._credit_timeout_locked()
             if destination is None and (broke := self._every_link_broke(epoch)) is not None:
                 raise broke
+
+    def _credit_timeout_locked(self) -> errors.Timeout:
+        """The Timeout of a send that waited for credit: which of the two it waited for."""
+        if not self._core.established(self.tag):
+            return errors.Timeout(
+                "no peer was linked before the timeout: link() first (sock.peers lists the "
+                "links; a peer that unlinked or broke is gone from it)")
+        return errors.Timeout("no linked peer had credit before the timeout")
 
     def _on_sent_locked(self, destination: PeerId) -> None:
         """Hook (lock held): :meth:`_send_locked` sent the message to ``destination``.

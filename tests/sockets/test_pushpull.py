@@ -65,17 +65,24 @@ def test_send_blocks_without_credit_and_nowait_raises(make_node) -> None:
     a, b = make_node(), make_node()
     pull = b.socket("pull", tag=1, credits=3)
     push = a.socket("push")
-    with pytest.raises(exon.Timeout):
+    with pytest.raises(exon.Timeout, match="no peer was linked"):
         push.send(b"no peer yet", timeout=0.1)
     push.link(f"{b.address}/1")
     for _ in range(3):
         push.send_nowait(b"x")
     with pytest.raises(exon.BackPressured):
         push.send_nowait(b"y")
-    with pytest.raises(exon.Timeout):
+    with pytest.raises(exon.Timeout, match="no linked peer had credit"):
         push.send(b"y", timeout=0.1)
     assert pull.receive(timeout=5).payload == b"x"
     push.send(b"z", timeout=5)  # credit came back once the PULL's application took one
+    assert [pull.receive(timeout=5).payload for _ in range(3)] == [b"x", b"x", b"z"]
+    pull.close()  # unlinks: the timeout says the link is gone, not that credit is short
+    deadline = time.monotonic() + 5
+    while push.peers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(exon.Timeout, match="no peer was linked"):
+        push.send(b"after", timeout=0.1)
 
 
 def test_push_cannot_receive_and_pull_cannot_send(make_node) -> None:
@@ -254,3 +261,4 @@ def test_a_cookie_whose_link_breaks_inside_the_send_comes_back_lost(make_node,
     push.link(f"{b.address}/1", timeout=5)
     send_as_the_peer_goes(a, push, 1, monkeypatch)
     assert push.peers == []
+
