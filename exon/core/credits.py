@@ -224,3 +224,15 @@ def pick_round_robin(count: int, cursor: int,
         if has_credit(index):
             return index, (index + 1) % count
     return None
+
+
+def cursor_after_removal(cursor: int, removed: int, count: int) -> int:
+    """The round-robin cursor once the link at ``removed`` (of ``count``, before it left)
+    leaves the order: still on the same link when the removed one came before or after it
+    (one index down when before); on the link after the removed one when the cursor was on
+    it; the first once it would point past the end. The native ring does the same when a
+    link leaves it (its cursor is a link, not an index: ``lt_unindex``), and
+    tests/middleware/test_rule_parity.py runs both with removals."""
+    if removed < cursor:
+        cursor -= 1
+    return 0 if cursor >= count - 1 else cursor

@@ -38,7 +38,7 @@ import struct
 from typing import Any
 
 from exon.core.budget import MemoryBudget
-from exon.core.credits import pick_round_robin
+from exon.core.credits import cursor_after_removal, pick_round_robin
 from exon.core.events import (
     CookieReturned,
     ErrorReceived,
@@ -770,9 +770,9 @@ class SocketCore:
             self._budget.freed()
         link.stored = False
         if link.peer in sock.rr and link.peer not in sock.links:
-            sock.rr.remove(link.peer)
-            if sock.rr_next >= len(sock.rr):
-                sock.rr_next = 0
+            removed = sock.rr.index(link.peer)
+            sock.rr_next = cursor_after_removal(sock.rr_next, removed, len(sock.rr))
+            del sock.rr[removed]
         if link.peer_incarnation is not None and self.settings.tombstone_ttl > 0:
             self._tombstones[(sock.tag, link.peer)] = (
                 link.peer_node, link.peer_incarnation, self._last_now + self.settings.tombstone_ttl

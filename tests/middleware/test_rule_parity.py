@@ -2,7 +2,9 @@
 tested without C, and sends what the native path does not):
 
 * round-robin with credit: ``exon_lt_send`` over a socket's ring (exon_link_table.c) and
-  ``exon.core.credits.pick_round_robin`` (``SocketCore.pick_destination``);
+  ``exon.core.credits.pick_round_robin`` (``SocketCore.pick_destination``), and where the
+  cursor goes when a link leaves: the ring's unlink (``exon_lt_detach``) and
+  ``exon.core.credits.cursor_after_removal`` (``SocketCore``'s forget);
 * PUB prefix matching: the PUB door's ``pub_matches`` (exon_fast_pubsub.c) and
   ``exon.core.pubsub.PrefixFilter.matches``.
 
@@ -19,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exon.core.credits import pick_round_robin
+from exon.core.credits import cursor_after_removal, pick_round_robin
 from exon.core.pubsub import PrefixFilter
 from exon.native import fast_prefix_matches, ffi, lib
 from exon.transport.aeron.logbuffer import LogBuffer
@@ -29,6 +31,7 @@ TERM = 64 * 1024
 SLOT = 0
 
 RoundRobin = Callable[[int, int, Callable[[int], bool]], tuple[int, int] | None]
+Removal = Callable[[int, int, int], int]
 
 
 class NativeRing:
@@ -65,6 +68,10 @@ class NativeRing:
     def grant(self, position: int, credit: int) -> None:
         self.table.links[self.links[position]].limit += credit
 
+    def remove(self, position: int) -> None:
+        """The link at ``position`` leaves the table (its socket's ring with it)."""
+        lib.exon_lt_detach(self.table, self.links.pop(position))
+
     def close(self) -> None:
         for index in self.links:
             lib.exon_lt_detach(self.table, index)
@@ -87,18 +94,28 @@ def ring_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[], Path]:
 
 
 def run_round_robin(directory: Path, limits: list[int], ops: list[tuple[int, int]],
-                    twin: RoundRobin) -> None:
-    """Apply ``ops`` (``(-1, 0)``: send one message; ``(k, n)``: grant link k n credits) to
-    the native table and to ``twin`` over a model of the same credits; assert that every
-    send picks the same link (or none in both)."""
+                    twin: RoundRobin, removal: Removal = cursor_after_removal) -> None:
+    """Apply ``ops`` (``(-1, 0)``: send one message; ``(-2, k)``: link k leaves; ``(k, n)``:
+    grant link k n credits; k is taken modulo the links left) to the native table and to
+    the twins over a model of the same credits; assert that every send picks the same link
+    (or none in both)."""
     native = NativeRing(directory, limits)
     limit, sent = list(limits), [0] * len(limits)
     cursor = 0
     try:
         for op_number, (link, credit) in enumerate(ops):
+            if link == -2:
+                if limit:
+                    k = credit % len(limit)
+                    native.remove(k)
+                    cursor = removal(cursor, k, len(limit))
+                    del limit[k], sent[k]
+                continue
             if link >= 0:
-                native.grant(link, credit)
-                limit[link] += credit
+                if limit:
+                    k = link % len(limit)
+                    native.grant(k, credit)
+                    limit[k] += credit
                 continue
             picked = twin(len(limit), cursor, lambda i: sent[i] < limit[i])
             expected = None
@@ -111,7 +128,8 @@ def run_round_robin(directory: Path, limits: list[int], ops: list[tuple[int, int
 
 
 RING_OPS = st.lists(st.one_of(st.just((-1, 0)),
-                              st.tuples(st.integers(0, 5), st.integers(1, 3))), max_size=60)
+                              st.tuples(st.integers(0, 5), st.integers(1, 3)),
+                              st.tuples(st.just(-2), st.integers(0, 5))), max_size=60)
 
 
 @settings(max_examples=80, deadline=None,
@@ -119,7 +137,6 @@ RING_OPS = st.lists(st.one_of(st.just((-1, 0)),
 @given(limits=st.lists(st.integers(0, 4), min_size=1, max_size=6), ops=RING_OPS)
 def test_round_robin_native_and_core_agree(ring_dir: Callable[[], Path], limits: list[int],
                                            ops: list[tuple[int, int]]) -> None:
-    ops = [(link % len(limits), n) if link >= 0 else (link, n) for link, n in ops]
     run_round_robin(ring_dir(), limits, ops, pick_round_robin)
 
 
@@ -135,6 +152,20 @@ def test_round_robin_harness_detects_a_drifted_rule(ring_dir: Callable[[], Path]
     run_round_robin(ring_dir(), [5, 5, 5], ops, pick_round_robin)
     with pytest.raises(AssertionError):
         run_round_robin(ring_dir(), [5, 5, 5], ops, from_the_start)
+
+
+def test_removal_harness_detects_a_drifted_rule(ring_dir: Callable[[], Path]) -> None:
+    """A cursor that keeps its index when a link before it leaves (the core's rule before
+    the parity test covered removals: it skipped a link) fails the check, while the real
+    one passes the same input."""
+
+    def keeps_the_index(cursor: int, removed: int, count: int) -> int:
+        return 0 if cursor >= count - 1 else cursor
+
+    ops = [(-1, 0), (-1, 0), (-2, 0), (-1, 0)]  # sent on 0 and 1; 0 leaves: next is 2
+    run_round_robin(ring_dir(), [5, 5, 5], ops, pick_round_robin)
+    with pytest.raises(AssertionError):
+        run_round_robin(ring_dir(), [5, 5, 5], ops, pick_round_robin, keeps_the_index)
 
 
 # ---- PUB prefix matching -----------------------------------------------------------------
