@@ -391,8 +391,10 @@ def _bench_sockets(sizes: tuple[int, ...], messages: int, round_trips: int, cred
 @click.option("--no-replay", is_flag=True, help="skip the replay cases")
 @click.option("--transport", type=click.Choice(["ipc", "udp"]), default="ipc", show_default=True,
               help="ipc: every node on one driver; udp: a driver per node, UDP over loopback")
-@click.option("--dir", "directory", default=None, help="where the archive and files go "
-              "(default: a temporary directory)")
+@click.option("--dir", "directory", default=None,
+              type=click.Path(exists=True, file_okay=False, writable=True),
+              help="an existing directory where the archive and files go (default: a "
+              "temporary directory)")
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(min=1),
               help="rounds of the record cases (archive and peers interleaved); the lines "
               "give the medians and every round")

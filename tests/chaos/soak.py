@@ -33,6 +33,7 @@ LIMITS = {"rss": 24 << 20, "anon": 16 << 20, "fds": 4, "threads": 4}
 DRIVER = {"term_buffer_length": "1m"}
 WARMUP_FRACTION = 0.25
 MIN_WARMUP_ROUNDS = 3
+PARTITION_ROUND = MIN_WARMUP_ROUNDS + 1  #: the round that partitions whatever the draw
 
 
 class SoakFailure(AssertionError):
@@ -91,7 +92,9 @@ def run_soak(lab: Lab, seconds: float, *, seed: int = 0,
         faults = {"loss": rng.choice([0, 5, 10, 20]), "dup": rng.choice([0, 2, 5]),
                   "delay_ms": rng.choice([0, 2, 10]), "reorder": rng.choice([0, 10, 25]),
                   "seed": rng.randrange(1 << 30)}
-        partition = rng.random() < 0.1
+        # now and then, and always in the round after the warm-up's first rounds: a short
+        # soak partitions at least once too
+        partition = rng.random() < 0.1 or report.rounds == PARTITION_ROUND
         lab.impair(**faults)
         results: dict[str, dict[str, Any]] = {}
 

@@ -25,7 +25,7 @@ T = 20.0  # every wait's timeout: a stall shows as Timeouts, never a hang
 WINDOW = 1024  # the default credit window
 VARIANTS = ["plain", "req", "tick"]
 SIZES = [pytest.param(2000, id="2000"),
-         pytest.param(10 * WINDOW, id="10x-window", marks=pytest.mark.slow)]
+         pytest.param(4 * WINDOW, id="4x-window", marks=pytest.mark.slow)]
 
 
 def _serve(stop: threading.Event, sock: exon.Socket, answer: Callable[[Any], None]) -> None:
