@@ -11,6 +11,7 @@ hands back every cookie still waiting: the core reports each as a ``CookieLost``
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -32,6 +33,10 @@ class CookieJar:
         if self._pending and sequence <= self._pending[-1][0]:
             raise ValueError("cookie sequence numbers must increase")
         self._pending.append((sequence, cookie))
+
+    def values(self) -> Iterator[Any]:
+        """The cookies waiting, in sequence order."""
+        return (cookie for _sequence, cookie in self._pending)
 
     def confirm(self, delivered: int) -> list[Any]:
         """Pop and return the cookies of every sequence number < ``delivered``."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hmac
 import random
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from exon.core.budget import MemoryBudget
@@ -376,6 +377,14 @@ class SocketCore:
     def pending_cookies(self, tag: int, peer: PeerId | tuple[str, int]) -> int:
         link = self._socket(tag).links.get(PeerId(*peer))
         return 0 if link is None else len(link.cookies)
+
+    def any_pending_cookie(self, tag: int, surfaces: Callable[[Any], bool]) -> bool:
+        """Whether a link of socket ``tag`` holds a cookie waiting for which ``surfaces``
+        holds (the socket's test of what will still come out of ``receive()``)."""
+        for link in self._socket(tag).links.values():
+            if any(surfaces(cookie) for cookie in link.cookies.values()):
+                return True
+        return False
 
     def sent_counts(self, tag: int) -> dict[PeerId, int]:
         """DATA sent so far on each established link of socket ``tag`` (whoever sent it:

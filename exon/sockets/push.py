@@ -13,10 +13,17 @@ from typing import Any
 
 from exon import errors
 from exon.sockets.batch import send_many as _send_many
+from exon.sockets.batch_cookie import CookiePart
 from exon.sockets.socket import Socket, _payload
 from exon.sockets.timeouts import deadline as _deadline
 
 __all__ = ["PushSocket"]
+
+
+def _will_surface(cookie: Any) -> bool:
+    """Whether a pending cookie will still come out of receive(): not the part of a
+    send_many batch whose cookie was told already (lost at another part)."""
+    return type(cookie) is not CookiePart or not cookie.batch.settled
 
 
 class PushSocket(Socket):
@@ -72,8 +79,7 @@ class PushSocket(Socket):
         return False
 
     def _check_receive_locked(self) -> None:
-        core = self._core
-        if not any(core.pending_cookies(self.tag, p) for p in core.links(self.tag)):
+        if not self._core.any_pending_cookie(self.tag, _will_surface):
             raise errors.StateError(
                 "a push socket cannot receive messages; receive() only returns the cookies "
                 "of sends made with cookie=..., and none is pending")

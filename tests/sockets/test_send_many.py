@@ -237,3 +237,29 @@ def test_the_native_walk_rejects_bad_arguments_and_stops_where_it_cannot_send(
         assert walk(slot, -1, [b"a", "not bytes", b"c"], 0) == 1  # stops at the str
         assert walk(slot, -1, (b"b", b"c", b"d"), 0) == 2  # stops where credit ran out
     assert _receive_all(pull, 3) == [b"a", b"b", b"c"]
+
+
+def test_once_a_batch_cookie_is_lost_its_other_parts_keep_no_receive_waiting(
+        make_node) -> None:
+    """A batch over two links loses its cookie when one link breaks; the other link's
+    part is still pending then, but its outcome is told already: a receive() after the
+    CookieLost says at once that no cookie is to come (it waited out its timeout)."""
+    a = make_node()
+    keep, drop = make_node(), make_node()
+    kept = keep.socket("pull", tag=1, credits=8)
+    gone = drop.socket("pull", tag=1, credits=8)
+    push = a.socket("push")
+    push.link(f"{keep.address}/1", timeout=5)
+    push.link(f"{drop.address}/1", timeout=5)
+    assert push.send_many(_payloads(4), cookie="batch", timeout=5) == 4
+    deadline = time.monotonic() + 5
+    while gone._queued() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gone.close(timeout=0)  # its part breaks unconfirmed
+    assert push.receive(timeout=5) == exon.CookieLost("batch")
+    started = time.monotonic()
+    _no_more_cookies(push)  # the other part is pending, its batch told
+    assert time.monotonic() - started < 0.4
+    assert sorted(_receive_all(kept, 2)) in (
+        [b"m0", b"m2"], [b"m1", b"m3"])  # the surviving part confirms, silently
+    _no_more_cookies(push)
