@@ -90,6 +90,13 @@ class Inbox:
         self.nq.close_lane(lane)
         del self.lanes[peer]
 
+    def waiting_peers(self) -> list[PeerId]:
+        """The peers whose messages wait in the queue, not taken yet."""
+        nq = self.nq
+        if nq is None or not len(nq):
+            return []
+        return [peer for peer, lane in self.lanes.items() if not nq.idle(lane)]
+
     def close_lane_if_idle(self, peer: PeerId) -> None:
         """The link with ``peer`` closed: give its lane back unless messages still wait."""
         lane = self._idle_lane(peer)

@@ -601,7 +601,9 @@ class Socket(AsyncSocketMixin):
     def close(self, timeout: float | None = 5.0) -> None:
         """Unlink everything and close. Everything sent before is delivered (the peers'
         applications receive it) within ``timeout``; after it, links are dropped and
-        unconfirmed cookies are lost. Idempotent."""
+        unconfirmed cookies are lost. What this socket received and its application did
+        not take is dropped at once, with the links it came on (their senders get
+        CookieLost for it). Idempotent."""
         deadline = _deadline(timeout)
         host = self._host
         with self._lock:
@@ -613,6 +615,7 @@ class Socket(AsyncSocketMixin):
                 core.close_socket(self.tag, now=_monotonic())
             self._on_closing_locked()
             if unlinking:
+                self._abort_untaken_locked()
                 host.pump()
                 try:
                     host.wait_until(self.wakeup, lambda: not core.has_socket(self.tag), deadline)
@@ -628,6 +631,19 @@ class Socket(AsyncSocketMixin):
             self._fast_slot = -1  # the slot may go to a new socket: never send on it again
             self.wakeup.notify_all()
             self.wakeup.wake_loops()  # async waiters see the close (ClosedError)
+
+    def _abort_untaken_locked(self) -> None:
+        """close() began: the messages still in the inbox will never be taken, so the links
+        they came on cannot drain (a peer's DATA must be delivered before its link closes
+        gracefully) and close() would wait out its timeout. Those links are dropped at
+        once instead, as a PULL's held batches are: their senders get CookieLost for what
+        was not taken, and the UNLINK already queued tells them."""
+        core = self._core
+        now = _monotonic()
+        for peer in self._inbox.waiting_peers():
+            if not core.has_socket(self.tag):
+                break  # its last link went: the core let the socket go
+            core.abort(self.tag, peer, now=now)
 
     def _on_closing_locked(self) -> None:
         """Hook (lock held): close() began; every link is unlinking (its UNLINK queued for

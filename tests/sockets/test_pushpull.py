@@ -262,3 +262,25 @@ def test_a_cookie_whose_link_breaks_inside_the_send_comes_back_lost(make_node,
     send_as_the_peer_goes(a, push, 1, monkeypatch)
     assert push.peers == []
 
+
+def test_close_with_messages_not_taken_does_not_wait_and_their_cookies_are_lost(
+        make_node) -> None:
+    """A PULL closed with messages in its inbox never takes them: its close drops their
+    link at once (it waited the 5 s unlink timeout for a delivery that could not come), and
+    their sender gets CookieLost for each, the taken one's cookie before."""
+    a, b = make_node(), make_node()
+    pull = b.socket("pull", tag=1, credits=8)
+    push = a.socket("push")
+    push.link(f"{b.address}/1", timeout=5)
+    for i in range(3):
+        push.send(b"m%d" % i, cookie=i, timeout=5)
+    assert pull.receive(timeout=5).payload == b"m0"
+    deadline = time.monotonic() + 5
+    while pull._queued() < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    pull.close(timeout=5)
+    assert time.monotonic() - started < 1.5
+    got = [push.receive(timeout=2.5) for _ in range(3)]
+    assert got == [exon.Cookie(0), exon.CookieLost(1), exon.CookieLost(2)]
+    assert time.monotonic() - started < 3.5  # well before the unlink timeout

@@ -279,3 +279,24 @@ def test_a_link_breaking_inside_the_send_breaks_the_pending_request(make_node,
     with pytest.raises(exon.BrokenLink, match="pending request"):
         req.receive(timeout=5)
     assert time.monotonic() - started < 2
+
+
+def test_a_rep_closed_with_the_request_untaken_fails_the_waiting_req_at_once(
+        make_node) -> None:
+    """The request waits in the REP's inbox when the REP closes: the close does not wait
+    for it to be taken (it never will be), and the REQ waiting for the reply hears that
+    its link broke then, not after the 5 s unlink timeout."""
+    a, b = make_node(), make_node()
+    rep = b.socket("rep", tag=1)
+    req = a.socket("req")
+    req.link(f"{b.address}/1", timeout=5)
+    req.send(b"question", timeout=5)
+    deadline = time.monotonic() + 5
+    while rep._queued() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    rep.close(timeout=5)
+    assert time.monotonic() - started < 1.5
+    with pytest.raises(exon.BrokenLink):
+        req.receive(timeout=4)
+    assert time.monotonic() - started < 3
