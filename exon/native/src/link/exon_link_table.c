@@ -357,6 +357,31 @@ static int64_t lt_offer_frame(exon_link_table_t *t, exon_lt_link_t *l, uint8_t t
     }
     /* sealed: the header (with its final length) is the associated data */
     lt_put_u32(header + 4, (uint32_t)(12 + EXON_SEAL_OVERHEAD + length));
+    int64_t whole = (int64_t)EXON_LT_HEADER_LENGTH + EXON_SEAL_OVERHEAD + length;
+    if (whole <= l->pub->max_payload_length)
+    {
+        /* one pass over the bytes: sealed from the caller's payload straight into the
+         * claimed frame. try_claim refuses as offer2 would (the same entry checks and
+         * reservation for a frame that fits), so the outcomes are offer2's; the counter
+         * moves only for a frame that goes out. A claim is always committed or aborted. */
+        exon_claim_t claim;
+        int64_t position = exon_publication_try_claim(l->pub, (int32_t)whole, &claim);
+        if (position < 0)
+        {
+            return position;
+        }
+        memcpy(claim.data, header, EXON_LT_HEADER_LENGTH);
+        int64_t rc = exon_seal_seal(l->seal, header, (const uint8_t *)payload, length,
+                                    claim.data + EXON_LT_HEADER_LENGTH);
+        if (rc < 0)
+        {
+            exon_claim_abort(&claim); /* padding: readers skip it */
+            return rc;
+        }
+        exon_claim_commit(&claim);
+        return position;
+    }
+    /* fragmented (above one frame): sealed into the scratch buffer, then offered */
     uint8_t *sealed = lt_scratch(t, (int64_t)length + EXON_SEAL_OVERHEAD);
     if (sealed == NULL)
     {
