@@ -1,17 +1,21 @@
 """The link table's encrypted hot path (exon_link_table.c, issue 28): a DATA that fits one
-frame is sealed straight into a claim of the term. What goes out must open with the peer's
-keys as before; a seal that fails after the claim leaves padding that readers skip."""
+frame is sealed straight into a claim of the term, and a sealed frame is opened in place in
+the poll's copy buffer. What goes out must open with the peer's keys as before; a seal that
+fails after the claim leaves padding that readers skip; a frame that does not open is
+dropped and counted once by the table (it never reaches the core: its ciphertext may be
+overwritten by the failed open), and the frames after it stay on the fast path."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from exon.core import frames as F
-from exon.core.sealing import open_frame
+from exon.core.sealing import open_frame, seal_frame
 from exon.crypto import libcrypto, seal
 from exon.crypto.seal import TransportSeal
 from exon.native import ffi, lib
@@ -61,6 +65,7 @@ class SealedLink:
         assert lib.exon_lt_activate(self.table, index, self.pub._pub) == 0
         self.record = rec
         self.keys = ffi.new("int32_t[1]", [PEER_KEY])
+        self.images = ffi.new("exon_image_t *[1]", [self.image.cdata])
 
     def close(self) -> None:
         lib.exon_lt_detach(self.table, 0)
@@ -71,6 +76,23 @@ class SealedLink:
 
     def send(self, payload: bytes) -> int:
         return int(lib.exon_lt_send(self.table, 0, 0, payload, len(payload)))
+
+    def from_peer(self, payload: bytes) -> bytes:
+        """A DATA the peer sealed for us."""
+        return seal_frame(self.peer, F.encode_data(PEER_TAG, OUR_TAG, PEER_INC, payload))
+
+    def classify(self, frames: list[bytes]) -> tuple[list[tuple[int, bytes]], Any]:
+        """Classify frames laid one after another in a copy buffer: (link, the bytes the
+        descriptor names) per frame."""
+        buf = ffi.new("uint8_t[]", b"".join(frames) or b"\0")
+        descs = ffi.new("exon_lt_desc_t[]", len(frames))
+        offset = 0
+        for k, frame in enumerate(frames):
+            descs[k].image, descs[k].offset, descs[k].length = 0, offset, len(frame)
+            offset += len(frame)
+        lib.exon_lt_classify(self.table, self.images, self.keys, buf, descs, len(frames))
+        view = ffi.buffer(buf)
+        return [(int(d.link), bytes(view[d.offset:d.offset + d.length])) for d in descs], buf
 
 
 @pytest.fixture(params=_cases(), ids=lambda c: "-".join(c))
@@ -116,3 +138,50 @@ def test_a_seal_that_fails_after_its_claim_leaves_padding(link: SealedLink) -> N
     assert [open_frame(link.peer, m) for m in got] == [
         F.encode_data(OUR_TAG, PEER_TAG, OUR_INC, p) for p in (b"first", b"after")]
     assert link.image.position == link.pub.position
+
+
+def test_frames_open_in_place(link: SealedLink) -> None:
+    payloads = [b"", b"a", os.urandom(64), os.urandom(1024)]
+    results, _ = link.classify([link.from_peer(p) for p in payloads])
+    assert results == [(0, F.encode_data(PEER_TAG, OUR_TAG, PEER_INC, p)) for p in payloads]
+    assert link.record.received == len(payloads)
+    assert int(link.table.unopened_dropped) == 0
+
+
+@pytest.mark.parametrize("where", ["ciphertext", "tag", "counter"])
+def test_a_frame_that_does_not_open_is_dropped_and_counted_once(link: SealedLink,
+                                                                where: str) -> None:
+    good1, bad, good2 = (link.from_peer(b"one" * 30), link.from_peer(b"two" * 30),
+                         link.from_peer(b"three" * 30))
+    altered = bytearray(bad)
+    offset = {"ciphertext": HEADER + 8 + 5, "tag": len(bad) - 3, "counter": HEADER + 7}[where]
+    altered[offset] ^= 0x40
+    malformed = link.image.cdata.lt_malformed
+    results, _ = link.classify([good1, bytes(altered), good2])
+    assert [r[0] for r in results] == [0, int(lib.EXON_LT_DROPPED), 0]
+    assert results[0][1] == F.encode_data(PEER_TAG, OUR_TAG, PEER_INC, b"one" * 30)
+    assert results[2][1] == F.encode_data(PEER_TAG, OUR_TAG, PEER_INC, b"three" * 30)
+    assert int(link.table.unopened_dropped) == 1
+    assert link.ours.failures == 1  # one open tried: the core never saw it
+    assert link.image.cdata.lt_malformed == malformed + 1  # the image's poll share
+    assert link.record.received == 2
+
+
+def test_a_replayed_frame_is_dropped_and_the_link_goes_on(link: SealedLink) -> None:
+    first = link.from_peer(b"once")
+    assert [r[0] for r in link.classify([first])[0]] == [0]
+    results, _ = link.classify([first, link.from_peer(b"next")])
+    assert results == [(int(lib.EXON_LT_DROPPED), first),  # refused before any byte moved
+                       (0, F.encode_data(PEER_TAG, OUR_TAG, PEER_INC, b"next"))]
+    assert int(link.table.unopened_dropped) == 1
+
+
+def test_frames_the_fast_path_does_not_take_stay_sealed_for_the_core(link: SealedLink) -> None:
+    frame = link.from_peer(b"x" * 40)
+    stale = bytearray(frame)
+    stale[16] ^= 1  # another incarnation: the core decides
+    link.record.advertised = link.record.received  # no credit left: the core decides
+    results, _ = link.classify([frame, bytes(stale)])
+    assert results == [(-1, frame), (-1, bytes(stale))]
+    assert int(link.table.unopened_dropped) == 0
+    assert (link.ours.failures, link.ours.opened) == (0, 0)
