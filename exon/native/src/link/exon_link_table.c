@@ -807,8 +807,9 @@ int exon_lt_classify(exon_link_table_t *t, exon_image_t **images, const int32_t 
             d->link = -1;
             continue;
         }
-        int opened = d->length > 2 && copy_buf[d->offset + 2] == EXON_PROTO_SEALED
-            ? lt_open(t, image_keys[img], copy_buf, d) : LT_OPEN_OPENED;
+        /* a plaintext frame goes on as an opened one does */
+        bool sealed = d->length > 2 && copy_buf[d->offset + 2] == EXON_PROTO_SEALED;
+        int opened = sealed ? lt_open(t, image_keys[img], copy_buf, d) : LT_OPEN_OPENED;
         if (opened == LT_OPEN_DROPPED)
         {
             /* counted once, here (the core never sees it: nothing of the link changes, so
