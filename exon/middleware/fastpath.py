@@ -70,7 +70,8 @@ __all__ = ["FLOW_CREDIT", "FLOW_DONE", "HEADER_LENGTH", "HOLD_BACKLOG", "HOLD_CL
            "HOLD_COOKIE", "LINK_NONE", "OFFER_SPINS", "OFFER_YIELD_AFTER", "RETRY",
            "ROUND_ROBIN", "FastLink", "FastLinks", "SendReason"]
 
-#: exon_lt_desc_t.link of a FLOW applied natively, and of a DATA ``poll_batch`` queued
+#: exon_lt_desc_t.link of a FLOW applied natively, of a DATA ``poll_batch`` queued, and of
+#: a sealed frame dropped natively (did not open)
 FLOW_DONE = int(lib.EXON_LT_FLOW_DONE)
 FLOW_CREDIT = int(lib.EXON_LT_FLOW_CREDIT)
 HEADER_LENGTH = int(lib.EXON_LT_HEADER_LENGTH)
@@ -360,6 +361,12 @@ class FastLinks:
     def malformed_dropped(self) -> int:
         """Messages ``exon_lt_poll`` dropped as malformed (no exon frame at all)."""
         return 0 if self._closed else int(self._table.malformed_dropped)
+
+    @property
+    def unopened_dropped(self) -> int:
+        """Sealed frames of attached encrypted links that ``exon_lt_classify`` dropped
+        because they did not open (opened in place, so never handed to the core)."""
+        return 0 if self._closed else int(self._table.unopened_dropped)
 
     def poller(self, limit: int) -> Poller:
         return Poller(self._table, limit)

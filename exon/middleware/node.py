@@ -294,11 +294,17 @@ class Node:
             queued = sum(sock._queued_bytes() for sock in self._sockets.values())
         fields = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}
         fields["malformed_dropped"] = self._malformed_dropped(stats)
+        fields["unopened_dropped"] = self._unopened_dropped(stats)
         return NodeStatistics(**fields, queued_bytes=queued)
 
     def _malformed_dropped(self, stats: Any) -> int:
         """The core's malformed drops and the native poll's (``malformed_native``)."""
         return int(stats.malformed_dropped) + self._fast.malformed_dropped
+
+    def _unopened_dropped(self, stats: Any) -> int:
+        """Sealed frames that did not open: the core's drops and the native classifier's
+        (which opens in place and drops there; each frame is counted by one of them)."""
+        return int(stats.unopened_dropped) + self._fast.unopened_dropped
 
     def _publish_counters(self, core_statistics: Any = None) -> None:
         """Copy the statistics into the node's CnC counters (lock held; every
@@ -318,7 +324,8 @@ class Node:
         return statistics_of(core_statistics, frames_dropped=self.frames_dropped,
                              connects_failed=self.connects_failed,
                              fragments_dropped=self.fragments_dropped,
-                             malformed_dropped=self._malformed_dropped(core_statistics))
+                             malformed_dropped=self._malformed_dropped(core_statistics),
+                             unopened_dropped=self._unopened_dropped(core_statistics))
 
     def metrics(self) -> dict[str, list[dict[str, Any]]]:
         """The node's metrics as ``exon stat --serve`` serves them, by Prometheus name:

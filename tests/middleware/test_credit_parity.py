@@ -72,7 +72,7 @@ class NativeLink:
         desc[0].image = 0
         desc[0].offset = 0
         desc[0].length = len(frame)
-        lib.exon_lt_classify(self.table, self.keys, buf, desc, 1)
+        lib.exon_lt_classify(self.table, ffi.NULL, self.keys, buf, desc, 1)
         return int(desc[0].link)
 
     def sent_frames(self) -> list[F.Frame]:

@@ -33,7 +33,7 @@ def classify(table: Any, key: int, ours: int, theirs: int) -> int:
     keys = ffi.new("int32_t[1]", [key])
     desc = ffi.new("exon_lt_desc_t[1]")
     desc[0].length = len(frame)
-    lib.exon_lt_classify(table, keys, buf, desc, 1)
+    lib.exon_lt_classify(table, ffi.NULL, keys, buf, desc, 1)
     return int(desc[0].link)
 
 

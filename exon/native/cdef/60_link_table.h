@@ -21,6 +21,7 @@
 int64_t exon_lt_hold_reason(uint32_t hold);
 #define EXON_LT_FLOW_DONE ...
 #define EXON_LT_FLOW_CREDIT ...
+#define EXON_LT_DROPPED ...
 #define EXON_LT_DELIVER_NONE ...
 #define EXON_LT_DELIVER_FIRST ...
 #define EXON_LT_DELIVER_DUE ...
@@ -61,6 +62,7 @@ typedef struct exon_link_table_stct {
     int32_t flow_count;
     int32_t poll_next;
     int64_t malformed_dropped;
+    int64_t unopened_dropped;
     ...;
 } exon_link_table_t;
 int exon_lt_init(exon_link_table_t *t, int32_t capacity, int32_t socket_capacity);
@@ -74,7 +76,7 @@ int64_t exon_lt_send_held(exon_link_table_t *t, int32_t socket_slot, int32_t lin
 #define EXON_LT_GARBAGE_SHARE ...
 int exon_lt_frame_malformed(const uint8_t *frame, int32_t length);
 int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int32_t max_messages, uint8_t *copy_buf, int32_t copy_cap, int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch);
-int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
+int exon_lt_classify(exon_link_table_t *t, exon_image_t **images, const int32_t *image_keys, uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
 int exon_lt_wait(exon_image_t **images, int32_t count, int32_t *doorbell, int64_t spin_ns, int64_t timeout_ns);
 int64_t exon_lt_deliver(exon_link_table_t *t, int32_t link);
 void exon_lt_set_flow_delay(exon_link_table_t *t, int64_t delay_ns);

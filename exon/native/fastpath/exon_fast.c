@@ -427,7 +427,7 @@ static PyTypeObject LinkDeliverType = {
 /* Queue the fast DATA of descs[0, count) into the RecvQueues of `queues` (a list indexed
  * by socket slot): every fast DATA descriptor whose slot has a RecvQueue with the link
  * attached is queued there (payload bytes made here) and marked handled; FLOWs applied by
- * classify are marked handled too. Returns the list of slots touched (new reference) and
+ * classify and sealed frames it dropped (EXON_LT_DROPPED) are marked handled too. Returns the list of slots touched (new reference) and
  * sets *left_out to the descriptors the caller must still look at; NULL on error. */
 static PyObject *dispatch_descs(exon_lt_desc_t *descs, int count, const char *copy, Py_ssize_t copy_length,
                                 PyObject *queues, int *left_out)
@@ -512,8 +512,8 @@ static PyObject *dispatch_descs(exon_lt_desc_t *descs, int count, const char *co
 
 typedef int (*exon_lt_poll_fn)(void *t, void **images, int32_t count, int32_t max_messages, uint8_t *copy_buf,
                                int32_t copy_cap, int32_t *copy_used, exon_lt_desc_t *out, void *scratch);
-typedef int (*exon_lt_classify_fn)(void *t, const int32_t *image_keys, uint8_t *copy_buf,
-                                   exon_lt_desc_t *descs, int32_t count);
+typedef int (*exon_lt_classify_fn)(void *t, void **images, const int32_t *image_keys,
+                                   uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
 
 static exon_lt_poll_fn lt_poll_fn = NULL;
 static exon_lt_classify_fn lt_classify_fn = NULL;
@@ -562,14 +562,14 @@ static PyObject *fast_poll_batch(PyObject *module, PyObject *args)
     if (sealed)
     {
         Py_BEGIN_ALLOW_THREADS
-        lt_classify_fn((void *)(uintptr_t)table, (const int32_t *)(uintptr_t)keys,
-                       (uint8_t *)(uintptr_t)copy, d, n);
+        lt_classify_fn((void *)(uintptr_t)table, (void **)(uintptr_t)images,
+                       (const int32_t *)(uintptr_t)keys, (uint8_t *)(uintptr_t)copy, d, n);
         Py_END_ALLOW_THREADS
     }
     else
     {
-        lt_classify_fn((void *)(uintptr_t)table, (const int32_t *)(uintptr_t)keys,
-                       (uint8_t *)(uintptr_t)copy, d, n);
+        lt_classify_fn((void *)(uintptr_t)table, (void **)(uintptr_t)images,
+                       (const int32_t *)(uintptr_t)keys, (uint8_t *)(uintptr_t)copy, d, n);
     }
     int left = 0;
     PyObject *touched = dispatch_descs(d, n, (const char *)(uintptr_t)copy, *used_p, queues, &left);

@@ -357,6 +357,31 @@ static int64_t lt_offer_frame(exon_link_table_t *t, exon_lt_link_t *l, uint8_t t
     }
     /* sealed: the header (with its final length) is the associated data */
     lt_put_u32(header + 4, (uint32_t)(12 + EXON_SEAL_OVERHEAD + length));
+    int64_t whole = (int64_t)EXON_LT_HEADER_LENGTH + EXON_SEAL_OVERHEAD + length;
+    if (whole <= l->pub->max_payload_length)
+    {
+        /* one pass over the bytes: sealed from the caller's payload straight into the
+         * claimed frame. try_claim refuses as offer2 would (the same entry checks and
+         * reservation for a frame that fits), so the outcomes are offer2's; the counter
+         * moves only for a frame that goes out. A claim is always committed or aborted. */
+        exon_claim_t claim;
+        int64_t position = exon_publication_try_claim(l->pub, (int32_t)whole, &claim);
+        if (position < 0)
+        {
+            return position;
+        }
+        memcpy(claim.data, header, EXON_LT_HEADER_LENGTH);
+        int64_t rc = exon_seal_seal(l->seal, header, (const uint8_t *)payload, length,
+                                    claim.data + EXON_LT_HEADER_LENGTH);
+        if (rc < 0)
+        {
+            exon_claim_abort(&claim); /* padding: readers skip it */
+            return rc;
+        }
+        exon_claim_commit(&claim);
+        return position;
+    }
+    /* fragmented (above one frame): sealed into the scratch buffer, then offered */
     uint8_t *sealed = lt_scratch(t, (int64_t)length + EXON_SEAL_OVERHEAD);
     if (sealed == NULL)
     {
@@ -551,11 +576,20 @@ static int32_t lt_classify(exon_link_table_t *t, int32_t key, const uint8_t *fra
     return i;
 }
 
+#define LT_OPEN_FOR_CORE 0  /* another kind of frame, or a check failed: left as it came */
+#define LT_OPEN_OPENED 1    /* opened in place */
+#define LT_OPEN_DROPPED 2   /* did not open: to be dropped and counted */
+
 /* A sealed DATA or FLOW of an attached encrypted link that passes the fast path's checks,
- * opened: its plaintext frame written 8 bytes on in the copy buffer and the descriptor
- * moved onto it. False (the frame left as it came, for the core): another kind of frame,
- * a check failed, or it does not open. */
-static bool lt_open(exon_link_table_t *t, int32_t key, uint8_t *copy_buf, exon_lt_desc_t *d)
+ * opened in place: the plaintext lands where the ciphertext was (frame + 8 + 20), the
+ * plaintext header is written in front of it and the descriptor moves 8 bytes on, so the
+ * bytes are passed over once. LT_OPEN_FOR_CORE: another kind of frame or a check failed
+ * (the frame left as it came: the core decides). LT_OPEN_DROPPED: it did not open
+ * (altered, injected, replayed, sealed for another link); its ciphertext may be
+ * overwritten now (libsodium's AES-256-GCM fills a failed open's output), so it is
+ * dropped here, never handed on. The core, opening it with the same seal (one receive
+ * counter), would have failed the same way. */
+static int lt_open(exon_link_table_t *t, int32_t key, uint8_t *copy_buf, exon_lt_desc_t *d)
 {
     uint8_t *frame = copy_buf + d->offset;
     int32_t length = d->length;
@@ -563,46 +597,44 @@ static bool lt_open(exon_link_table_t *t, int32_t key, uint8_t *copy_buf, exon_l
         frame[0] != EXON_PROTOCOL_VERSION || frame[1] != 0 ||
         lt_get_u32(frame + 4) != (uint32_t)(length - 8))
     {
-        return false;
+        return LT_OPEN_FOR_CORE;
     }
     int32_t i = lt_find(t, key, lt_get_u32(frame + 12), lt_get_u32(frame + 8));
     if (i < 0)
     {
-        return false;
+        return LT_OPEN_FOR_CORE;
     }
     exon_lt_link_t *l = &t->links[i];
     if (l->seal == NULL || lt_get_u32(frame + 16) != l->peer_incarnation)
     {
-        return false;
+        return LT_OPEN_FOR_CORE;
     }
     int32_t n = length - EXON_LT_HEADER_LENGTH - EXON_SEAL_OVERHEAD;
     if (frame[3] == EXON_MSG_DATA)
     {
         if (l->received >= l->advertised || n > l->max_in)
         {
-            return false;
+            return LT_OPEN_FOR_CORE;
         }
     }
     else if (frame[3] != EXON_MSG_FLOW || n != 16 || l->hold_flow != 0)
     {
-        return false;
+        return LT_OPEN_FOR_CORE;
     }
-    uint8_t *plain = lt_scratch(t, n > 0 ? n : 1);
-    if (plain == NULL ||
-        exon_seal_open(l->seal, frame, frame + EXON_LT_HEADER_LENGTH,
+    uint8_t *plain = frame + EXON_LT_HEADER_LENGTH + EXON_SEAL_COUNTER_LENGTH;
+    if (exon_seal_open(l->seal, frame, frame + EXON_LT_HEADER_LENGTH,
                        length - EXON_LT_HEADER_LENGTH, plain) != n)
     {
-        return false;
+        return LT_OPEN_DROPPED;
     }
     uint8_t header[EXON_LT_HEADER_LENGTH];
     memcpy(header, frame, EXON_LT_HEADER_LENGTH);
     header[2] = EXON_PROTO_SOCKETS;
     lt_put_u32(header + 4, (uint32_t)(12 + n));
     memcpy(frame + EXON_SEAL_COUNTER_LENGTH, header, EXON_LT_HEADER_LENGTH);
-    memcpy(frame + EXON_SEAL_COUNTER_LENGTH + EXON_LT_HEADER_LENGTH, plain, (size_t)n);
     d->offset += EXON_SEAL_COUNTER_LENGTH;
     d->length = EXON_LT_HEADER_LENGTH + n;
-    return true;
+    return LT_OPEN_OPENED;
 }
 
 int exon_lt_frame_malformed(const uint8_t *frame, int32_t length)
@@ -753,8 +785,8 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count, int
     return n;
 }
 
-int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf,
-                     exon_lt_desc_t *descs, int32_t count)
+int exon_lt_classify(exon_link_table_t *t, exon_image_t **images, const int32_t *image_keys,
+                     uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count)
 {
     /* After an image's first message for the core, every later one of that image goes to
      * the core too (order). An image's messages may come in two runs (exon_lt_poll), so the
@@ -775,10 +807,25 @@ int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *c
             d->link = -1;
             continue;
         }
-        if (d->length > 2 && copy_buf[d->offset + 2] == EXON_PROTO_SEALED &&
-            !lt_open(t, image_keys[img], copy_buf, d))
+        /* a plaintext frame goes on as an opened one does */
+        bool sealed = d->length > 2 && copy_buf[d->offset + 2] == EXON_PROTO_SEALED;
+        int opened = sealed ? lt_open(t, image_keys[img], copy_buf, d) : LT_OPEN_OPENED;
+        if (opened == LT_OPEN_DROPPED)
         {
-            d->link = -1; /* for the core, which counts what does not open */
+            /* counted once, here (the core never sees it: nothing of the link changes, so
+             * the image's later messages may stay fast); garbage for the image's share of
+             * the next polls, as the core's drops are (note_garbage, 2.17) */
+            d->link = EXON_LT_DROPPED;
+            t->unopened_dropped++;
+            if (images != NULL && images[img] != NULL)
+            {
+                images[img]->lt_malformed++;
+            }
+            continue;
+        }
+        if (opened == LT_OPEN_FOR_CORE)
+        {
+            d->link = -1; /* for the core, which opens it or drops and counts it */
             if (near)
             {
                 slow[img >> 3] |= (uint8_t)(1u << (img & 7));

@@ -22,8 +22,13 @@
  *    docs/protocol.md 2.20), and a sealed DATA or FLOW of an attached link that passes the
  *    checks above is opened in classify: the copy buffer then holds its plaintext frame
  *    (the descriptor moves 8 bytes on and shrinks by the seal's 24), as a plaintext link's
- *    would. A sealed frame that fails a check or does not open is left sealed, as it came,
- *    for the core, which opens it with the same seal (one counter) or drops and counts it.
+ *    would. Both run in place, one pass over the bytes: a DATA or FLOW that fits one frame
+ *    is sealed straight into a claim of the term (exon_publication_try_claim), and a
+ *    sealed frame is opened where it lies in the copy buffer. A sealed frame that fails a
+ *    check is left sealed, as it came, for the core, which opens it with the same seal
+ *    (one counter) or drops and counts it; one that passes the checks but does not open
+ *    (its ciphertext may be overwritten by then) is dropped here, EXON_LT_DROPPED, and
+ *    counted in unopened_dropped.
  *
  * Thread safety: none. The caller serialises every call on a table (the Node's lock), and
  * exon_lt_poll needs the poll role of the Node as well (one reader per image).
@@ -92,9 +97,12 @@ static inline int64_t exon_lt_hold_reason(uint32_t hold)
 }
 
 /* exon_lt_desc_t.link of a FLOW applied natively: EXON_LT_FLOW_DONE, or
- * EXON_LT_FLOW_CREDIT - index when it gave credit to a link that had none (wake senders). */
+ * EXON_LT_FLOW_CREDIT - index when it gave credit to a link that had none (wake senders).
+ * EXON_LT_DROPPED (the same value as FLOW_DONE: nothing is left to do for either): a
+ * sealed frame that did not open, dropped and counted (t->unopened_dropped). */
 #define EXON_LT_FLOW_DONE (-2)
 #define EXON_LT_FLOW_CREDIT (-3)
+#define EXON_LT_DROPPED EXON_LT_FLOW_DONE
 
 #define EXON_LT_DELIVER_NONE 0
 #define EXON_LT_DELIVER_FIRST 1    /* first delivery since the last FLOW: arm a FLOW timer */
@@ -164,12 +172,13 @@ typedef struct exon_link_table_stct
     int32_t *flow_queue;           /* ring of queued links, each at most once */
     int32_t flow_head;
     int32_t flow_count;
-    uint8_t *seal_buf;             /* sealing and opening scratch (grows to the largest) */
+    uint8_t *seal_buf;             /* sealing scratch of fragmented frames (grows) */
     int32_t seal_cap;
     /* Fairness of exon_lt_poll (docs/protocol.md 2.17): the image polled first rotates, and
      * messages that are no exon frame (exon_lt_frame_malformed) are dropped there. */
     int32_t poll_next;             /* the image the next poll starts with */
     int64_t malformed_dropped;     /* messages dropped by exon_lt_poll as malformed */
+    int64_t unopened_dropped;      /* sealed frames exon_lt_classify dropped: did not open */
 }
 exon_link_table_t;
 
@@ -217,13 +226,16 @@ int exon_lt_poll(exon_link_table_t *t, exon_image_t **images, int32_t count,
                  int32_t *copy_used, exon_lt_desc_t *out, exon_fragment_t *scratch);
 
 /* Classify polled messages (under the table's lock): image i's peer key is image_keys[i]
- * (< 0: unknown peer). DATA of an attached link (matching peer incarnation, within the
+ * (< 0: unknown peer); `images` are the ones polled (NULL: none to charge a dropped frame
+ * to, for the poll's fairness). A sealed DATA or FLOW of an attached encrypted link that
+ * does not open is dropped: EXON_LT_DROPPED, counted in unopened_dropped and in its
+ * image's lt_malformed. DATA of an attached link (matching peer incarnation, within the
  * advertised limit and max_in) gets its link index and counts `received`; a well-formed
  * FLOW of an attached link (matching incarnation, hold_flow == 0) is applied and gets
  * EXON_LT_FLOW_DONE or EXON_LT_FLOW_CREDIT - index; the rest keeps -1, and so does every
  * later message of an image after its first slow one. Returns the number of fast DATA. */
-int exon_lt_classify(exon_link_table_t *t, const int32_t *image_keys, uint8_t *copy_buf,
-                     exon_lt_desc_t *descs, int32_t count);
+int exon_lt_classify(exon_link_table_t *t, exon_image_t **images, const int32_t *image_keys,
+                     uint8_t *copy_buf, exon_lt_desc_t *descs, int32_t count);
 
 /* Wait for data on images[0, count) (NULL entries skipped) or a ring of `doorbell`: spin
  * (CPU pause, no syscall, no waiters registered, so writers do not ring) for up to spin_ns,
