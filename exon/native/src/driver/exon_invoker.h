@@ -27,7 +27,11 @@
  * bridge to the eventfd, which left the waiter to its park slice: p99 of 2 ms), and the
  * sender's while such a thread spins (it sends within microseconds; a parked one does not,
  * so then the agent sends what other threads offer). The waiter takes the sender lock with
- * a trylock (the agent holds it only while sending).
+ * a trylock (the agent holds it only while sending), and the receiver lock with a trylock
+ * too (exon_receiver_try_duty_cycle: never behind an agent preempted while holding it).
+ * Between two waits no client thread is in exon_invoker_wait: for a lease after a client
+ * thread last ran the receiver's duty cycle (EXON_RECEIVER_INVOKER_LEASE_NS), the agent
+ * leaves it to the client threads all the same.
  *
  * Thread-safety: every function may be called from any thread of the driver's process.
  */

@@ -31,7 +31,7 @@
 #include "driver/exon_receiver.h"
 
 int exon_receiver_init(exon_receiver_t *r, struct exon_driver_conductor_stct *conductor,
-    const int32_t *invokers_in)
+    const int32_t *invokers_in, const int64_t *invoked_ns)
 {
     memset(r, 0, sizeof(*r));
     r->commands.wake_fd = -1;
@@ -39,6 +39,7 @@ int exon_receiver_init(exon_receiver_t *r, struct exon_driver_conductor_stct *co
     r->epoll_fd = -1;
     r->conductor = conductor;
     r->invokers_in = invokers_in;
+    r->invoked_ns = invoked_ns;
     pthread_mutex_init(&r->lock, NULL);
     int rc;
     if ((rc = exon_command_queue_init(&r->commands)) < 0 || (rc = exon_command_queue_init(&r->events)) < 0)
@@ -277,8 +278,14 @@ int exon_receiver_do_work(void *state, int64_t now_ns)
     {
         return 0; /* INVOKER: a client thread waits on the receive sockets; it receives */
     }
+    if (NULL != r->invoked_ns && now_ns - EXON_LOAD_RLX(r->invoked_ns) < EXON_RECEIVER_INVOKER_LEASE_NS)
+    {
+        return 0; /* INVOKER: a client thread received a moment ago and will again */
+    }
     return exon_receiver_duty_cycle(r, now_ns);
 }
+
+static int exon_receiver_duty_cycle_locked(exon_receiver_t *r, int64_t now_ns);
 
 /* One duty cycle, from the agent or an INVOKER thread (the receiver lock serializes them). */
 int exon_receiver_duty_cycle(exon_receiver_t *r, int64_t now_ns)
@@ -288,6 +295,25 @@ int exon_receiver_duty_cycle(exon_receiver_t *r, int64_t now_ns)
         return 0;
     }
     pthread_mutex_lock(&r->lock);
+    return exon_receiver_duty_cycle_locked(r, now_ns);
+}
+
+int exon_receiver_try_duty_cycle(exon_receiver_t *r, int64_t now_ns)
+{
+    if (0 == EXON_LOAD_RLX(&r->endpoint_count) && exon_command_queue_idle(&r->commands))
+    {
+        return 0;
+    }
+    if (pthread_mutex_trylock(&r->lock) != 0)
+    {
+        return 0;
+    }
+    return exon_receiver_duty_cycle_locked(r, now_ns);
+}
+
+/* The duty cycle's body; entered with r->lock held, returns with it released. */
+static int exon_receiver_duty_cycle_locked(exon_receiver_t *r, int64_t now_ns)
+{
     int work = exon_receiver_apply_commands(r, 64);
     for (int32_t i = 0; i < r->endpoint_count; i++)
     {
