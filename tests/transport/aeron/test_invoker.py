@@ -77,9 +77,9 @@ def test_the_waiting_thread_receives_the_datagrams_itself(stack: ExitStack) -> N
 
 
 def test_the_agent_receives_once_no_thread_invokes(stack: ExitStack) -> None:
-    """A client thread's invoke leaves the receiver to client threads for a lease
-    (EXON_RECEIVER_INVOKER_LEASE_NS); datagrams that come while none invokes any more are
-    still received, in order, by the agent once the lease ran out."""
+    """After a client thread ran the duty cycles (exon_driver_invoke), datagrams that come
+    while none invokes any more are received, in order, by the agent: it stands aside only
+    while a thread is inside exon_invoker_wait."""
     driver, sub, pub = udp_pair(stack)
     got: list[bytes] = []
     for round_ in range(3):

@@ -154,7 +154,7 @@ static int exon_driver_init_agents(exon_driver_t *d, const exon_driver_context_t
 {
     /* each init leaves its struct safe to close, even when it fails */
     int rc = exon_sender_init(&d->sender, &d->conductor, ctx, &d->invokers_in, &d->invokers_parked);
-    if (rc >= 0 && (rc = exon_receiver_init(&d->receiver, &d->conductor, &d->invokers_in, &d->invoked_ns)) < 0)
+    if (rc >= 0 && (rc = exon_receiver_init(&d->receiver, &d->conductor, &d->invokers_in)) < 0)
     {
         exon_receiver_close(&d->receiver);
     }

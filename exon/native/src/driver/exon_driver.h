@@ -44,8 +44,6 @@ typedef struct exon_driver_stct
     int invoker_wake_fd;          /* INVOKER: eventfd, written when a bridged doorbell rings */
     int32_t invokers_in;          /* INVOKER: client threads inside exon_invoker_wait now */
     int32_t invokers_parked;      /* INVOKER: of those, the ones parked in ppoll */
-    int64_t invoked_ns;           /* INVOKER: when a client thread last ran the receiver's
-                                   * duty cycle (exon_driver_invoke), nano clock */
 }
 exon_driver_t;
 

@@ -29,7 +29,6 @@ int exon_driver_invoke(exon_driver_t *d)
         work += exon_sender_duty_cycle(&d->sender, now_ns);
         pthread_mutex_unlock(&d->sender.lock);
     }
-    EXON_STORE_RLX(&d->invoked_ns, now_ns); /* the agent's receiver stands aside (lease) */
     work += exon_receiver_try_duty_cycle(&d->receiver, now_ns);
     return work;
 }

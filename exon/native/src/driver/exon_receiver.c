@@ -31,7 +31,7 @@
 #include "driver/exon_receiver.h"
 
 int exon_receiver_init(exon_receiver_t *r, struct exon_driver_conductor_stct *conductor,
-    const int32_t *invokers_in, const int64_t *invoked_ns)
+    const int32_t *invokers_in)
 {
     memset(r, 0, sizeof(*r));
     r->commands.wake_fd = -1;
@@ -39,7 +39,6 @@ int exon_receiver_init(exon_receiver_t *r, struct exon_driver_conductor_stct *co
     r->epoll_fd = -1;
     r->conductor = conductor;
     r->invokers_in = invokers_in;
-    r->invoked_ns = invoked_ns;
     pthread_mutex_init(&r->lock, NULL);
     int rc;
     if ((rc = exon_command_queue_init(&r->commands)) < 0 || (rc = exon_command_queue_init(&r->events)) < 0)
@@ -277,10 +276,6 @@ int exon_receiver_do_work(void *state, int64_t now_ns)
     if (EXON_LOAD_RLX(r->invokers_in) > 0)
     {
         return 0; /* INVOKER: a client thread waits on the receive sockets; it receives */
-    }
-    if (NULL != r->invoked_ns && now_ns - EXON_LOAD_RLX(r->invoked_ns) < EXON_RECEIVER_INVOKER_LEASE_NS)
-    {
-        return 0; /* INVOKER: a client thread received a moment ago and will again */
     }
     return exon_receiver_duty_cycle(r, now_ns);
 }

@@ -34,7 +34,6 @@ typedef struct exon_receiver_stct
     int epoll_fd;                     /* the runner's (INVOKER: the invoker's) epoll set, not
                                        * owned; -1 when closed */
     const int32_t *invokers_in;       /* the driver's INVOKER count (exon_driver_t) */
-    const int64_t *invoked_ns;        /* the driver's INVOKER lease (exon_driver_t), or NULL */
     struct exon_driver_conductor_stct *conductor; /* its error log only */
 }
 exon_receiver_t;
@@ -42,7 +41,7 @@ exon_receiver_t;
 /* Queues and lock; `conductor` records the receiver's errors, `invokers_in` is the
  * driver's count of INVOKER client threads waiting. */
 int exon_receiver_init(exon_receiver_t *receiver, struct exon_driver_conductor_stct *conductor,
-    const int32_t *invokers_in, const int64_t *invoked_ns);
+    const int32_t *invokers_in);
 
 /* Free the queues and the list (the endpoints are the conductor's). The agents are stopped
  * and the conductor has closed (it drains `events` while it closes). */
@@ -58,14 +57,6 @@ int exon_receiver_duty_cycle(exon_receiver_t *receiver, int64_t now_ns);
  * in its duty cycle: what it receives rings the doorbells, bridged to the invoker set),
  * never waiting behind an agent thread that the scheduler may have preempted. */
 int exon_receiver_try_duty_cycle(exon_receiver_t *receiver, int64_t now_ns);
-
-/* INVOKER: the agent leaves the receiver's duty cycle to the client threads for this long
- * after one of them last ran it (exon_driver_invoke): between two waits of a request/reply
- * loop no thread is in exon_invoker_wait, and an agent that received then would take the
- * datagram the waiter is about to read (a hand-off through a doorbell) and hold the lock
- * that waiter's next invoke needs. A datagram that comes while no client thread invokes any
- * more waits at most this long longer for the agent. */
-#define EXON_RECEIVER_INVOKER_LEASE_NS 1000000LL
 
 /* The conductor applies every command it queued for the receiver itself, under the lock as
  * the receiver's duty cycle would: when it returns, the sockets of the endpoints it closed
