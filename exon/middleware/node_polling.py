@@ -300,12 +300,16 @@ class PollLoop:
         self._last_client_poll = _monotonic()  # the dispatcher waits its grace from here
         return True
 
-    def poll_once(self) -> int:
-        """Poll the transport once (lock held on entry and exit, released while polling)."""
+    def poll_once(self, invoke: bool = True) -> int:
+        """Poll the transport once (lock held on entry and exit, released while polling).
+        ``invoke=False`` right after :meth:`_sleep_locked` ended a wait: the wait ran the
+        INVOKER duty cycles last thing before it returned, and this thread offered
+        nothing since, so running them again would only cost their syscalls."""
         transport = self.transport
         if transport is None:
             return 0
-        transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
+        if invoke:
+            transport.invoke()  # INVOKER: receive (and send) now, not at the agent's next cycle
         gone = transport.refresh(self._poller, self.fast.key_of)
         if transport.images_ended:
             for channel in transport.images_ended:
@@ -392,12 +396,13 @@ class PollLoop:
         self._notify_touched()
         return True
 
-    def _sleep_locked(self, timeout: float, spin: float = 0.0) -> None:
+    def _sleep_locked(self, timeout: float, spin: float = 0.0) -> bool:
         """Futex-sleep on the transport (lock released), bounded by the next core timer;
-        spin first for ``spin`` seconds (client threads: see :data:`CLIENT_SPIN`)."""
+        spin first for ``spin`` seconds (client threads: see :data:`CLIENT_SPIN`). True if
+        it waited (an INVOKER wait ran the duty cycles last thing before it returned)."""
         transport = self.transport
         if transport is None or timeout <= 0:
-            return
+            return False
         due = self.core.next_timer()
         if due is not None:
             timeout = min(timeout, max(0.0, due - _monotonic()))
@@ -413,6 +418,7 @@ class PollLoop:
             transport.wait(timeout, spin)
         finally:
             self.lock.acquire()
+        return True
 
     def wait_until(self, wakeup: Wakeup, ready: Callable[[], bool],
                deadline: float | None, spin: float = 0.0,
@@ -446,13 +452,14 @@ class PollLoop:
             if self.role is None:
                 self.role = me
                 try:
+                    waited = False
                     if spin:
                         # a request/reply wait: the answer is rarely there yet, and the wait
                         # returns at once when it is, so skip the empty poll
                         left = _WAIT_SLICE if deadline is None else deadline - now
-                        self._sleep_locked(min(left, _WAIT_SLICE), spin)
+                        waited = self._sleep_locked(min(left, _WAIT_SLICE), spin)
                     while True:
-                        if self.poll_once() == 0:
+                        if self.poll_once(not waited) == 0:
                             if ready() or self.closed:
                                 break
                             now = _monotonic()
@@ -461,9 +468,11 @@ class PollLoop:
                             if self.role_waiters:
                                 break  # let another thread lead; we wait as a follower
                             left = _WAIT_SLICE if deadline is None else deadline - now
-                            self._sleep_locked(min(left, _WAIT_SLICE), spin)
-                        elif ready() or self.closed:
-                            break
+                            waited = self._sleep_locked(min(left, _WAIT_SLICE), spin)
+                        else:
+                            if ready() or self.closed:
+                                break
+                            waited = False
                 finally:
                     self.role = None
                     self._last_client_poll = _monotonic()
@@ -502,14 +511,16 @@ class PollLoop:
                     continue
                 self.role = _DISPATCHER
                 try:
+                    waited = False
                     while not self.closed and not self.role_waiters and not self.loop_pollers:
                         try:
-                            n = self.poll_once()
+                            n = self.poll_once(not waited)
                         except errors.ExonError:
                             n = 0  # a transport hiccup: keep serving
+                        waited = False
                         if n == 0 and not (self.role_waiters or self.loop_pollers
                                            or self.closed):
-                            self._sleep_locked(_DISPATCH_SLICE)
+                            waited = self._sleep_locked(_DISPATCH_SLICE)
                 finally:
                     self.role = None
                     if self.role_waiters:

@@ -67,3 +67,40 @@ def test_a_receive_without_links_still_times_out(make_node) -> None:
     with pytest.raises(exon.Timeout):
         pull.receive(timeout=0.2)
     assert time.monotonic() - start < 2.0
+
+
+def test_a_request_reply_wait_does_not_invoke_the_driver_again_after_its_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An INVOKER wait runs the driver's duty cycles last thing before it returns: the poll
+    right after it does not run them again (two more syscalls a round trip and side)."""
+    from exon.middleware.node_transport import NodeTransport
+
+    with exon.Node(driver="embedded") as server, exon.Node(driver="embedded") as client:
+        assert server._driver is not None
+        assert server._driver.invoker
+        rep = server.socket("rep", tag=1)
+        req = client.socket("req")
+        req.link(f"{server.address}/1", timeout=5)
+        req.send(b"warm")
+        rep.send(rep.receive(timeout=5).payload)
+        assert req.receive(timeout=5).payload == b"warm"
+        calls = {"invoke": 0, "wait": 0}
+        invoke, wait = NodeTransport.invoke, NodeTransport.wait
+
+        def counted_invoke(self: NodeTransport) -> int:
+            calls["invoke"] += self is server._transport
+            return invoke(self)
+
+        def counted_wait(self: NodeTransport, timeout: float, spin: float = 0.0) -> bool:
+            calls["wait"] += self is server._transport
+            return wait(self, timeout, spin)
+
+        monkeypatch.setattr(NodeTransport, "invoke", counted_invoke)
+        monkeypatch.setattr(NodeTransport, "wait", counted_wait)
+        rounds = 30
+        for i in range(rounds):
+            req.send(b"q%d" % i)
+            rep.send(rep.receive(timeout=5).payload + b"!")
+            assert req.receive(timeout=5).payload == b"q%d!" % i
+        assert calls["wait"] >= rounds // 2  # the REP's receives waited (its own thread)
+        assert calls["invoke"] < calls["wait"] // 2

@@ -76,6 +76,30 @@ def test_the_waiting_thread_receives_the_datagrams_itself(stack: ExitStack) -> N
     assert got == [i.to_bytes(4, "little") * 8 for i in range(200)]
 
 
+def test_the_agent_receives_once_no_thread_invokes(stack: ExitStack) -> None:
+    """After a client thread ran the duty cycles (exon_driver_invoke), datagrams that come
+    while none invokes any more are received, in order, by the agent: it stands aside only
+    while a thread is inside exon_invoker_wait."""
+    driver, sub, pub = udp_pair(stack)
+    got: list[bytes] = []
+    for round_ in range(3):
+        assert lib.exon_driver_invoke(driver.handle) >= 0  # a client thread ran the cycles
+        sent = [bytes([round_, i]) * 16 for i in range(20)]
+        for msg in sent:
+            deadline = time.monotonic() + 5.0
+            while pub.offer(msg) < 0:
+                assert time.monotonic() < deadline, "the publication stayed back-pressured"
+                time.sleep(0.0005)
+        want = len(got) + len(sent)
+
+        def arrived(want: int = want) -> bool:
+            sub.poll(lambda d, _h: got.append(bytes(d)), 32)
+            return len(got) >= want
+
+        assert wait_until(arrived, 5.0)
+        assert got[want - len(sent):] == sent
+
+
 def test_an_empty_wait_times_out(stack: ExitStack) -> None:
     driver, sub, _pub = udp_pair(stack)
     arr, n = image_array(sub)

@@ -29,7 +29,7 @@ int exon_driver_invoke(exon_driver_t *d)
         work += exon_sender_duty_cycle(&d->sender, now_ns);
         pthread_mutex_unlock(&d->sender.lock);
     }
-    work += exon_receiver_duty_cycle(&d->receiver, now_ns);
+    work += exon_receiver_try_duty_cycle(&d->receiver, now_ns);
     return work;
 }
 

@@ -280,6 +280,8 @@ int exon_receiver_do_work(void *state, int64_t now_ns)
     return exon_receiver_duty_cycle(r, now_ns);
 }
 
+static int exon_receiver_duty_cycle_locked(exon_receiver_t *r, int64_t now_ns);
+
 /* One duty cycle, from the agent or an INVOKER thread (the receiver lock serializes them). */
 int exon_receiver_duty_cycle(exon_receiver_t *r, int64_t now_ns)
 {
@@ -288,6 +290,25 @@ int exon_receiver_duty_cycle(exon_receiver_t *r, int64_t now_ns)
         return 0;
     }
     pthread_mutex_lock(&r->lock);
+    return exon_receiver_duty_cycle_locked(r, now_ns);
+}
+
+int exon_receiver_try_duty_cycle(exon_receiver_t *r, int64_t now_ns)
+{
+    if (0 == EXON_LOAD_RLX(&r->endpoint_count) && exon_command_queue_idle(&r->commands))
+    {
+        return 0;
+    }
+    if (pthread_mutex_trylock(&r->lock) != 0)
+    {
+        return 0;
+    }
+    return exon_receiver_duty_cycle_locked(r, now_ns);
+}
+
+/* The duty cycle's body; entered with r->lock held, returns with it released. */
+static int exon_receiver_duty_cycle_locked(exon_receiver_t *r, int64_t now_ns)
+{
     int work = exon_receiver_apply_commands(r, 64);
     for (int32_t i = 0; i < r->endpoint_count; i++)
     {

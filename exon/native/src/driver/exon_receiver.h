@@ -53,6 +53,11 @@ int exon_receiver_do_work(void *state, int64_t now_ns);
 /* One duty cycle, from the agent or an INVOKER thread (it takes the lock itself). */
 int exon_receiver_duty_cycle(exon_receiver_t *receiver, int64_t now_ns);
 
+/* The same, from an INVOKER client thread: 0 at once when the lock is taken (the agent is
+ * in its duty cycle: what it receives rings the doorbells, bridged to the invoker set),
+ * never waiting behind an agent thread that the scheduler may have preempted. */
+int exon_receiver_try_duty_cycle(exon_receiver_t *receiver, int64_t now_ns);
+
 /* The conductor applies every command it queued for the receiver itself, under the lock as
  * the receiver's duty cycle would: when it returns, the sockets of the endpoints it closed
  * are closed (a port can be bound again). */
