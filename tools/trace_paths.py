@@ -3,7 +3,7 @@
     python tools/trace_paths.py
 
 Two nodes on one media driver (IPC), a PUSH linked to a PULL. A *missed send* is a
-``push.send`` with a cookie (the fast path never takes a cookie): every exon file a
+``push.send`` with a cookie (the C door leaves cookies to Python): every exon file a
 Python frame of it runs in, on the sending thread, is listed (but for the work of a poll
 the call may do for its node meanwhile, see ``_in_poll_work``). A *receive* is one message
 from its arrival to ``pull.receive()`` returning, with the receiving thread waiting in

@@ -30,10 +30,12 @@ Mirroring rules (the core stays authoritative; there is ONE copy of every count)
 * A ROUTER or DEALER also gets a ``PeerRoutes`` (``open_routes``): the links it routed
   (those that need no envelope), Peer <-> link index, for its native send and receive
   doors. A link's route goes in ``detach``, with its queue entry.
-* Sends with a cookie, sends while frames wait in the Node's backlog, and links without a
-  table entry take the core's path (same counters, same publication, same order). The
-  rule is C's alone (``exon_lt_hold_reason``, exon_link_table.h): a caller passes what
-  holds it (``hold``: ``HOLD_*`` bits) and acts on the :class:`SendReason` it gets back.
+* Sends while frames wait in the Node's backlog, and links without a table entry take
+  the core's path (same counters, same publication, same order). The rule is C's alone
+  (``exon_lt_hold_reason``, exon_link_table.h): a caller passes what holds it (``hold``:
+  ``HOLD_*`` bits) and acts on the :class:`SendReason` it gets back. A send with a cookie
+  leaves the doors (they keep no cookies) for Python, which sends through the table and
+  hands the cookie to the core against that DATA (``SocketCore.cookie_on_last_sent``).
 
 Not thread-safe: every call under the Node's lock (``Poller.batch`` under the poll role
 too; it holds the lock and the GIL through one native call per batch).

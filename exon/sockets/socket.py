@@ -43,7 +43,6 @@ from exon.core.frames import ErrorCode
 from exon.middleware.fastpath import (
     HOLD_BACKLOG,
     HOLD_CLOSED,
-    HOLD_COOKIE,
     LINK_NONE,
     OFFER_SPINS,
     RETRY,
@@ -501,11 +500,12 @@ class Socket(AsyncSocketMixin):
     def _send_native_locked(self, payload: bytes, cookie: Any,
                             destination: PeerId | None) -> PeerId | None:
         """Send through the link table if its rule lets this message (exon_lt_hold_reason,
-        then exon_lt_send): the peer it went to, else None (the core's path decides)."""
+        then exon_lt_send): the peer it went to, else None (the core's path decides). A
+        cookie goes to the core against the DATA just sent (``cookie_on_last_sent``, as a
+        send_many's parts do): the door leaves cookies to this method, the table sends."""
         host = self._host
         fast = host.fast
-        hold = ((HOLD_COOKIE if cookie is not None else 0) | (HOLD_BACKLOG if host.backlog else 0)
-                | (HOLD_CLOSED if self._closed else 0))
+        hold = (HOLD_BACKLOG if host.backlog else 0) | (HOLD_CLOSED if self._closed else 0)
         if destination is None:
             link = ROUND_ROBIN
         else:
@@ -515,7 +515,12 @@ class Socket(AsyncSocketMixin):
         if rc in RETRY:
             rc = offer_retrying(rc, fast.send, (self._fast_slot, link, payload, hold),
                                 OFFER_SPINS)
-        return fast.tokens[rc].peer if rc >= 0 else None
+        if rc < 0:
+            return None
+        peer: PeerId = fast.tokens[rc].peer
+        if cookie is not None:
+            self._core.cookie_on_last_sent(self.tag, peer, cookie)
+        return peer
 
     def send(self, data: bytes, *, cookie: Any = None, timeout: float | None = None) -> None:
         """Send ``data`` (with an optional ``cookie``); blocks up to ``timeout`` (None: no limit)

@@ -202,14 +202,16 @@ def send_nowait_while_received(sender: Any, receiver: Any, count: int,
 
 
 def offers_find_peers_gone(node: exon.Node, monkeypatch: pytest.MonkeyPatch) -> None:
-    """From now on ``node``'s transport answers every frame it offers NOT_CONNECTED, as
-    when the peer's node was killed: the frame is dropped and the links with that node
-    break inside the call that sent it (a cookie's send: the core's path)."""
+    """From now on ``node``'s transport and link table answer every frame it offers
+    NOT_CONNECTED, as when the peer's node was killed: the frame is dropped and the links
+    with that node break inside the call that sent it (the link table's refusal sends it
+    the core's way, whose offer breaks them)."""
     from exon.transport.aeron import NOT_CONNECTED
 
     transport = node._transport
     assert transport is not None
     monkeypatch.setattr(transport, "offer", lambda pub, data: NOT_CONNECTED)
+    monkeypatch.setattr(node._fast, "send", lambda *args: NOT_CONNECTED)
 
 
 
