@@ -51,6 +51,7 @@ import statistics
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +82,11 @@ def process_cpu_seconds(pid: int) -> float | None:
 
 
 def _own_cpu_seconds() -> tuple[float, float]:
-    """(this process's CPU seconds, its reaped children's)."""
+    """(this process's CPU seconds, its reaped children's). Its own from the process CPU
+    clock (nanoseconds): ``os.times`` counts in clock ticks (10 ms), longer than a short
+    local replay takes, which then read as no CPU at all."""
     t = os.times()
-    return t.user + t.system, t.children_user + t.children_system
+    return time.process_time(), t.children_user + t.children_system
 
 
 def aeron_archive_sample(sample: str, size: int, messages: int, archive_dir: str, *,
