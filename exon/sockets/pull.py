@@ -155,19 +155,12 @@ class PullSocket(Socket):
     def _drop_links_locked(self, batches: Iterable[HeldBatch], tell: bool = False) -> None:
         """Settle ``batches`` uncounted and abort every link with messages in them;
         ``tell``: send each an UNLINK first (closing sends one to every link itself)."""
-        doomed: set[tuple[PeerId, int]] = set()
+        doomed: set[tuple[PeerId, int | None]] = set()
         for batch in batches:
             batch._settled = True
             for peer, _link, incarnation, _count in batch._counts:
                 doomed.add((peer, incarnation))
-        core = self._core
-        if doomed and core.has_socket(self.tag):
-            now = _monotonic()
-            for peer, incarnation in doomed:
-                if tell:
-                    core.unlink(self.tag, peer, now=now, incarnation=incarnation)
-                core.abort(self.tag, peer, now=now, incarnation=incarnation)
-            self._host.pump()
+        self._abort_links_locked(doomed, tell)
 
     def _count_locked(self, counts: list[_Count]) -> None:
         """Count the deliveries of ``counts`` (lock held), as the inbox counts those it

@@ -25,7 +25,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from exon import errors
@@ -643,12 +643,25 @@ class Socket(AsyncSocketMixin):
         gracefully) and close() would wait out its timeout. Those links are dropped at
         once instead, as a PULL's held batches are: their senders get CookieLost for what
         was not taken, and the UNLINK already queued tells them."""
+        self._abort_links_locked((peer, None) for peer in self._inbox.waiting_peers())
+
+    def _abort_links_locked(self, links: Iterable[tuple[PeerId, int | None]],
+                            tell: bool = False) -> None:
+        """Drop the links with these peers (of these incarnations; None: the current one)
+        at once (lock held); ``tell``: send each an UNLINK first. Stops once the core has
+        let a closing socket go (its last link went)."""
         core = self._core
         now = _monotonic()
-        for peer in self._inbox.waiting_peers():
+        aborted = False
+        for peer, incarnation in links:
             if not core.has_socket(self.tag):
-                break  # its last link went: the core let the socket go
-            core.abort(self.tag, peer, now=now)
+                break
+            if tell:
+                core.unlink(self.tag, peer, now=now, incarnation=incarnation)
+            core.abort(self.tag, peer, now=now, incarnation=incarnation)
+            aborted = True
+        if aborted:
+            self._host.pump()
 
     def _on_closing_locked(self) -> None:
         """Hook (lock held): close() began; every link is unlinking (its UNLINK queued for
