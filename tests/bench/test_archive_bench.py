@@ -33,37 +33,37 @@ def test_bench_archive_prints_one_json_line_per_case(transport: str, tmp_path: P
         assert line["transport"] == transport
         assert line["messages"] == 2000
     by_case = {line["case"]: line for line in lines}
-    for size in (64,):
-        record = by_case[f"record_{size}"]
-        assert record["unit"] == "msgs/s"
-        assert record["goal"] == 0.5
-        assert record["mb_s"] == pytest.approx(record["exon"] * size / 1e6, rel=1e-2)
-        # the file system's ceiling for the recording's own bytes (headers make it more)
-        assert record["recorded_bytes"] > 2000 * size
-        assert record["fs_ceiling"] > 0
-        # this machine's memory balloon, as exon.bench.host reads it (None: no balloon)
-        assert record["free_page_reporting"] == free_page_reporting()
-        assert by_case[f"record_vs_pushpull_{size}"]["free_page_reporting"] == \
-            record["free_page_reporting"]
-        assert len(record["fs_ceiling_runs"]) == 2
-        pushpull = by_case[f"record_vs_pushpull_{size}"]
-        assert pushpull["goal"] == 0.8
-        # the ratio of a recorder costing only the file system's ceiling, per round
-        assert pushpull["fs_ceiling_ratio_runs"] == pytest.approx(
-            [f / p for f, p in zip(record["fs_ceiling_runs"], pushpull["peer_runs"],
-                                   strict=True)], rel=1e-2, abs=1e-3)
-        assert pushpull["writer_ceiling"] > 0
-        assert len(pushpull["writer_ceiling_ratio_runs"]) == 2
-        assert by_case[f"record_vs_pushpull_{size}"]["exon"] == record["exon"]
-        for case in (f"record_{size}", f"record_vs_pushpull_{size}"):
-            line = by_case[case]
-            # two rounds: the medians of their figures, and each round's own ratio
-            assert line["runs"] == 2
-            assert len(line["exon_runs"]) == len(line["peer_runs"]) == 2
-            assert min(line["exon_runs"]) * 0.999 <= line["exon"] <= max(line["exon_runs"]) * 1.001
-            assert line["ratio_runs"] == pytest.approx(
-                [e / p for e, p in zip(line["exon_runs"], line["peer_runs"], strict=True)],
-                rel=1e-2, abs=1e-3)
+    size = 64
+    record = by_case[f"record_{size}"]
+    assert record["unit"] == "msgs/s"
+    assert record["goal"] == 0.5
+    assert record["mb_s"] == pytest.approx(record["exon"] * size / 1e6, rel=1e-2)
+    # the file system's ceiling for the recording's own bytes (headers make it more)
+    assert record["recorded_bytes"] > 2000 * size
+    assert record["fs_ceiling"] > 0
+    # this machine's memory balloon, as exon.bench.host reads it (None: no balloon)
+    assert record["free_page_reporting"] == free_page_reporting()
+    assert by_case[f"record_vs_pushpull_{size}"]["free_page_reporting"] == \
+        record["free_page_reporting"]
+    assert len(record["fs_ceiling_runs"]) == 2
+    pushpull = by_case[f"record_vs_pushpull_{size}"]
+    assert pushpull["goal"] == 0.8
+    # the ratio of a recorder costing only the file system's ceiling, per round
+    assert pushpull["fs_ceiling_ratio_runs"] == pytest.approx(
+        [f / p for f, p in zip(record["fs_ceiling_runs"], pushpull["peer_runs"],
+                               strict=True)], rel=1e-2, abs=1e-3)
+    assert pushpull["writer_ceiling"] > 0
+    assert len(pushpull["writer_ceiling_ratio_runs"]) == 2
+    assert by_case[f"record_vs_pushpull_{size}"]["exon"] == record["exon"]
+    for case in (f"record_{size}", f"record_vs_pushpull_{size}"):
+        line = by_case[case]
+        # two rounds: the medians of their figures, and each round's own ratio
+        assert line["runs"] == 2
+        assert len(line["exon_runs"]) == len(line["peer_runs"]) == 2
+        assert min(line["exon_runs"]) * 0.999 <= line["exon"] <= max(line["exon_runs"]) * 1.001
+        assert line["ratio_runs"] == pytest.approx(
+            [e / p for e, p in zip(line["exon_runs"], line["peer_runs"], strict=True)],
+            rel=1e-2, abs=1e-3)
     idle = by_case["record_idle_producers_64"]
     assert idle["idle_producers"] == 4
     assert idle["runs"] == 2
